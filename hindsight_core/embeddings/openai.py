@@ -1,0 +1,93 @@
+"""Embeddings from any OpenAI-compatible ``/embeddings`` endpoint.
+
+Works with OpenAI, Azure-style gateways, Ollama (``http://localhost:11434/v1``),
+vLLM and Hugging Face TEI. Uses httpx directly: no SDK needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+
+from ..errors import EmbeddingError
+from .base import normalize
+
+
+class OpenAIEmbedder:
+    """Embeds through an OpenAI-compatible HTTP API.
+
+    Args:
+        base_url: e.g. ``https://api.openai.com/v1``.
+        model: the model name the endpoint knows.
+        api_key: sent as a bearer token when given.
+        dimensions: the vector size; when unknown, asked of the endpoint once.
+        languages: ``None`` (multilingual) unless you know better.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        dimensions: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 30.0,
+        languages: frozenset[str] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model_name = model
+        self.batch_size = batch_size
+        self.languages = languages
+        self._dim = dimensions
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client_args: dict[str, Any] = {"headers": headers, "timeout": timeout}
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = len(self.embed(["dimension probe"])[0])
+        return self._dim
+
+    def _payload(self, batch: Sequence[str]) -> dict[str, Any]:
+        return {"model": self.model_name, "input": list(batch)}
+
+    def _parse(self, response: httpx.Response) -> list[list[float]]:
+        if response.status_code >= 400:
+            raise EmbeddingError(
+                f"embedding endpoint {self.base_url} answered {response.status_code}: "
+                f"{response.text[:300]}"
+            )
+        try:
+            data = sorted(response.json()["data"], key=lambda d: d["index"])
+            return [d["embedding"] for d in data]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise EmbeddingError(f"unexpected answer from {self.base_url}/embeddings") from exc
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        try:
+            with httpx.Client(**self._client_args) as client:
+                for i in range(0, len(texts), self.batch_size):
+                    batch = texts[i : i + self.batch_size]
+                    resp = client.post(f"{self.base_url}/embeddings", json=self._payload(batch))
+                    out.extend(self._parse(resp))
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"cannot reach embedding endpoint {self.base_url}: {exc}") from exc
+        return normalize(out, dim=self._dim, source=self.model_name) if out else []
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        try:
+            async with httpx.AsyncClient(**self._client_args) as client:
+                for i in range(0, len(texts), self.batch_size):
+                    batch = texts[i : i + self.batch_size]
+                    resp = await client.post(
+                        f"{self.base_url}/embeddings", json=self._payload(batch)
+                    )
+                    out.extend(self._parse(resp))
+        except httpx.HTTPError as exc:
+            raise EmbeddingError(f"cannot reach embedding endpoint {self.base_url}: {exc}") from exc
+        return normalize(out, dim=self._dim, source=self.model_name) if out else []

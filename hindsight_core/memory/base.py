@@ -1,0 +1,162 @@
+"""What :class:`Memory` and :class:`AsyncMemory` share: configuration and set-up.
+
+The operations themselves are flows (see ``flow.py``) defined in the mixins of
+``records.py`` and ``lifecycle.py``; this class holds the state they need.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from ..embeddings import Embedder, embedder_from_settings
+from ..errors import EmbeddingModelMismatchError, ValidationError
+from ..models import Experience, Namespace, ns_from_key, ns_key, now_utc, validate_namespace
+from ..settings import Settings
+from ..storage import experiences_sql as q
+from ..text import cjk_share
+from .flow import Embed, Flow, Migrate, Sql
+
+log = logging.getLogger("hindsight")
+
+Clock = Callable[[], datetime]
+
+
+class MemoryBase:
+    """Configuration and set-up shared by the sync and async front ends.
+
+    Args:
+        namespace: the default namespace of every call, e.g. ``("acme", "support")``;
+            each method also takes ``namespace=`` to override it.
+        settings: a :class:`Settings`; default: read from ``HINDSIGHT_*`` variables.
+        embedder: an :class:`Embedder`; default: the one the settings describe.
+        database_url: overrides ``settings.database_url``.
+        clock: returns "now" (UTC); tests pass a controllable one.
+    """
+
+    def __init__(
+        self,
+        namespace: Namespace | str = ("default",),
+        *,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        database_url: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.namespace = validate_namespace(namespace)
+        self._embedder = embedder
+        self._database_url = database_url
+        self.clock: Clock = clock or now_utc
+        self._ready = False
+        self._warned_language = False
+        self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
+
+    # ------------------------------------------------------------------ plumbing
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder in use (built from the settings on first access)."""
+        if self._embedder is None:
+            self._embedder = embedder_from_settings(self.settings)
+        return self._embedder
+
+    def _ns(self, namespace: Namespace | str | None) -> str:
+        return ns_key(self.namespace if namespace is None else validate_namespace(namespace))
+
+    def _now(self) -> datetime:
+        now = self.clock()
+        if now.tzinfo is None:
+            raise ValidationError("the clock must return an aware datetime (UTC)", field="clock")
+        return now
+
+    def _decay_params(self, now: datetime) -> dict[str, Any]:
+        return q.params_for_decay(self.settings, now)
+
+    def _ready_flow(self, *, check_model: bool = True) -> Flow[None]:
+        """Migrate, check the embedding model against the database, ensure the index."""
+        if self._ready:
+            return
+        yield Migrate()
+        yield Sql(q.LOCK_META)
+        rows = yield Sql(q.GET_META, {"key": "embedding"})
+        want = {"model": self.embedder.model_name, "dim": self.embedder.dim}
+        if not rows:
+            import json
+
+            yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
+        elif rows[0]["value"] != want and check_model:
+            have = rows[0]["value"]
+            raise EmbeddingModelMismatchError(
+                f"this database was embedded with {have.get('model')} ({have.get('dim')} dims) "
+                f"but the configured model is {want['model']} ({want['dim']} dims). Set "
+                f"HINDSIGHT_EMBEDDING_MODEL={have.get('model')}, or run `hindsight reindex` to "
+                "re-embed every record with the new model."
+            )
+        if rows and rows[0]["value"] == want or not rows:
+            yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
+        self._ready = True
+
+    def _embed_one_query(self, query: str) -> Flow[list[float]]:
+        cached = self._query_cache.get(query)
+        if cached is not None:
+            self._query_cache.move_to_end(query)
+            return cached
+        (vector,) = yield Embed([query])
+        self._query_cache[query] = vector
+        if len(self._query_cache) > 512:
+            self._query_cache.popitem(last=False)
+        return vector
+
+    def _warn_language(self, texts: list[str]) -> None:
+        languages = self.embedder.languages
+        if self._warned_language or languages is None or "zh" in languages:
+            return
+        if any(cjk_share(t) > 0.3 for t in texts):
+            self._warned_language = True
+            log.warning(
+                "text in Chinese/Japanese/Korean was written, but the embedding model %s "
+                "covers %s only: recall of such text relies on keyword match, and dedup "
+                "also requires shared wording. Configure a multilingual model (see README, "
+                "'Languages').",
+                self.embedder.model_name,
+                ", ".join(sorted(languages)),
+            )
+
+    def _covered(self, text: str) -> bool:
+        languages = self.embedder.languages
+        return languages is None or "zh" in languages or cjk_share(text) <= 0.3
+
+    @staticmethod
+    def _record(row: dict[str, Any]) -> Experience:
+        return Experience(
+            id=row["id"],
+            namespace=ns_from_key(row["ns"]),
+            scene=row["scene"],
+            trigger=row["trigger"],
+            action=row["action"],
+            outcome=row["outcome"],
+            lesson=row["lesson"],
+            confidence=row["confidence"],
+            importance=row["importance"],
+            critical=row["critical"],
+            source=row["source"] or {},
+            score=row["score"],
+            decayed_score=row["decayed_score"],
+            use_count=row["use_count"],
+            occurrences=row["occurrences"],
+            last_used_at=row["last_used_at"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            archived_at=row["archived_at"],
+            merged_into=row["merged_into"],
+            merged_from=list(row["merged_from"] or []),
+        )
+
+    @staticmethod
+    def _new_id() -> uuid.UUID:
+        return uuid.uuid4()

@@ -1,0 +1,202 @@
+"""Flows for the whole store: maintenance, stats, export/import, reindex."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any
+
+import pydantic
+from pydantic import Field
+
+from ..errors import ImportFormatError, ValidationError
+from ..models import (
+    Experience,
+    ExperienceIn,
+    MaintenanceReport,
+    Namespace,
+    Stats,
+    ns_key,
+    raise_validation,
+    to_utc,
+    validate_namespace,
+)
+from ..storage import experiences_sql as q
+from ..storage import tasks_sql
+from ..text import search_document, tokens
+from .base import MemoryBase
+from .flow import Embed, Flow, Sql
+from .records import embedding_text
+
+Progress = Callable[[int, int], None]
+"""Called as ``progress(done, total)`` during long operations."""
+
+REINDEX_BATCH = 256
+
+
+class ExportedRecord(ExperienceIn):
+    """One line of an export file: a record with its identity and lifecycle state."""
+
+    id: uuid.UUID
+    namespace: tuple[str, ...]
+    score: float = Field(default=1.0, ge=0)
+    use_count: int = Field(default=0, ge=0)
+    occurrences: int = Field(default=1, ge=1)
+    last_used_at: datetime | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    archived_at: datetime | None = None
+    merged_into: uuid.UUID | None = None
+    merged_from: list[uuid.UUID] = Field(default_factory=list)
+
+    @pydantic.field_validator("last_used_at", "updated_at", "archived_at")
+    @classmethod
+    def _utc_more(cls, value: datetime | None) -> datetime | None:
+        return to_utc(value) if value is not None else None
+
+
+def export_line(record: Experience) -> str:
+    """A record as one JSON line (every field but the embedding and decayed score)."""
+    data = record.model_dump(mode="json", exclude={"decayed_score"})
+    data["namespace"] = list(record.namespace)
+    return json.dumps(data, ensure_ascii=False)
+
+
+class LifecycleFlows(MemoryBase):
+    """Whole-store operations (flows; see ``flow.py``)."""
+
+    def _maintain_flow(self, namespace: Namespace | str | None, all_namespaces: bool
+                       ) -> Flow[MaintenanceReport]:
+        ns = None if all_namespaces else self._ns(namespace)
+        yield from self._ready_flow()
+        now = self._now()
+        evicted = yield Sql(q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below,
+                                      **self._decay_params(now)})
+        if evicted:
+            yield Sql(q.INSERT_EVENT, [
+                {"ns": r["ns"], "record_id": r["id"], "kind": "archive", "now": now,
+                 "detail": json.dumps({"reason": "decayed"})} for r in evicted
+            ], fetch="none")
+        items = yield Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
+        tasks = yield Sql(tasks_sql.SWEEP_TASKS, {"now": now})
+        return MaintenanceReport(
+            archived=len(evicted), expired_items=len(items), expired_tasks=len(tasks)
+        )
+
+    def _stats_flow(self, namespace: Namespace | str | None) -> Flow[Stats]:
+        ns = None if namespace is None else self._ns(namespace)
+        yield from self._ready_flow(check_model=False)
+        (row,) = yield Sql(q.stats_sql(), {"ns": ns})
+        meta = yield Sql(q.GET_META, {"key": "embedding"})
+        model = meta[0]["value"] if meta else {}
+        return Stats(**row, embedding_model=model.get("model"), embedding_dim=model.get("dim"))
+
+    def _export_flow(self, namespace: Namespace | str | None, all_namespaces: bool,
+                     page: int = 1000) -> Flow[list[Experience]]:
+        out: list[Experience] = []
+        offset = 0
+        while True:
+            batch = yield from self._list_flow(  # type: ignore[attr-defined]
+                namespace, archived=None, order_by="created_at", descending=False,
+                limit=page, offset=offset, all_namespaces=all_namespaces,
+            )
+            out.extend(batch)
+            if len(batch) < page:
+                return out
+            offset += page
+
+    def _import_flow(
+        self,
+        lines: Iterable[str],
+        *,
+        skip_invalid: bool = False,
+        progress: Progress | None = None,
+    ) -> Flow[dict[str, Any]]:
+        """Validate every line first; write nothing if one is bad (unless skipping)."""
+        records: list[ExportedRecord] = []
+        skipped: list[int] = []
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                if not isinstance(data, dict):
+                    raise ValidationError("a line must hold a JSON object", field="(line)")
+                data["namespace"] = list(validate_namespace(data.get("namespace")))
+                record = ExportedRecord.model_validate(
+                    data,
+                    context={"lesson_max_chars": self.settings.lesson_max_chars,
+                             "field_max_chars": self.settings.field_max_chars},
+                )
+            except (ValueError, ValidationError) as exc:
+                if isinstance(exc, pydantic.ValidationError):
+                    exc = raise_validation(exc)
+                if skip_invalid:
+                    skipped.append(number)
+                    continue
+                raise ImportFormatError(
+                    f"line {number}: {exc}. Nothing was imported; fix the line or pass "
+                    "--skip-invalid to import the other lines.", line=number
+                ) from None
+            records.append(record)
+        yield from self._ready_flow()
+        now = self._now()
+        imported = 0
+        for start in range(0, len(records), REINDEX_BATCH):
+            batch = records[start : start + REINDEX_BATCH]
+            vectors = yield Embed([embedding_text(r) for r in batch])
+            params = [_import_params(r, v, now) for r, v in zip(batch, vectors, strict=True)]
+            yield Sql(q.INSERT, params, fetch="none")
+            imported += len(batch)
+            if progress:
+                progress(imported, len(records))
+        return {"read": len(records) + len(skipped), "imported": len(records),
+                "skipped_lines": skipped}
+
+    def _reindex_flow(self, progress: Progress | None = None) -> Flow[int]:
+        """Re-embed every record with the configured model and rebuild the index."""
+        yield from self._ready_flow(check_model=False)
+        yield Sql(q.LOCK_META)
+        meta = yield Sql(q.GET_META, {"key": "embedding"})
+        if meta:
+            yield Sql(q.drop_index_sql(int(meta[0]["value"]["dim"])), fetch="none")
+        (count,) = yield Sql(q.COUNT_ALL)
+        total = int(count["count"])
+        done = 0
+        cursor: dict[str, Any] = {"ns": "", "id": uuid.UUID(int=0)}
+        while True:
+            rows = yield Sql(q.REINDEX_BATCH, {**cursor, "limit": REINDEX_BATCH})
+            if not rows:
+                break
+            texts = [f"{r['lesson']}\n{r['trigger']}" for r in rows]
+            vectors = yield Embed(texts)
+            yield Sql(q.REINDEX_UPDATE, [
+                {"ns": r["ns"], "id": r["id"], "embedding": q.vector_literal(v)}
+                for r, v in zip(rows, vectors, strict=True)
+            ], fetch="none")
+            done += len(rows)
+            cursor = {"ns": rows[-1]["ns"], "id": rows[-1]["id"]}
+            if progress:
+                progress(done, total)
+        want = {"model": self.embedder.model_name, "dim": self.embedder.dim}
+        yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
+        yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
+        self._ready = True
+        return done
+
+
+def _import_params(r: ExportedRecord, vector: list[float], now: datetime) -> dict[str, Any]:
+    return {
+        "ns": ns_key(tuple(r.namespace)), "id": r.id, "scene": r.scene, "trigger": r.trigger,
+        "action": r.action, "outcome": r.outcome, "lesson": r.lesson,
+        "confidence": r.confidence, "importance": r.importance, "critical": r.critical,
+        "source": json.dumps(r.source.model_dump(exclude_none=True)), "score": r.score,
+        "use_count": r.use_count, "occurrences": r.occurrences,
+        "last_used_at": r.last_used_at, "created_at": r.created_at or now,
+        "updated_at": r.updated_at or now, "archived_at": r.archived_at,
+        "merged_into": r.merged_into, "merged_from": r.merged_from,
+        "embedding": q.vector_literal(vector),
+        "search_tsv": q.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
+    }

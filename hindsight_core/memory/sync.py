@@ -1,0 +1,217 @@
+"""The synchronous front end: :class:`Memory`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import sqlalchemy as sa
+
+from ..errors import EmbeddingError, HindsightError, ValidationError
+from ..models import (
+    Experience,
+    MaintenanceReport,
+    Namespace,
+    SearchHit,
+    Stats,
+    WriteResult,
+)
+from ..storage.engine import create_sync_engine
+from .flow import Flow, R, run_sync
+from .lifecycle import LifecycleFlows, Progress, export_line
+from .records import RecordFlows, RecordInput
+from .recall import RecallResult, degraded
+
+log = logging.getLogger("hindsight")
+
+
+class Memory(RecordFlows, LifecycleFlows):
+    """Hindsight memory, synchronous.
+
+    Every method is confined to one namespace: ``namespace=`` when given, else the
+    default passed to the constructor. See :class:`~hindsight_core.AsyncMemory` for
+    the same API with ``await``.
+
+    Example:
+        >>> mem = Memory(("acme", "cleanup-agent"))
+        >>> mem.write({"scene": "file-cleanup", "trigger": "deleting old files",
+        ...            "lesson": "Check the extension before deleting"})
+        >>> mem.search("remove stale downloads")[0].record.lesson
+    """
+
+    def __init__(self, *args: Any, engine: sa.Engine | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._engine = engine
+        self._owns_engine = engine is None
+
+    @property
+    def engine(self) -> sa.Engine:
+        """The SQLAlchemy engine (connection pool); created on first use."""
+        if self._engine is None:
+            self._engine = create_sync_engine(self.settings, self._database_url)
+        return self._engine
+
+    def _run(self, flow: Flow[R]) -> R:
+        return run_sync(flow, self.engine, self.embedder)
+
+    def close(self) -> None:
+        """Close the connection pool (if this object created it)."""
+        if self._engine is not None and self._owns_engine:
+            self._engine.dispose()
+        self._engine = None if self._owns_engine else self._engine
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ set-up
+
+    def setup(self) -> None:
+        """Apply migrations and check the embedding model (also done on first use)."""
+        self._run(self._ready_flow())
+
+    # ------------------------------------------------------------------ write & recall
+
+    def write(self, record: RecordInput, *, namespace: Namespace | str | None = None
+              ) -> WriteResult:
+        """Validate and store one record, or merge it into a near-duplicate.
+
+        Returns:
+            Whether it was ``inserted`` or ``merged``, and the id.
+
+        Raises:
+            ValidationError: the record is malformed; nothing was written.
+        """
+        return self._run(self._write_flow([record], namespace))[0]
+
+    def write_many(self, records: Sequence[RecordInput], *,
+                   namespace: Namespace | str | None = None) -> list[WriteResult]:
+        """Write many records in one transaction (all or nothing), deduplicated."""
+        return self._run(self._write_flow(records, namespace))
+
+    def search(self, query: str, *, namespace: Namespace | str | None = None,
+               scene: str | None = None, top_k: int = 5,
+               filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
+        """Hybrid recall: semantic + keyword, bent by the decayed score.
+
+        Args:
+            query: what the agent is about to do, in its own words.
+            scene: hard filter on the scene tag.
+            top_k: how many hits (1..100).
+            filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
+                ``source.task``, ``source.tool``.
+        """
+        return self._run(self._search_flow(query, namespace, scene, top_k, filters))
+
+    def recall(self, query: str, *, namespace: Namespace | str | None = None,
+               scene: str | None = None, top_k: int = 5) -> RecallResult:
+        """Like :meth:`search`, but never fails the agent: on a database or embedding
+        error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
+        timeout_ms = int(self.settings.recall_timeout * 1000)
+        try:
+            return RecallResult(hits=self._run(
+                self._search_flow(query, namespace, scene, top_k, None, timeout_ms)))
+        except ValidationError:
+            raise
+        except (HindsightError, EmbeddingError) as exc:
+            return degraded(exc)
+
+    def get(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
+        """One record by id (archived ones too)."""
+        return self._run(self._get_flow(record_id, namespace))
+
+    def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
+                     ) -> list[Experience]:
+        """Records of a namespace; options: ``scene``, ``archived`` (False, True or None
+        for both), ``order_by``, ``descending``, ``limit``, ``offset``, ``all_namespaces``."""
+        return self._run(self._list_flow(namespace, **options))
+
+    # ------------------------------------------------------------------ feedback & curation
+
+    def mark_used(self, record_id: object, helpful: bool = True, *,
+                  namespace: Namespace | str | None = None) -> Experience:
+        """Feedback on a recalled record: helpful raises its score (+0.1) and resets its
+        decay clock; unhelpful lowers it."""
+        return self._run(self._mark_used_flow(record_id, helpful, namespace))
+
+    def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
+        """Delete a record for good."""
+        self._run(self._change_flow(record_id, "forget", namespace))
+
+    def archive(self, record_id: object, *, namespace: Namespace | str | None = None
+                ) -> Experience:
+        """Stop recalling a record (restorable)."""
+        return self._run(self._change_flow(record_id, "archive", namespace))  # type: ignore[arg-type]
+
+    def restore(self, record_id: object, *, namespace: Namespace | str | None = None
+                ) -> Experience:
+        """Bring an archived record back (its score is lifted to the eviction line)."""
+        return self._run(self._change_flow(  # type: ignore[arg-type]
+            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1))
+
+    def set_critical(self, record_id: object, critical: bool = True, *,
+                     namespace: Namespace | str | None = None) -> Experience:
+        """Mark a record critical (never decays, never evicted) or not."""
+        return self._run(self._change_flow(  # type: ignore[arg-type]
+            record_id, "critical", namespace, critical=bool(critical)))
+
+    def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
+             **changes: Any) -> Experience:
+        """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
+        return self._run(self._edit_flow(record_id, changes, namespace))
+
+    def merge(self, record_ids: Iterable[object], into: RecordInput, *,
+              namespace: Namespace | str | None = None) -> Experience:
+        """Replace records by one more general lesson; the sources are archived and linked."""
+        return self._run(self._merge_flow(record_ids, into, namespace))
+
+    # ------------------------------------------------------------------ whole store
+
+    def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
+        """Archive records decayed below ``evict_below`` (never critical ones), sweep
+        expired items and abandoned task logs. ``namespace=None``: every namespace."""
+        return self._run(self._maintain_flow(namespace, namespace is None))
+
+    def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
+        """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
+        return self._run(self._stats_flow(namespace))
+
+    def export(self, target: str | Path | IO[str], *, namespace: Namespace | str | None = None,
+               all_namespaces: bool = False) -> int:
+        """Write records (archived too) as JSON lines; returns how many."""
+        records = self._run(self._export_flow(namespace, all_namespaces))
+        return _write_lines(target, records)
+
+    def import_records(self, source: str | Path | Iterable[str], *, skip_invalid: bool = False,
+                       progress: Progress | None = None) -> dict[str, Any]:
+        """Import JSON lines written by :meth:`export`.
+
+        A malformed line raises :class:`ImportFormatError` with its line number and
+        nothing is imported, unless ``skip_invalid``.
+        """
+        return self._run(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
+                                           progress=progress))
+
+    def reindex(self, *, progress: Progress | None = None) -> int:
+        """Re-embed every record with the configured model; returns how many."""
+        return self._run(self._reindex_flow(progress))
+
+
+def _write_lines(target: str | Path | IO[str], records: list[Experience]) -> int:
+    if isinstance(target, str | Path):
+        with open(target, "w", encoding="utf-8") as fh:
+            return _write_lines(fh, records)
+    for record in records:
+        target.write(export_line(record) + "\n")
+    return len(records)
+
+
+def _read_lines(source: str | Path | Iterable[str]) -> list[str]:
+    if isinstance(source, str | Path):
+        with open(source, encoding="utf-8") as fh:
+            return fh.read().splitlines()
+    return list(source)

@@ -1,0 +1,327 @@
+"""The data Hindsight accepts and returns, with validation in one place.
+
+Input models are strict about names (unknown fields are rejected) and lenient
+about representation: numbers given as strings ("0.8") are coerced, timestamps in
+any ISO 8601 form are normalised to UTC. Every failure becomes a
+:class:`~hindsight_core.errors.ValidationError` whose message names the field.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import pydantic
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from .errors import ValidationError
+
+NS_SEPARATOR = "\x1f"
+"""Joins namespace labels into one text key; forbidden inside a label."""
+MAX_LABEL_CHARS = 200
+MAX_NAMESPACE_DEPTH = 16
+
+Namespace = tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def validate_namespace(namespace: object, *, field: str = "namespace") -> Namespace:
+    """Return the namespace as a tuple of labels, or raise naming what is wrong.
+
+    A namespace is a non-empty sequence of non-empty strings, e.g. ``("acme", "agent")``;
+    a single string is taken as a one-label namespace.
+    """
+    if isinstance(namespace, str):
+        namespace = (namespace,)
+    if not isinstance(namespace, list | tuple) or not namespace:
+        raise ValidationError(
+            f"{field} must be a non-empty tuple of strings, e.g. ('acme', 'agent'); "
+            f"got {namespace!r}",
+            field=field,
+        )
+    if len(namespace) > MAX_NAMESPACE_DEPTH:
+        raise ValidationError(
+            f"{field} has {len(namespace)} labels; at most {MAX_NAMESPACE_DEPTH} are allowed",
+            field=field,
+        )
+    for i, label in enumerate(namespace):
+        if not isinstance(label, str):
+            raise ValidationError(
+                f"{field}[{i}] must be a string, got {type(label).__name__}", field=field
+            )
+        if not label.strip():
+            raise ValidationError(f"{field}[{i}] is empty", field=field)
+        if "\x00" in label or NS_SEPARATOR in label:
+            raise ValidationError(
+                f"{field}[{i}] contains a control character (NUL or \\x1f)", field=field
+            )
+        if len(label) > MAX_LABEL_CHARS:
+            raise ValidationError(
+                f"{field}[{i}] is {len(label)} characters; at most {MAX_LABEL_CHARS}",
+                field=field,
+            )
+    return tuple(namespace)
+
+
+def ns_key(namespace: Namespace) -> str:
+    """The stored form of a namespace (labels joined by ``\\x1f``)."""
+    return NS_SEPARATOR.join(namespace)
+
+
+def ns_from_key(key: str) -> Namespace:
+    """Inverse of :func:`ns_key`."""
+    return tuple(key.split(NS_SEPARATOR))
+
+
+def to_utc(value: datetime) -> datetime:
+    """Normalise a datetime to UTC; a naive datetime is taken to be UTC already."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+def parse_id(value: object, *, field: str = "id") -> uuid.UUID:
+    """Parse a record id (UUID, as object or string) or raise naming the field."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value).strip())
+    except (ValueError, AttributeError, TypeError):
+        raise ValidationError(f"{field} is not a valid record id: {value!r}", field=field) from None
+
+
+def raise_validation(exc: pydantic.ValidationError, *, prefix: str = "") -> ValidationError:
+    """Turn pydantic's error into ours; the message lists every offending field."""
+    parts = []
+    first_field = None
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(record)"
+        first_field = first_field or loc
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown field"
+        parts.append(f"{prefix}{loc}: {msg}")
+    return ValidationError("invalid input: " + "; ".join(parts), field=prefix + (first_field or ""))
+
+
+def _check_text(value: str, info: ValidationInfo) -> str:
+    if "\x00" in value:
+        raise ValueError("contains a NUL byte, which cannot be stored")
+    return value
+
+
+# --------------------------------------------------------------------------- input
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        str_strip_whitespace=True,
+        allow_inf_nan=False,
+        frozen=True,
+    )
+
+
+class Source(_Strict):
+    """Where a record came from."""
+
+    model_config = ConfigDict(extra="allow", str_strip_whitespace=True, frozen=True)
+
+    agent: str | None = Field(default=None, max_length=200)
+    task: str | None = Field(default=None, max_length=200)
+    tool: str | None = Field(default=None, max_length=200)
+
+
+class ExperienceIn(_Strict):
+    """An experience record to write.
+
+    Only ``trigger`` and ``lesson`` are required. ``lesson`` is one actionable
+    sentence; its length limit (50 characters by default, a CJK character counting
+    as one) comes from the settings and is passed in the validation context.
+    """
+
+    scene: str = Field(default="general", min_length=1, max_length=100)
+    trigger: str = Field(min_length=1)
+    action: str = ""
+    outcome: str = ""
+    lesson: str = Field(min_length=1)
+    confidence: float = Field(default=1.0, ge=0, le=1)
+    importance: float | None = Field(default=None, ge=0, le=1)
+    critical: bool = False
+    source: Source = Field(default_factory=Source)
+    created_at: datetime | None = None
+
+    @field_validator("scene", "trigger", "action", "outcome", "lesson")
+    @classmethod
+    def _no_nul(cls, value: str, info: ValidationInfo) -> str:
+        value = _check_text(value, info)
+        limit_key = "lesson_max_chars" if info.field_name == "lesson" else "field_max_chars"
+        limit = (info.context or {}).get(limit_key)
+        if limit is not None and len(value) > limit:
+            raise ValueError(
+                f"is {len(value)} characters; at most {limit} allowed"
+                + (" (one sentence, one point)" if info.field_name == "lesson" else "")
+            )
+        return value
+
+    @field_validator("created_at")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        return to_utc(value) if value is not None else None
+
+
+def parse_experience(
+    data: ExperienceIn | Mapping[str, Any], *, lesson_max_chars: int, field_max_chars: int
+) -> ExperienceIn:
+    """Validate one record (a mapping or an :class:`ExperienceIn`) against the limits."""
+    if isinstance(data, ExperienceIn):
+        data = data.model_dump(exclude_none=True)
+    if not isinstance(data, Mapping):
+        raise ValidationError(
+            f"a record must be a mapping or ExperienceIn, got {type(data).__name__}",
+            field="record",
+        )
+    try:
+        return ExperienceIn.model_validate(
+            data,
+            context={"lesson_max_chars": lesson_max_chars, "field_max_chars": field_max_chars},
+        )
+    except pydantic.ValidationError as exc:
+        raise raise_validation(exc) from None
+
+
+# --------------------------------------------------------------------------- output
+
+
+class ScoreBreakdown(BaseModel):
+    """Why a record came back: each part of its final score.
+
+    ``relevance = semantic_weight * semantic + keyword_weight * keyword`` and
+    ``final = relevance * decay ** score_weight``.
+    """
+
+    semantic: float
+    keyword: float
+    relevance: float
+    decay: float = Field(description="The record's decayed score (1.0 when new).")
+    final: float
+
+
+class Experience(BaseModel):
+    """A stored experience record, as read back."""
+
+    id: uuid.UUID
+    namespace: Namespace
+    scene: str
+    trigger: str
+    action: str
+    outcome: str
+    lesson: str
+    confidence: float
+    importance: float | None
+    critical: bool
+    source: dict[str, Any]
+    score: float = Field(description="Stored score, before decay since last use.")
+    decayed_score: float = Field(description="Score after decay, as recall sees it now.")
+    use_count: int
+    occurrences: int
+    last_used_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+    archived_at: datetime | None
+    merged_into: uuid.UUID | None = None
+    merged_from: list[uuid.UUID] = Field(default_factory=list)
+
+    def compact(self) -> dict[str, Any]:
+        """The few fields an agent needs: lesson and trigger first, then the id."""
+        return {"lesson": self.lesson, "trigger": self.trigger, "scene": self.scene,
+                "id": str(self.id)}
+
+
+class SearchHit(BaseModel):
+    """One recall result."""
+
+    record: Experience
+    score: float
+    breakdown: ScoreBreakdown
+
+    def compact(self) -> dict[str, Any]:
+        """Lesson, trigger, scene, id and the final score, for an agent's context."""
+        return {**self.record.compact(), "score": round(self.score, 4)}
+
+
+class WriteResult(BaseModel):
+    """What a write did: ``inserted`` a new record or ``merged`` into an existing one."""
+
+    id: uuid.UUID
+    status: Literal["inserted", "merged"]
+    similarity: float | None = Field(
+        default=None, description="Cosine similarity to the record merged into."
+    )
+
+
+class MaintenanceReport(BaseModel):
+    """What :meth:`Memory.maintain` changed."""
+
+    archived: int
+    expired_items: int
+    expired_tasks: int
+
+
+class Stats(BaseModel):
+    """Counts for ``hindsight stats``."""
+
+    records: int
+    archived: int
+    namespaces: int
+    items: int
+    scenes: dict[str, int]
+    embedding_model: str | None
+    embedding_dim: int | None
+    llm_calls: int = 0
+    llm_prompt_tokens: int = 0
+    llm_completion_tokens: int = 0
+
+
+class Item(BaseModel):
+    """A generic namespaced JSON document (LangGraph store items, LangMem memories)."""
+
+    namespace: Namespace
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+
+
+class ItemHit(BaseModel):
+    """An item returned by :meth:`Memory.search_items`, with its score."""
+
+    item: Item
+    score: float | None
+    breakdown: ScoreBreakdown | None = None
+
+
+def finite(value: float, field: str) -> float:
+    """Reject NaN and infinities with a message naming the field."""
+    if not math.isfinite(value):
+        raise ValidationError(f"{field} must be a finite number, got {value}", field=field)
+    return value
+
+
+def unique_ids(ids: Iterable[object], field: str = "ids") -> list[uuid.UUID]:
+    """Parse a list of ids, keeping order and dropping repeats."""
+    out: dict[uuid.UUID, None] = {}
+    for i, value in enumerate(ids):
+        out.setdefault(parse_id(value, field=f"{field}[{i}]"), None)
+    return list(out)
+
+
+def now_utc() -> datetime:
+    """The current time in UTC (the default clock)."""
+    return datetime.now(UTC)

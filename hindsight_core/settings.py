@@ -1,0 +1,97 @@
+"""All configuration in one place.
+
+Precedence, highest first: arguments passed in code (``Settings(dedup_threshold=0.95)``
+or ``Memory(settings=...)``), then ``HINDSIGHT_*`` environment variables, then a
+``.env`` file in the working directory, then the defaults below.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import platformdirs
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def _default_home() -> Path:
+    return Path(platformdirs.user_data_dir("hindsight", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Hindsight's settings; every field can be set as ``HINDSIGHT_<FIELD>``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="HINDSIGHT_", env_file=".env", extra="ignore", validate_default=True
+    )
+
+    # --- storage -----------------------------------------------------------------
+    database_url: str | None = Field(
+        default=None,
+        description="PostgreSQL URL. Unset: start the embedded PostgreSQL under `home`.",
+    )
+    home: Path = Field(default_factory=_default_home, description="Data dir (embedded DB).")
+    pool_size: int = Field(default=5, ge=1, le=100)
+    connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to wait to connect.")
+    statement_timeout_ms: int = Field(default=30_000, ge=0)
+
+    # --- embeddings --------------------------------------------------------------
+    embedder: Literal["local", "openai"] = Field(
+        default="local",
+        description="local: sentence-transformers; openai: any OpenAI-compatible endpoint.",
+    )
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_base_url: str | None = None
+    embedding_api_key: SecretStr | None = None
+    embedding_dimensions: int | None = Field(default=None, ge=1, le=16_000)
+    embedding_batch_size: int = Field(default=64, ge=1)
+
+    # --- the record ----------------------------------------------------------------
+    lesson_max_chars: int = Field(default=50, ge=5, le=10_000)
+    field_max_chars: int = Field(default=2_000, ge=50, description="scene/trigger/action/...")
+    min_confidence: float = Field(default=0.6, ge=0, le=1)
+
+    # --- dedup ---------------------------------------------------------------------
+    dedup_threshold: float = Field(default=0.92, ge=0, le=1)
+    dedup_min_overlap: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="For text the embedding model does not cover (e.g. Chinese with an "
+        "English-only model), the share of character bigrams two lessons must have in "
+        "common, besides the cosine threshold, to be merged.",
+    )
+
+    # --- recall and lifecycle ------------------------------------------------------
+    semantic_weight: float = Field(default=0.7, ge=0, le=1)
+    keyword_weight: float = Field(default=0.3, ge=0, le=1)
+    decay_factor: float = Field(default=0.9, gt=0, le=1)
+    decay_period_days: float = Field(default=30.0, gt=0)
+    use_bonus: float = Field(default=0.1, ge=0, le=1)
+    evict_below: float = Field(default=0.3, ge=0)
+    score_weight: float = Field(
+        default=0.3,
+        ge=0,
+        le=2,
+        description="How strongly the decayed score bends relevance: final = relevance "
+        "x decayed_score ** score_weight.",
+    )
+    recall_timeout: float = Field(default=2.0, gt=0, description="Seconds before recall degrades.")
+
+    # --- reflection (LLM) ----------------------------------------------------------
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_timeout: float = Field(default=60.0, gt=0)
+    task_ttl_hours: float = Field(default=72.0, gt=0, description="Abandoned task logs expire.")
+
+    @field_validator("home", mode="before")
+    @classmethod
+    def _expand_home(cls, value: object) -> object:
+        return Path(value).expanduser() if isinstance(value, str | Path) else value
+
+    @property
+    def llm_configured(self) -> bool:
+        """Whether an OpenAI-compatible chat model is configured for reflection."""
+        return bool(self.llm_base_url and self.llm_model)

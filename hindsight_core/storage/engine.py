@@ -1,0 +1,108 @@
+"""Connections: engines for sync and async use, and driver errors mapped once.
+
+Both engines talk psycopg 3 through SQLAlchemy 2 with a pre-ping on checkout,
+so a pool recovers by itself after the server restarts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from ..errors import (
+    ConfigurationError,
+    DatabaseError,
+    DatabaseUnavailableError,
+    HindsightError,
+    VectorExtensionMissingError,
+)
+from ..settings import Settings
+from . import embedded
+
+VECTOR_HELP = (
+    "the PostgreSQL server has no pgvector extension. Install it (Debian/Ubuntu: "
+    "apt install postgresql-<version>-pgvector; Docker: use the pgvector/pgvector image; "
+    "managed services: enable the 'vector' extension), or unset HINDSIGHT_DATABASE_URL "
+    "to use the embedded PostgreSQL, which ships pgvector"
+)
+
+
+def resolve_url(settings: Settings, url: str | None = None) -> str:
+    """The SQLAlchemy URL to use: explicit, then configured, then the embedded server.
+
+    A configured URL is never replaced by the embedded server, even if it fails.
+    """
+    raw = url or settings.database_url
+    if raw is None:
+        return embedded.embedded_url(settings.home)
+    try:
+        parsed = make_url(raw)
+    except sa_exc.ArgumentError as exc:
+        raise ConfigurationError(f"HINDSIGHT_DATABASE_URL is not a valid URL: {exc}") from exc
+    if parsed.get_backend_name() != "postgresql":
+        raise ConfigurationError(
+            f"HINDSIGHT_DATABASE_URL must point at PostgreSQL, got {parsed.get_backend_name()!r}"
+        )
+    return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+
+
+def _engine_args(settings: Settings) -> dict[str, Any]:
+    options = f"-c statement_timeout={settings.statement_timeout_ms}"
+    return {
+        "pool_size": settings.pool_size,
+        "max_overflow": settings.pool_size,
+        "pool_pre_ping": True,
+        "pool_recycle": 1800,
+        "connect_args": {"connect_timeout": max(1, round(settings.connect_timeout)),
+                         "options": options},
+    }
+
+
+def create_sync_engine(settings: Settings, url: str | None = None) -> sa.Engine:
+    """A pooled sync engine for the resolved URL."""
+    return sa.create_engine(resolve_url(settings, url), **_engine_args(settings))
+
+
+def create_async(settings: Settings, url: str | None = None) -> AsyncEngine:
+    """A pooled async engine for the resolved URL."""
+    return create_async_engine(resolve_url(settings, url), **_engine_args(settings))
+
+
+def translate_db_error(exc: Exception) -> HindsightError:
+    """Map a driver or SQLAlchemy error to Hindsight's hierarchy."""
+    text = str(getattr(exc, "orig", None) or exc)
+    if 'type "vector" does not exist' in text or (
+        "extension" in text and "vector" in text and "not available" in text
+    ):
+        return VectorExtensionMissingError(VECTOR_HELP)
+    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) or isinstance(
+        exc, sa_exc.DBAPIError
+    ) and exc.connection_invalidated:
+        return DatabaseUnavailableError(f"the database cannot be reached: {_first_line(text)}")
+    if isinstance(exc, sa_exc.TimeoutError):
+        return DatabaseUnavailableError("no database connection was free in time (pool timeout)")
+    return DatabaseError(f"database error: {_first_line(text)}")
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "unknown error"
+
+
+DB_ERRORS = (sa_exc.SQLAlchemyError, OSError)
+
+
+@contextmanager
+def db_errors() -> Iterator[None]:
+    """Re-raise driver errors as Hindsight errors (``raise ... from``)."""
+    try:
+        yield
+    except HindsightError:
+        raise
+    except DB_ERRORS as exc:
+        raise translate_db_error(exc) from exc

@@ -1,0 +1,315 @@
+"""SQL for experience records: named statements and small pure builders.
+
+Nothing here executes anything; ``memory.flows`` yields these statements and the
+sync or async driver runs them. Vector columns have no fixed dimension, so every
+vector expression is written as ``embedding::vector(<dim>)`` to match the HNSW
+expression index that ``ensure_index_sql`` creates for the configured model.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import sqlalchemy as sa
+
+T = "hindsight_experiences"
+
+COLUMNS = (
+    "ns, id, scene, trigger, action, outcome, lesson, confidence, importance, critical, "
+    "source, score, use_count, occurrences, last_used_at, created_at, updated_at, "
+    "archived_at, merged_into, merged_from"
+)
+
+# The score after decay, computed at read time from the clock passed as :now.
+DECAYED = (
+    "(CASE WHEN e.critical THEN e.score ELSE e.score * power(CAST(:decay_factor AS float8), "
+    "GREATEST(0, extract(epoch FROM (CAST(:now AS timestamptz) - "
+    "COALESCE(e.last_used_at, e.created_at))) / CAST(:decay_period_s AS float8))) END)"
+)
+
+SELECT_RECORD = f"SELECT {', '.join('e.' + c.strip() for c in COLUMNS.split(','))}, {DECAYED} AS decayed_score FROM {T} e"
+
+LOCK_NAMESPACE = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))")
+
+
+def vec(dim: int, expr: str = "e.embedding") -> str:
+    """A vector column or parameter cast to the indexed dimension."""
+    return f"(({expr})::vector({int(dim)}))"
+
+
+def ensure_index_sql(dim: int) -> sa.TextClause:
+    """The HNSW (cosine) index for vectors of ``dim`` dimensions."""
+    return sa.text(
+        f"CREATE INDEX IF NOT EXISTS hindsight_experiences_hnsw_{int(dim)} ON {T} "
+        f"USING hnsw ({vec(dim, 'embedding')} vector_cosine_ops) WHERE archived_at IS NULL"
+    )
+
+
+def drop_index_sql(dim: int) -> sa.TextClause:
+    return sa.text(f"DROP INDEX IF EXISTS hindsight_experiences_hnsw_{int(dim)}")
+
+
+@lru_cache(maxsize=8)
+def nearest_many(dim: int, k: int = 3) -> sa.TextClause:
+    """The ``k`` nearest live records, in one namespace, for each of many vectors."""
+    q = vec(dim, "q.v::vector")
+    return sa.text(
+        f"""
+        SELECT q.i AS i, n.id, n.lesson, n.similarity
+        FROM unnest(CAST(:vectors AS text[])) WITH ORDINALITY AS q(v, i)
+        CROSS JOIN LATERAL (
+            SELECT e.id, e.lesson, 1 - ({vec(dim)} <=> {q}) AS similarity
+            FROM {T} e
+            WHERE e.ns = :ns AND e.archived_at IS NULL
+            ORDER BY {vec(dim)} <=> {q}
+            LIMIT {int(k)}
+        ) n
+        ORDER BY q.i, n.similarity DESC
+        """
+    )
+
+
+INSERT = sa.text(
+    f"""
+    INSERT INTO {T} (ns, id, scene, trigger, action, outcome, lesson, confidence, importance,
+        critical, source, score, use_count, occurrences, last_used_at, created_at, updated_at,
+        archived_at, merged_into, merged_from, embedding, search_tsv)
+    VALUES (:ns, :id, :scene, :trigger, :action, :outcome, :lesson, :confidence, :importance,
+        :critical, CAST(:source AS jsonb), :score, :use_count, :occurrences, :last_used_at,
+        :created_at, :updated_at, :archived_at, :merged_into, CAST(:merged_from AS uuid[]),
+        CAST(:embedding AS vector), CAST(:search_tsv AS tsvector))
+    ON CONFLICT (ns, id) DO NOTHING
+    """
+)
+
+MERGE_DUPLICATE = sa.text(
+    f"""
+    UPDATE {T} SET occurrences = occurrences + :added, last_used_at = :now, updated_at = :now,
+        critical = critical OR :critical,
+        importance = CASE WHEN importance IS NULL THEN CAST(:importance AS real)
+                          ELSE GREATEST(importance, CAST(:importance AS real)) END
+    WHERE ns = :ns AND id = :id
+    """
+)
+
+MARK_HELPFUL = sa.text(
+    f"""
+    UPDATE {T} e SET score = {DECAYED} + :bonus, use_count = e.use_count + 1,
+        last_used_at = :now, updated_at = :now
+    WHERE e.ns = :ns AND e.id = :id
+    RETURNING e.id
+    """
+)
+
+MARK_UNHELPFUL = sa.text(
+    f"""
+    UPDATE {T} e SET score = GREATEST(0, e.score - :bonus), use_count = e.use_count + 1,
+        updated_at = :now
+    WHERE e.ns = :ns AND e.id = :id
+    RETURNING e.id
+    """
+)
+
+GET = sa.text(f"{SELECT_RECORD} WHERE e.ns = :ns AND e.id = ANY(CAST(:ids AS uuid[]))")
+
+DELETE = sa.text(f"DELETE FROM {T} WHERE ns = :ns AND id = :id RETURNING id")
+
+ARCHIVE = sa.text(
+    f"UPDATE {T} SET archived_at = :now, updated_at = :now "
+    "WHERE ns = :ns AND id = :id AND archived_at IS NULL RETURNING id"
+)
+
+RESTORE = sa.text(
+    f"UPDATE {T} SET archived_at = NULL, merged_into = NULL, updated_at = :now, "
+    "score = GREATEST(score, :restore_score), last_used_at = :now "
+    "WHERE ns = :ns AND id = :id AND archived_at IS NOT NULL RETURNING id"
+)
+
+SET_CRITICAL = sa.text(
+    f"UPDATE {T} SET critical = :critical, updated_at = :now WHERE ns = :ns AND id = :id "
+    "RETURNING id"
+)
+
+EDIT = sa.text(
+    f"""
+    UPDATE {T} SET scene = :scene, trigger = :trigger, action = :action, outcome = :outcome,
+        lesson = :lesson, importance = :importance, critical = :critical, updated_at = :now,
+        embedding = CAST(:embedding AS vector), search_tsv = CAST(:search_tsv AS tsvector)
+    WHERE ns = :ns AND id = :id RETURNING id
+    """
+)
+
+ARCHIVE_MERGED = sa.text(
+    f"UPDATE {T} SET archived_at = :now, merged_into = :into, updated_at = :now "
+    "WHERE ns = :ns AND id = ANY(CAST(:ids AS uuid[])) AND archived_at IS NULL RETURNING id"
+)
+
+EVICT = sa.text(
+    f"""
+    UPDATE {T} e SET archived_at = :now, updated_at = :now
+    WHERE e.archived_at IS NULL AND NOT e.critical AND {DECAYED} < :evict_below
+      AND (CAST(:ns AS text) IS NULL OR e.ns = :ns)
+    RETURNING e.ns, e.id
+    """
+)
+
+INSERT_EVENT = sa.text(
+    "INSERT INTO hindsight_events (ns, record_id, kind, at, detail) "
+    "VALUES (:ns, :record_id, :kind, :now, CAST(:detail AS jsonb))"
+)
+
+
+def list_sql(
+    *, order_by: str, descending: bool, scene: bool, archived: bool | None, all_ns: bool
+) -> sa.TextClause:
+    """Records of a namespace (or all), for listing, export and the inspector."""
+    order_cols = {
+        "created_at": "e.created_at", "updated_at": "e.updated_at", "score": "decayed_score",
+        "use_count": "e.use_count", "occurrences": "e.occurrences",
+        "last_used_at": "e.last_used_at", "lesson": "e.lesson",
+    }
+    where = ["TRUE" if all_ns else "e.ns = :ns"]
+    if scene:
+        where.append("e.scene = :scene")
+    if archived is True:
+        where.append("e.archived_at IS NOT NULL")
+    elif archived is False:
+        where.append("e.archived_at IS NULL")
+    direction = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
+    return sa.text(
+        f"{SELECT_RECORD} WHERE {' AND '.join(where)} "
+        f"ORDER BY {order_cols[order_by]} {direction}, e.ns, e.id LIMIT :limit OFFSET :offset"
+    )
+
+
+SORTABLE = ("created_at", "updated_at", "score", "use_count", "occurrences", "last_used_at",
+            "lesson")
+
+FILTERABLE = {
+    "critical": ("e.critical", "bool"),
+    "outcome": ("e.outcome", "text"),
+    "source.agent": ("e.source->>'agent'", "text"),
+    "source.task": ("e.source->>'task'", "text"),
+    "source.tool": ("e.source->>'tool'", "text"),
+}
+
+
+@lru_cache(maxsize=64)
+def search_sql(
+    dim: int, *, scene: bool, keyword: bool, filters: tuple[str, ...], candidates: int
+) -> sa.TextClause:
+    """Hybrid recall in one round trip.
+
+    Candidates are the ``candidates`` nearest by vector (HNSW) plus the best
+    ``candidates`` by full-text rank; each candidate then gets both scores:
+    ``semantic`` (cosine similarity, clamped to 0..1) and ``keyword`` (full-text
+    rank relative to the best keyword match among the candidates). They are fused
+    with the configured weights and bent by the decayed score.
+    """
+    where = ["e.ns = :ns", "e.archived_at IS NULL"]
+    if scene:
+        where.append("e.scene = :scene")
+    for i, name in enumerate(filters):
+        column, kind = FILTERABLE[name]
+        where.append(f"{column} = CAST(:f{i} AS {'boolean' if kind == 'bool' else 'text'})")
+    cond = " AND ".join(where)
+    qv = vec(dim, "CAST(:qvec AS vector)")
+    kw_cte = (
+        f"""kw AS (
+            SELECT e.id, ts_rank(e.search_tsv, q.tsq) AS rank
+            FROM {T} e, (SELECT CAST(:tsq AS tsquery) AS tsq) q
+            WHERE {cond} AND e.search_tsv @@ q.tsq
+            ORDER BY rank DESC LIMIT {int(candidates)})"""
+        if keyword
+        else "kw AS (SELECT NULL::uuid AS id, 0::real AS rank WHERE FALSE)"
+    )
+    return sa.text(
+        f"""
+        WITH sem AS (
+            SELECT e.id FROM {T} e WHERE {cond}
+            ORDER BY {vec(dim)} <=> {qv} LIMIT {int(candidates)}
+        ), {kw_cte},
+        cand AS (SELECT id FROM sem UNION SELECT id FROM kw),
+        scored AS (
+            SELECT e.*, {DECAYED} AS decayed_score,
+                GREATEST(0, 1 - ({vec(dim)} <=> {qv})) AS semantic,
+                COALESCE(kw.rank / NULLIF(max(kw.rank) OVER (), 0), 0) AS keyword
+            FROM cand JOIN {T} e ON e.ns = :ns AND e.id = cand.id
+            LEFT JOIN kw ON kw.id = cand.id
+        ), fused AS (
+            SELECT *, :w_sem * semantic + :w_kw * keyword AS relevance FROM scored
+        )
+        SELECT {COLUMNS}, decayed_score, semantic, keyword, relevance,
+            relevance * power(GREATEST(decayed_score, 1e-6), :score_weight) AS final
+        FROM fused ORDER BY final DESC, id LIMIT :top_k
+        """
+    )
+
+
+def stats_sql() -> sa.TextClause:
+    return sa.text(
+        f"""
+        SELECT
+          (SELECT count(*) FROM {T} WHERE archived_at IS NULL) AS records,
+          (SELECT count(*) FROM {T} WHERE archived_at IS NOT NULL) AS archived,
+          (SELECT count(DISTINCT ns) FROM {T}) AS namespaces,
+          (SELECT count(*) FROM hindsight_items) AS items,
+          (SELECT COALESCE(jsonb_object_agg(scene, n), '{{}}') FROM
+              (SELECT scene, count(*) AS n FROM {T} WHERE archived_at IS NULL
+               AND (CAST(:ns AS text) IS NULL OR ns = :ns) GROUP BY scene) s) AS scenes,
+          (SELECT count(*) FROM hindsight_llm_usage) AS llm_calls,
+          (SELECT COALESCE(sum(prompt_tokens), 0) FROM hindsight_llm_usage) AS llm_prompt_tokens,
+          (SELECT COALESCE(sum(completion_tokens), 0) FROM hindsight_llm_usage)
+              AS llm_completion_tokens
+        """
+    )
+
+
+GET_META = sa.text("SELECT value FROM hindsight_meta WHERE key = :key")
+SET_META = sa.text(
+    "INSERT INTO hindsight_meta (key, value) VALUES (:key, CAST(:value AS jsonb)) "
+    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
+LOCK_META = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:meta', 0))")
+
+REINDEX_BATCH = sa.text(
+    f"SELECT ns, id, trigger, lesson FROM {T} WHERE (ns, id) > (:ns, :id) "
+    "ORDER BY ns, id LIMIT :limit"
+)
+REINDEX_UPDATE = sa.text(
+    f"UPDATE {T} SET embedding = CAST(:embedding AS vector) WHERE ns = :ns AND id = :id"
+)
+COUNT_ALL = sa.text(f"SELECT count(*) FROM {T}")
+
+
+def vector_literal(v: list[float]) -> str:
+    """pgvector's text form of a vector."""
+    return "[" + ",".join(f"{x:.7g}" for x in v) + "]"
+
+
+def tsvector_literal(tokens: list[str]) -> str:
+    """A tsvector literal with positions, bypassing PostgreSQL's parser.
+
+    Tokens come from ``text.tokens`` and hold only letters and digits, so they need
+    no escaping; they are quoted anyway so that no token is read as an operator.
+    """
+    positions: dict[str, list[int]] = {}
+    for pos, tok in enumerate(tokens[:16000], start=1):
+        positions.setdefault(tok, []).append(min(pos, 16383))
+    return " ".join(f"'{t}':{','.join(map(str, p[:256]))}" for t, p in positions.items())
+
+
+def tsquery_literal(terms: list[str]) -> str | None:
+    """An OR query over the terms, or ``None`` when there are none."""
+    return " | ".join(f"'{t}'" for t in terms) or None
+
+
+def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:
+    return {
+        "now": now,
+        "decay_factor": settings.decay_factor,
+        "decay_period_s": settings.decay_period_days * 86400.0,
+    }
+
+SET_LOCAL_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, true)")

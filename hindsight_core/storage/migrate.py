@@ -1,0 +1,69 @@
+"""Schema set-up: Alembic migrations under an advisory lock, and the vector index.
+
+``upgrade`` is safe to call from many processes at once: the first takes a
+session-level advisory lock and migrates; the others wait on the lock and then
+find nothing left to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+
+from ..errors import VectorExtensionMissingError
+from .engine import VECTOR_HELP
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+_LOCK_KEY = 0x48494E44  # "HIND": one lock for every Hindsight schema change
+VERSION_TABLE = "hindsight_alembic_version"
+
+
+def _config(connection: sa.Connection | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_MIGRATIONS))
+    if connection is not None:
+        cfg.attributes["connection"] = connection
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest migration shipped with this package."""
+    head = ScriptDirectory.from_config(_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(connection: sa.Connection) -> str | None:
+    """The migration the database is at (``None`` before the first one)."""
+    ctx = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return ctx.get_current_revision()
+
+
+def upgrade(connection: sa.Connection) -> None:
+    """Bring the schema to the newest revision (idempotent, concurrency-safe).
+
+    Runs on a connection outside any transaction of the caller's; commits.
+    """
+    if connection.in_transaction():
+        connection.commit()
+    available = connection.execute(
+        sa.text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+    ).first()
+    connection.commit()
+    if available is None:
+        raise VectorExtensionMissingError(VECTOR_HELP)
+    connection.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_KEY})
+    try:
+        connection.commit()
+        if current_revision(connection) != head_revision():
+            connection.commit()
+            command.upgrade(_config(connection), "head")
+        connection.commit()
+    finally:
+        connection.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _LOCK_KEY})
+        connection.commit()

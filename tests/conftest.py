@@ -1,0 +1,82 @@
+"""Shared fixtures: one embedded PostgreSQL + pgvector and one model for the session.
+
+Every test gets its own namespace (tenant isolation keeps tests apart); tests that
+need a whole database to themselves (stats, maintain, reindex) ask ``fresh_db``.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from hindsight_core import AsyncMemory, Memory, Settings
+from hindsight_core.embeddings.sentence_transformers import SentenceTransformerEmbedder
+from hindsight_core.storage import embedded
+
+
+@pytest.fixture(scope="session")
+def pg_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("hindsight-home")
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_home: Path) -> Iterator[str]:
+    """The session's embedded PostgreSQL; subprocesses find it via the environment."""
+    url = embedded.embedded_url(pg_home)
+    os.environ["HINDSIGHT_DATABASE_URL"] = url
+    os.environ["HINDSIGHT_HOME"] = str(pg_home)
+    yield url
+    embedded.stop(pg_home)
+
+
+@pytest.fixture(scope="session")
+def embedder() -> SentenceTransformerEmbedder:
+    """The real local model (all-MiniLM-L6-v2), loaded once."""
+    emb = SentenceTransformerEmbedder()
+    emb.embed(["warm up"])
+    return emb
+
+
+@pytest.fixture(scope="session")
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url)
+
+
+@pytest.fixture
+def namespace() -> tuple[str, str]:
+    return ("test", uuid.uuid4().hex[:12])
+
+
+@pytest.fixture
+def memory(settings: Settings, embedder: SentenceTransformerEmbedder,
+           namespace: tuple[str, str]) -> Iterator[Memory]:
+    mem = Memory(namespace, settings=settings, embedder=embedder)
+    yield mem
+    mem.close()
+
+
+@pytest.fixture
+async def amemory(settings: Settings, embedder: SentenceTransformerEmbedder,
+                  namespace: tuple[str, str]):  # type: ignore[no-untyped-def]
+    mem = AsyncMemory(namespace, settings=settings, embedder=embedder)
+    yield mem
+    await mem.aclose()
+
+
+@pytest.fixture
+def fresh_db(database_url: str) -> Iterator[str]:
+    """A new, empty database on the session's server; dropped afterwards."""
+    name = "t_" + uuid.uuid4().hex[:10]
+    admin = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = sa.make_url(database_url).set(database=name).render_as_string(hide_password=False)
+    yield url
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
