@@ -54,14 +54,6 @@ class Settings(BaseSettings):
 
     # --- dedup ---------------------------------------------------------------------
     dedup_threshold: float = Field(default=0.92, ge=0, le=1)
-    dedup_min_overlap: float = Field(
-        default=0.5,
-        ge=0,
-        le=1,
-        description="For text the embedding model does not cover (e.g. Chinese with an "
-        "English-only model), the share of character bigrams two lessons must have in "
-        "common, besides the cosine threshold, to be merged.",
-    )
 
     # --- recall and lifecycle ------------------------------------------------------
     semantic_weight: float = Field(default=0.7, ge=0, le=1)
@@ -78,6 +70,14 @@ class Settings(BaseSettings):
         "x decayed_score ** score_weight.",
     )
     recall_timeout: float = Field(default=2.0, gt=0, description="Seconds before recall degrades.")
+    keyword_scan_limit: int = Field(
+        default=500,
+        ge=10,
+        le=1_000_000,
+        description="Most keyword matches ranked per recall; query terms estimated to occur "
+        "in more records than this (table statistics) do not generate keyword candidates, "
+        "but still count in the keyword score. Keeps recall fast at 100k+ records.",
+    )
 
     # --- reflection (LLM) ----------------------------------------------------------
     llm_base_url: str | None = None
@@ -85,6 +85,41 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = None
     llm_timeout: float = Field(default=60.0, gt=0)
     task_ttl_hours: float = Field(default=72.0, gt=0, description="Abandoned task logs expire.")
+    review_merge_similarity: float = Field(
+        default=0.8, ge=0, le=1,
+        description="Review offers records of one scene at this cosine similarity or more "
+        "to the LLM as near-duplicates to merge into one lesson.",
+    )
+
+    # --- MCP server and worker (hindsight mcp / hindsight worker) -------------------
+    namespace: str = Field(
+        default="default",
+        description="Namespace of the stdio MCP server (labels joined by '/', e.g. acme/agent).",
+    )
+    mcp_tokens: SecretStr | None = Field(
+        default=None,
+        description="HTTP bearer tokens and their namespaces: 'tokA=acme/agent,tokB=other/ns'.",
+    )
+    mcp_tokens_file: Path | None = Field(
+        default=None, description="File of tokens: a JSON object or 'token=namespace' lines."
+    )
+    mcp_host: str = "127.0.0.1"
+    mcp_port: int = Field(default=8765, ge=1, le=65_535)
+    mcp_max_body_bytes: int = Field(
+        default=1_000_000, ge=1_024, description="Larger HTTP request bodies get 413."
+    )
+    worker_interval: float = Field(
+        default=300.0, gt=0, description="Seconds between the worker's maintenance sweeps."
+    )
+    worker_batch: int = Field(
+        default=20, ge=1, description="Most pending reflections the worker handles per sweep."
+    )
+
+    # --- memory inspector (hindsight ui) --------------------------------------------
+    ui_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token of the web inspector; required to bind beyond loopback.",
+    )
 
     @field_validator("home", mode="before")
     @classmethod

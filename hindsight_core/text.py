@@ -75,14 +75,70 @@ def tsquery_terms(query: str) -> list[str]:
     return list(seen)
 
 
-def overlap(a: str, b: str) -> float:
-    """Overlap coefficient of the two texts' token sets: |A ∩ B| / min(|A|, |B|).
+# ---------------------------------------------------------------------------- dedup guard
+# Embedding models place "increase the timeout" and "decrease the timeout" at cosine
+# ~0.99, and an English-only model puts many different Chinese sentences above 0.9.
+# These cheap lexical checks veto a merge that the cosine threshold alone would make.
 
-    Used to guard dedup where the embedding model is weak (text in a language it
-    does not cover): two lessons that share few words or bigrams are not merged,
-    however close their vectors are.
+_NEGATIONS = frozenset(
+    ["not", "no", "never", "dont", "don't", "doesnt", "isnt", "without", "avoid"]
+)
+_CJK_NEGATIONS = ("不", "别", "勿", "禁止", "避免", "没有", "无需", "非")
+_OPPOSITES = [
+    ("increase", "decrease"), ("before", "after"), ("enable", "disable"), ("always", "never"),
+    ("add", "remove"), ("more", "less"), ("higher", "lower"), ("above", "below"),
+    ("min", "max"), ("minimum", "maximum"), ("true", "false"), ("on", "off"), ("open", "close"),
+    ("start", "stop"), ("include", "exclude"), ("allow", "deny"), ("upper", "lower"),
+    ("first", "last"), ("tabs", "spaces"), ("local", "utc"), ("sync", "async"),
+    ("earlier", "later"), ("larger", "smaller"), ("longer", "shorter"), ("up", "down"),
+    ("raise", "lower"), ("accept", "reject"), ("keep", "delete"), ("keep", "remove"),
+    ("之前", "之后"), ("前", "后"), ("增加", "减少"), ("开启", "关闭"), ("允许", "拒绝"),
+    ("打开", "关闭"), ("提高", "降低"), ("最大", "最小"), ("保留", "删除"),
+]
+# CJK function characters that rewording adds or drops without changing the meaning.
+_CJK_FUNCTION = frozenset(
+    "的了地得着过在时用使之先再把被将就都也而且"
+    "与和及或是要需请到对并会能可以一个这那"
+)
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def _polarity(text: str) -> bool:
+    lowered = unicodedata.normalize("NFKC", text).lower()
+    words = set(_WORD.findall(lowered.replace("'", "")))
+    return bool(words & _NEGATIONS) or any(n in lowered for n in _CJK_NEGATIONS)
+
+
+def _content_units(text: str) -> set[str]:
+    """Content words (Latin, stop words removed) and content characters (CJK)."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    units = {w for w in _WORD.findall(_CJK_RUN.sub(" ", text)) if w not in _STOP}
+    units |= {ch for ch in text if _CJK_CHAR.match(ch) and ch not in _CJK_FUNCTION}
+    return units
+
+
+def merge_veto(a: str, b: str, *, covered: bool) -> str | None:
+    """Why two lessons close in embedding space must not be merged, or ``None``.
+
+    Args:
+        a, b: the two lessons.
+        covered: whether the embedding model handles their language; if not, only
+            rewordings with the same content words or characters may merge.
     """
-    ta, tb = set(tokens(a)), set(tokens(b))
-    if not ta or not tb:
-        return 0.0
-    return len(ta & tb) / min(len(ta), len(tb))
+    if _polarity(a) != _polarity(b):
+        return "one is negated"
+    if set(_NUMBER.findall(a)) != set(_NUMBER.findall(b)):
+        return "different numbers"
+    la, lb = unicodedata.normalize("NFKC", a).lower(), unicodedata.normalize("NFKC", b).lower()
+    wa, wb = set(_WORD.findall(la)), set(_WORD.findall(lb))
+    for x, y in _OPPOSITES:
+        if has_cjk(x):
+            only_a = {t for t in (x, y) if t in la and t not in lb}
+            only_b = {t for t in (x, y) if t in lb and t not in la}
+            if only_a and only_b and only_a != only_b:
+                return f"opposite terms ({x} / {y})"
+        elif (x in wa - wb and y in wb - wa) or (y in wa - wb and x in wb - wa):
+            return f"opposite terms ({x} / {y})"
+    if not covered and _content_units(a) != _content_units(b):
+        return "different wording in a language the embedding model does not cover"
+    return None

@@ -7,6 +7,8 @@ need a whole database to themselves (stats, maintain, reindex) ask ``fresh_db``.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +22,13 @@ from hindsight_core.storage import embedded
 
 
 @pytest.fixture(scope="session")
-def pg_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("hindsight-home")
+def pg_home() -> Iterator[Path]:
+    """Not under pytest's basetemp: pytest resets that to mode 0700 whenever a session
+    starts, which would lock the server's own user (embedded_postgres) out of it."""
+    home = Path(tempfile.mkdtemp(prefix="hindsight-test-"))
+    home.chmod(0o755)
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,10 @@ COMMAND_MODULES = [
     "records",  # write, search, used, forget, stats, maintain, export, import, reindex
     "db",  # db upgrade | status
     "demo",  # demo
+    "reflect",  # reflect FILE, review
+    "mcp",  # mcp [--http]
+    "ui",  # ui (the memory inspector)
+    "worker",  # worker (scheduled maintenance and pending reflections, for docker/)
 ]
 
 

@@ -49,7 +49,9 @@ class SyncEmbedderMixin:
         return await loop.run_in_executor(None, self.embed, list(texts))
 
 
-def normalize(vectors: object, *, dim: int | None = None, source: str = "embedder") -> list[list[float]]:
+def normalize(
+    vectors: object, *, dim: int | None = None, source: str = "embedder"
+) -> list[list[float]]:
     """Check and L2-normalise a batch of vectors.
 
     Raises:

@@ -13,13 +13,14 @@ from ..errors import HindsightError, ValidationError
 from ..models import Experience, MaintenanceReport, Namespace, SearchHit, Stats, WriteResult
 from ..storage.engine import create_async
 from .flow import Flow, R, run_async
+from .inspect import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress
 from .recall import RecallResult, degraded
 from .records import RecordFlows, RecordInput
 from .sync import _read_lines, _write_lines
 
 
-class AsyncMemory(RecordFlows, LifecycleFlows):
+class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     """Hindsight memory for asyncio code; see :class:`~hindsight_core.Memory` for the API.
 
     I/O is natively async (psycopg's async driver); the local embedding model runs

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..embeddings import Embedder, embedder_from_settings
 from ..errors import EmbeddingModelMismatchError, ValidationError
-from ..models import Experience, Namespace, ns_from_key, ns_key, now_utc, validate_namespace
+from ..models import Experience, Namespace, now_utc, ns_from_key, ns_key, validate_namespace
 from ..settings import Settings
 from ..storage import experiences_sql as q
 from ..text import cjk_share
@@ -55,6 +55,8 @@ class MemoryBase:
         self._ready = False
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
+        # (monotonic time fetched, terms too common to generate keyword candidates)
+        self._common_terms: tuple[float, frozenset[str]] | None = None
 
     # ------------------------------------------------------------------ plumbing
 
@@ -98,7 +100,9 @@ class MemoryBase:
                 "re-embed every record with the new model."
             )
         if rows and rows[0]["value"] == want or not rows:
-            yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
+            present = yield Sql(q.index_exists_sql(want["dim"]))
+            if not present:
+                yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
         self._ready = True
 
     def _embed_one_query(self, query: str) -> Flow[list[float]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -23,30 +24,20 @@ from ..models import (
     raise_validation,
 )
 from ..storage import experiences_sql as q
-from ..text import overlap, search_document, tokens, tsquery_terms
+from ..text import merge_veto, search_document, tokens, tsquery_terms
 from .base import MemoryBase
 from .flow import Embed, Flow, Sql
 
 MAX_QUERY_CHARS = 10_000
 MAX_TOP_K = 100
 MAX_BATCH = 10_000
-_NEGATIONS = frozenset(
-    "not no never don't dont doesn't isn't without avoid 不 不要 别 勿 禁止 避免 没有 无需".split()
-)
-
 RecordInput = ExperienceIn | Mapping[str, Any]
 
 
 def embedding_text(record: ExperienceIn) -> str:
-    """What is embedded for a record: the lesson, then its trigger."""
-    return f"{record.lesson}\n{record.trigger}"
-
-
-def _negated(text: str) -> bool:
-    lowered = text.lower()
-    return any(tok in _NEGATIONS for tok in tokens(lowered)) or any(
-        n in lowered for n in ("不", "别", "勿", "禁止", "避免", "没有")
-    )
+    """What is embedded for a record: the lesson (without closing punctuation, which
+    moves a short sentence's vector a lot), then its trigger."""
+    return f"{record.lesson.rstrip(' .。!！;；')}\n{record.trigger}"
 
 
 class RecordFlows(MemoryBase):
@@ -57,18 +48,16 @@ class RecordFlows(MemoryBase):
     def same_meaning(self, a: str, b: str, similarity: float) -> bool:
         """Whether two lessons at ``similarity`` may be merged.
 
-        The cosine threshold alone merges different lessons when the model is weak
-        on the language (all-MiniLM-L6-v2 puts two different Chinese lessons at
-        ~0.86-0.95) or on negation ("do X" vs "do not X"). So a merge also needs
-        the same polarity and, for text the model does not cover, shared wording.
+        The cosine threshold alone merges different lessons: all-MiniLM-L6-v2 puts
+        "increase the timeout" and "decrease the timeout" at 0.99, and two different
+        Chinese lessons near 0.9. So a merge also needs no lexical veto
+        (``text.merge_veto``: negation, numbers, opposite terms, and for text the
+        model does not cover, the same content words).
         """
         if similarity < self.settings.dedup_threshold:
             return False
-        if _negated(a) != _negated(b):
-            return False
-        if not (self._covered(a) and self._covered(b)):
-            return overlap(a, b) >= self.settings.dedup_min_overlap
-        return True
+        covered = self._covered(a) and self._covered(b)
+        return merge_veto(a, b, covered=covered) is None
 
     # ------------------------------------------------------------------ write
 
@@ -203,16 +192,21 @@ class RecordFlows(MemoryBase):
         yield from self._ready_flow()
         vector = yield from self._embed_one_query(query)
         terms = tsquery_terms(query)
+        common = (yield from self._common_terms_flow()) if terms else frozenset()
+        rare = [t for t in terms if t not in common]
         stmt = q.search_sql(
             self.embedder.dim,
             scene=scene is not None,
             keyword=bool(terms),
             filters=tuple(name for name, _ in filter_items),
             candidates=max(40, top_k * 4),
+            scan_limit=self.settings.keyword_scan_limit,
+            keyword_candidates=bool(rare),
         )
         params: dict[str, Any] = {
             "ns": ns, "scene": scene and scene.strip(), "qvec": q.vector_literal(vector),
-            "tsq": q.tsquery_literal(terms), "top_k": top_k,
+            "tsq": q.tsquery_literal(terms), "tsq_cand": q.tsquery_literal(rare),
+            "top_k": top_k,
             "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,
             "score_weight": self.settings.score_weight, **self._decay_params(self._now()),
         }
@@ -232,6 +226,16 @@ class RecordFlows(MemoryBase):
             )
             for row in rows
         ]
+
+    def _common_terms_flow(self) -> Flow[frozenset[str]]:
+        """Terms too frequent to generate keyword candidates (cached for a minute)."""
+        now = time.monotonic()
+        if self._common_terms is not None and now - self._common_terms[0] < 60:
+            return self._common_terms[1]
+        rows = yield Sql(q.COMMON_TERMS, {"limit": self.settings.keyword_scan_limit})
+        terms = frozenset(r["term"] for r in rows)
+        self._common_terms = (now, terms)
+        return terms
 
     # ------------------------------------------------------------------ read
 
@@ -297,7 +301,8 @@ class RecordFlows(MemoryBase):
         return (yield from self._get_flow(rid, namespace))
 
     def _event(
-        self, ns: str, rid: uuid.UUID | None, kind: str, now: Any, detail: dict[str, Any] | None = None
+        self, ns: str, rid: uuid.UUID | None, kind: str, now: Any,
+        detail: dict[str, Any] | None = None,
     ) -> Flow[None]:
         yield Sql(q.INSERT_EVENT, {"ns": ns, "record_id": rid, "kind": kind, "now": now,
                                    "detail": json.dumps(detail or {})}, fetch="none")

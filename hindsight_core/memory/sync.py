@@ -20,14 +20,15 @@ from ..models import (
 )
 from ..storage.engine import create_sync_engine
 from .flow import Flow, R, run_sync
+from .inspect import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, export_line
-from .records import RecordFlows, RecordInput
 from .recall import RecallResult, degraded
+from .records import RecordFlows, RecordInput
 
 log = logging.getLogger("hindsight")
 
 
-class Memory(RecordFlows, LifecycleFlows):
+class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     """Hindsight memory, synchronous.
 
     Every method is confined to one namespace: ``namespace=`` when given, else the

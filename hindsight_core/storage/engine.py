@@ -81,6 +81,13 @@ def translate_db_error(exc: Exception) -> HindsightError:
         "extension" in text and "vector" in text and "not available" in text
     ):
         return VectorExtensionMissingError(VECTOR_HELP)
+    sqlstate = str(getattr(getattr(exc, "orig", None), "sqlstate", None) or "")
+    if sqlstate == "57014":  # query_canceled: psycopg files it under OperationalError
+        return DatabaseError(f"the statement was cancelled (timeout): {_first_line(text)}")
+    if sqlstate.startswith("40"):  # deadlock / serialization failure: the server is fine
+        return DatabaseError(
+            f"the transaction was rolled back, nothing was written; retry: {_first_line(text)}"
+        )
     if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) or isinstance(
         exc, sa_exc.DBAPIError
     ) and exc.connection_invalidated:

@@ -1,0 +1,193 @@
+"""Shared by the benchmarks: an embedded server under /tmp, synthetic lessons, timing.
+
+Nothing here is part of the library. Vectors are the real model's (all-MiniLM-L6-v2)
+for a few thousand synthetic lessons, embedded once and cached under /tmp; larger
+sets are mixes of those vectors plus noise, so that nearest-neighbour similarities
+look like a real lesson store (most neighbours at 0.5-0.85, few above the 0.92
+dedup threshold) while costing nothing to generate.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import sqlalchemy as sa
+
+CACHE = Path(os.environ.get("HINDSIGHT_BENCH_CACHE", "/tmp/hindsight-bench"))
+HOME = CACHE / "home"
+MODEL = "all-MiniLM-L6-v2"
+DIM = 384
+
+_VERBS = (
+    "Check", "Retry", "Validate", "Cache", "Log", "Back up", "Close", "Lock", "Escape",
+    "Quote", "Paginate", "Compress", "Batch", "Throttle", "Sort", "Index", "Pin", "Rotate",
+    "Sanitize", "Time out", "Verify", "Hash", "Mock", "Stream", "Dedupe", "Flush", "Sign",
+    "Encode", "Trim", "Warm up",
+)
+_OBJECTS = (
+    "the API token", "file extensions", "DB connections", "the CSV header", "rate limits",
+    "the cache key", "user input", "the lock file", "SQL params", "the config path",
+    "image sizes", "the auth cookie", "JSON fields", "date formats", "timezones",
+    "temp files", "log levels", "the queue", "webhooks", "S3 keys", "unicode text",
+    "env vars", "git branches", "docker tags", "test data", "the sitemap", "page numbers",
+    "email headers", "PDF pages", "invoice totals", "tax rates", "phone numbers", "URLs",
+    "HTML tables", "cron jobs", "secrets", "migrations", "checksums", "big uploads",
+    "retries",
+)
+_CONTEXTS = (
+    "before deleting", "after deploys", "when scraping", "on retries", "in CI",
+    "for big files", "at night", "per tenant", "on failure", "before commit",
+    "when parsing", "in prod", "for reports", "on import", "during backup", "on login",
+    "before billing", "in tests", "on timeouts", "when paging",
+)
+
+
+def machine() -> dict[str, Any]:
+    """The machine a result was measured on."""
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "nproc": os.cpu_count(), "cpu": cpu,
+        "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "python": platform.python_version(), "load_avg_1m": round(os.getloadavg()[0], 2),
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
+
+
+def lessons(n: int, seed: int = 7) -> list[tuple[str, str, str]]:
+    """``n`` distinct (scene, trigger, lesson) triples, lessons ≤ 50 characters."""
+    rng = random.Random(seed)
+    combos = [(v, o, c) for v in _VERBS for o in _OBJECTS for c in _CONTEXTS]
+    rng.shuffle(combos)
+    out = []
+    for v, o, c in combos:
+        lesson = f"{v} {o} {c}"
+        if len(lesson) <= 50:
+            out.append((c.split()[-1], f"{c} while handling {o}", lesson))
+        if len(out) == n:
+            break
+    return out
+
+
+def base_vectors(n: int = 3000) -> tuple[list[tuple[str, str, str]], np.ndarray]:
+    """The real model's vectors of ``n`` synthetic lessons (cached under /tmp)."""
+    triples = lessons(n)
+    path = CACHE / f"base_{n}.npy"
+    if path.exists():
+        return triples, np.load(path)
+    from hindsight_core.embeddings.sentence_transformers import SentenceTransformerEmbedder
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    emb = SentenceTransformerEmbedder()
+    vecs = np.asarray(emb.embed([f"{les}\n{trig}" for _, trig, les in triples]), np.float32)
+    np.save(path, vecs)
+    return triples, vecs
+
+
+def mixed(base: np.ndarray, n: int, rng: np.random.Generator, noise: float = 0.45,
+          mix: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` unit vectors, each a base vector + a share of another + noise.
+
+    Returns the vectors and the index of the base each one is built on.
+    """
+    i = rng.integers(0, len(base), n)
+    j = rng.integers(0, len(base), n)
+    g = rng.standard_normal((n, base.shape[1])).astype(np.float32)
+    g *= noise / np.sqrt(base.shape[1])
+    v = base[i] + mix * base[j] + g
+    return v / np.linalg.norm(v, axis=1, keepdims=True), i
+
+
+def near(v: np.ndarray, rng: np.random.Generator, noise: float = 0.12) -> np.ndarray:
+    """Near-duplicates of ``v`` (cosine ≈ 0.99), as a second wording would embed."""
+    g = rng.standard_normal(v.shape).astype(np.float32) * (noise / np.sqrt(v.shape[1]))
+    w = v + g
+    return w / np.linalg.norm(w, axis=1, keepdims=True)
+
+
+class Lookup:
+    """A precomputed embedder: maps each text to a vector registered beforehand."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, np.ndarray] = {}
+
+    def add(self, text: str, vector: np.ndarray) -> None:
+        self.table[text] = np.asarray(vector, dtype=np.float32)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        return np.stack([self.table[t] for t in texts])
+
+
+def fresh_database(name: str) -> tuple[str, Callable[[], None]]:
+    """A new empty database on the embedded server under /tmp; returns (url, drop)."""
+    from hindsight_core.storage import embedded
+
+    HOME.mkdir(parents=True, exist_ok=True)
+    url = embedded.embedded_url(HOME)
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    db_url = sa.make_url(url).set(database=name).render_as_string(hide_password=False)
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+    return db_url, drop
+
+
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    """p50 / p95 / mean of a list of milliseconds."""
+    s = sorted(samples_ms)
+    return {
+        "p50": round(statistics.median(s), 3),
+        "p95": round(s[min(len(s) - 1, int(0.95 * len(s)))], 3),
+        "mean": round(statistics.fmean(s), 3),
+        "n": len(s),
+    }
+
+
+@contextmanager
+def timer() -> Iterator[list[float]]:
+    """Yields a one-element list that holds the elapsed seconds on exit."""
+    box = [0.0]
+    t0 = time.perf_counter()
+    try:
+        yield box
+    finally:
+        box[0] = time.perf_counter() - t0
+
+
+def time_calls(fn: Callable[[int], Any], n: int, warmup: int = 10) -> dict[str, float]:
+    """Call ``fn(i)`` ``n`` times after ``warmup`` calls; latency percentiles in ms."""
+    for i in range(warmup):
+        fn(i)
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        fn(warmup + i)
+        out.append((time.perf_counter() - t0) * 1000)
+    return percentiles(out)
+
+
+def new_ns() -> tuple[str, str]:
+    return ("bench", uuid.uuid4().hex[:8])

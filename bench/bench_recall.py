@@ -1,0 +1,246 @@
+"""Recall latency and write throughput at 1k / 10k / 100k records, vs a hand-written query.
+
+Run (about 5 minutes on 2 cores; ``--sizes 1000,10000`` for a quick look)::
+
+    nice python bench/bench_recall.py
+
+Everything runs on the embedded PostgreSQL in ``/tmp/hindsight-bench/home`` (its
+own HINDSIGHT_HOME), in a database created for the run. Vectors are precomputed
+(see ``_common.py``) so the model does not dominate; the end-to-end figures at the
+largest size use the real local model for the query embedding. Results go to
+``bench/results/recall.json`` and ``bench/results/recall_scale.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psutil
+import psycopg
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _common as c  # noqa: E402
+
+from hindsight_core import Memory, Settings  # noqa: E402
+from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
+from hindsight_core.memory.records import embedding_text  # noqa: E402
+from hindsight_core.models import ExperienceIn  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+TABLE = "hindsight_experiences"
+HAND_SQL = (
+    f"SELECT id, lesson, trigger, 1 - (embedding::vector({c.DIM}) <=> %(q)s::vector({c.DIM})) "
+    f"AS similarity FROM {TABLE} WHERE ns = %(ns)s AND archived_at IS NULL "
+    f"ORDER BY embedding::vector({c.DIM}) <=> %(q)s::vector({c.DIM}) LIMIT %(k)s"
+)
+
+
+class Workload:
+    """Generates records and queries whose vectors the lookup embedder knows."""
+
+    def __init__(self, seed: int = 11) -> None:
+        self.triples, self.base = c.base_vectors()
+        self.rng = np.random.default_rng(seed)
+        self.lookup = c.Lookup()
+        self.n = 0
+        self.written: list[tuple[dict[str, Any], np.ndarray]] = []
+
+    def records(self, n: int) -> list[dict[str, Any]]:
+        """``n`` new records, distinct (a few may still merge, as in real use)."""
+        vecs, idx = c.mixed(self.base, n, self.rng, noise=0.35, mix=0.4)
+        out = []
+        for v, i in zip(vecs, idx, strict=True):
+            scene, trig, lesson = self.triples[i]
+            self.n += 1
+            rec = {"scene": scene, "trigger": f"{trig} (run {self.n})", "lesson": lesson,
+                   "source": {"agent": "bench"}}
+            self.lookup.add(embedding_text(ExperienceIn(**rec)), v)
+            out.append(rec)
+            if self.rng.random() < 0.02:
+                self.written.append((rec, v))
+        return out
+
+    def duplicates(self, n: int) -> list[dict[str, Any]]:
+        """Rewordings of stored records (cosine ≈ 0.99): each should merge."""
+        picks = self.rng.choice(len(self.written), size=n, replace=len(self.written) < n)
+        out = []
+        for k in picks:
+            rec, v = self.written[k]
+            self.n += 1
+            dup = dict(rec, trigger=f"{rec['trigger']} again {self.n}")
+            self.lookup.add(embedding_text(ExperienceIn(**dup)), c.near(v[None], self.rng)[0])
+            out.append(dup)
+        return out
+
+    def queries(self, n: int) -> list[str]:
+        """Query texts (real lesson wording, so keyword search has work to do)."""
+        idx = self.rng.choice(len(self.base), size=n, replace=False)
+        vecs = c.near(self.base[idx], self.rng, noise=0.6)
+        out = []
+        for k, (i, v) in enumerate(zip(idx, vecs, strict=True)):
+            text = f"how to {self.triples[i][2].lower()} #{self.n}-{k}"
+            self.lookup.add(text, v)
+            out.append(text)
+        return out
+
+
+def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: int,
+                  queries: int) -> dict[str, Any]:
+    ns = mem._ns(None)
+    with mem.engine.connect() as conn:
+        conn.execute(sa.text(f"ANALYZE {TABLE}"))
+        conn.commit()
+    texts = work.queries(queries)
+    ours: list[float] = []
+    floor: list[float] = []
+    vectors = [work.lookup.table[t] for t in texts]
+
+    def run_ours(i: int) -> None:
+        mem.search(texts[i % len(texts)], top_k=5)
+
+    def run_hand(i: int) -> None:
+        v = vectors[i % len(vectors)]
+        hand.execute(HAND_SQL, {"q": "[" + ",".join(map(str, v.tolist())) + "]", "ns": ns, "k": 5}
+                     ).fetchall()
+
+    for i in range(10):  # warm both paths
+        run_ours(i)
+        run_hand(i)
+    mem._query_cache.clear()
+    for i in range(queries):  # interleaved, so both see the same machine load
+        with c.timer() as t:
+            run_ours(i)
+        ours.append(t[0] * 1000)
+        with c.timer() as t:
+            run_hand(i)
+        floor.append(t[0] * 1000)
+    ours_p, floor_p = c.percentiles(ours), c.percentiles(floor)
+
+    def single(i: int) -> None:
+        mem.write(work.records(1)[0])
+
+    single_p = c.time_calls(single, 100, warmup=5)
+    batch = work.records(1000)
+    with c.timer() as t:
+        res = mem.write_many(batch)
+    unique_rps = len(batch) / t[0]
+    mixed_batch = work.records(600) + work.duplicates(300)
+    mixed_batch += [dict(r, trigger=r["trigger"] + " (same batch)") for r in mixed_batch[:100]]
+    for r in mixed_batch[-100:]:
+        src = dict(r, trigger=r["trigger"].removesuffix(" (same batch)"))
+        v = work.lookup.table[embedding_text(ExperienceIn(**src))]
+        work.lookup.add(embedding_text(ExperienceIn(**r)), c.near(v[None], work.rng)[0])
+    with c.timer() as t:
+        res = mem.write_many(mixed_batch)
+    dedup_rps = len(mixed_batch) / t[0]
+    merged = sum(r.status == "merged" for r in res)
+    with mem.engine.connect() as conn:
+        live = conn.execute(sa.text(f"SELECT count(*) FROM {TABLE} WHERE ns = :ns"),
+                            {"ns": ns}).scalar_one()
+        sizes = conn.execute(sa.text(
+            f"SELECT pg_total_relation_size('{TABLE}') AS total, "
+            f"pg_relation_size('hindsight_experiences_hnsw_{c.DIM}') AS hnsw")).mappings().one()
+    return {
+        "size": size, "records": live,
+        "recall_ms": ours_p, "hand_ms": floor_p,
+        "ratio_p50": round(ours_p["p50"] / floor_p["p50"], 2),
+        "write_single_ms": single_p,
+        "write_many_unique_rps": round(unique_rps),
+        "write_many_dedup_rps": round(dedup_rps), "dedup_batch": len(mixed_batch),
+        "dedup_merged": merged,
+        "db_mb": round(sizes["total"] / 2**20, 1), "hnsw_mb": round(sizes["hnsw"] / 2**20, 1),
+        "bench_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1),
+    }
+
+
+def end_to_end(db_url: str, ns: tuple[str, str], work: Workload, n: int) -> dict[str, Any]:
+    """Recall including the local model's query embedding (novel queries, no cache)."""
+    from hindsight_core.embeddings.sentence_transformers import SentenceTransformerEmbedder
+
+    emb = SentenceTransformerEmbedder()
+    emb.embed(["warm up"])
+    mem = Memory(ns, settings=Settings(database_url=db_url), embedder=emb)
+    texts = [f"what should I do about {o} {ctx}?" for o in c._OBJECTS for ctx in c._CONTEXTS]
+    work.rng.shuffle(texts)
+    embed_p = c.time_calls(lambda i: emb.embed([texts[-1 - i] + " now"]), n, warmup=5)
+    recall_p = c.time_calls(lambda i: mem.search(texts[i], top_k=5), n, warmup=5)
+    mem.close()
+    return {"recall_ms": recall_p, "embed_only_ms": embed_p}
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = [r["records"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.plot(x, [r["recall_ms"]["p50"] for r in rows], "o-", label="Hindsight search p50")
+    a.plot(x, [r["recall_ms"]["p95"] for r in rows], "o--", label="Hindsight search p95")
+    a.plot(x, [r["hand_ms"]["p50"] for r in rows], "s-", label="hand-written HNSW p50")
+    a.plot(x, [r["hand_ms"]["p95"] for r in rows], "s--", label="hand-written HNSW p95")
+    a.axhline(5, color="grey", lw=0.8, ls=":", label="target p50 5 ms")
+    a.set(xscale="log", xlabel="records in namespace", ylabel="ms", title="recall latency")
+    a.legend(fontsize=8)
+    b.plot(x, [r["db_mb"] for r in rows], "o-", label="table + indexes (MB)")
+    b.plot(x, [r["hnsw_mb"] for r in rows], "s-", label="HNSW index (MB)")
+    b.set(xscale="log", xlabel="records in namespace", ylabel="MB", title="memory")
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--e2e-queries", type=int, default=100)
+    ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    db_url, drop = c.fresh_database("hindsight_bench_recall")
+    work = Workload()
+    emb = CallableEmbedder(work.lookup, dim=c.DIM, model_name=c.MODEL)
+    ns = c.new_ns()
+    mem = Memory(ns, settings=Settings(database_url=db_url), embedder=emb)
+    mem.setup()
+    hand = psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://"),
+                           autocommit=True)
+    rows: list[dict[str, Any]] = []
+    growth: list[float] = []
+    try:
+        for size in sizes:
+            while work.n < size:
+                batch = work.records(min(2000, size - work.n))
+                with c.timer() as t:
+                    mem.write_many(batch)
+                growth.append(len(batch) / t[0])
+            row = measure_scale(mem, work, hand, size, args.queries)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+        e2e = end_to_end(db_url, ns, work, args.e2e_queries)
+        print(json.dumps({"end_to_end": e2e}), flush=True)
+    finally:
+        hand.close()
+        mem.close()
+        if not args.keep:
+            drop()
+    RESULTS.mkdir(exist_ok=True)
+    out = {"machine": c.machine(), "nice": os.nice(0), "scales": rows,
+           "growth_write_many_rps_median": round(float(np.median(growth))) if growth else None,
+           "end_to_end": e2e}
+    (RESULTS / "recall.json").write_text(json.dumps(out, indent=2))
+    plot(rows, RESULTS / "recall_scale.png")
+    print(f"wrote {RESULTS / 'recall.json'} and recall_scale.png")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Thin adapters from hindsight_core to agent frameworks; no SQL, no ranking here."""

@@ -1,0 +1,58 @@
+"""LangGraph adapters: ``HindsightStore`` (BaseStore), agent tools, and more.
+
+Names are imported lazily so that ``import hindsight_adapters.langgraph`` stays light
+and a missing ``langgraph`` extra fails only where it is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    # checkpointer (issue 4, parts 2-3; owned by the checkpointer work)
+    "HindsightCheckpointer": ".checkpoint",
+    # reflection after a run, recall before one, LangChain LLM (checkpointer work)
+    "LangChainLLM": ".llm",
+    "MEMORY_HEADER": ".reflection",
+    "areflect_thread": ".reflection",
+    "arecall_lessons": ".reflection",
+    "athread_trajectory": ".reflection",
+    "messages_trajectory": ".reflection",
+    "recall_lessons": ".reflection",
+    "recall_node": ".reflection",
+    "reflect_thread": ".reflection",
+    "reflection_node": ".reflection",
+    "thread_trajectory": ".reflection",
+    # store (issue 4, part 1)
+    "HindsightStore": ".store",
+    "HindsightSearchItem": ".store",
+    "LangChainEmbedder": ".embeddings",
+    # agent tools (issue 4, part 4)
+    "create_memory_tools": ".tools",
+    "search_memory": ".tools",
+    "write_memory": ".tools",
+    "update_memory_usage": ".tools",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        value = getattr(importlib.import_module(module, __name__), name)
+    except ImportError as exc:
+        if "langgraph" in str(exc) or "langchain" in str(exc):
+            raise ImportError(
+                f"{name} needs LangGraph: pip install 'hindsight[langgraph]'"
+            ) from None
+        raise
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,60 @@
+"""Use a LangChain ``Embeddings`` (or a plain function) as a Hindsight embedder."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hindsight_core.embeddings import Embedder
+from hindsight_core.errors import EmbeddingError
+
+
+class LangChainEmbedder:
+    """Adapts a LangChain ``Embeddings`` to :class:`hindsight_core.Embedder`.
+
+    Documents and queries both go through ``embed_documents`` / ``aembed_documents``,
+    as LangGraph's ``PostgresStore`` does, and vectors are passed on unchanged (not
+    re-normalised), so inner-product and L2 scores match that store's.
+
+    Args:
+        embeddings: the LangChain embeddings object.
+        dims: the dimension it returns (checked on every call).
+        model_name: recorded with the index; default derived from the class and model.
+        languages: languages it embeds well; ``None`` (default) means multilingual.
+    """
+
+    def __init__(self, embeddings: Any, *, dims: int, model_name: str | None = None,
+                 languages: frozenset[str] | None = None) -> None:
+        self.embeddings = embeddings
+        self.dim = int(dims)
+        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+        self.model_name = model_name or (
+            f"langchain:{type(embeddings).__name__}" + (f":{model}" if model else ""))
+        self.languages = languages
+
+    def _check(self, vectors: Any, n: int) -> list[list[float]]:
+        out = [list(map(float, v)) for v in vectors]
+        if len(out) != n or any(len(v) != self.dim for v in out):
+            raise EmbeddingError(
+                f"{self.model_name} returned {len(out)} vectors of dimension "
+                f"{sorted({len(v) for v in out})}; expected {n} of {self.dim} (index dims)")
+        return out
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._check(self.embeddings.embed_documents(list(texts)), len(texts))
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._check(await self.embeddings.aembed_documents(list(texts)), len(texts))
+
+
+def as_embedder(embed: Any, dims: int) -> Embedder:
+    """An :class:`Embedder` from what LangGraph's ``IndexConfig["embed"]`` accepts.
+
+    ``embed`` may be our own embedder, a LangChain ``Embeddings``, a function
+    ``texts -> vectors`` (sync or async), or a ``"provider:model"`` string.
+    """
+    if isinstance(embed, Embedder) and not hasattr(embed, "embed_documents"):
+        return embed
+    from langgraph.store.base.embed import ensure_embeddings
+
+    return LangChainEmbedder(ensure_embeddings(embed), dims=dims)

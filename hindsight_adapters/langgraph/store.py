@@ -1,0 +1,424 @@
+"""``HindsightStore``: LangGraph's ``BaseStore`` on Hindsight's item storage.
+
+A drop-in for ``langgraph.store.postgres.PostgresStore`` (same index and TTL
+configuration, same batch semantics), sync and natively async, with hybrid ranking
+(semantic + keyword + recency) by default and ``ranking="vector"`` to reproduce
+PostgresStore's scores exactly. All storage and ranking is the core's
+(:mod:`hindsight_core.items`); this module only maps LangGraph's ops and results.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from contextlib import asynccontextmanager, contextmanager, suppress
+from typing import Any, Literal
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+from langgraph.store.base import validate_op_namespace as _validate_op
+
+from hindsight_core import AsyncMemory, Memory, Settings
+from hindsight_core.embeddings import Embedder
+from hindsight_core.items import (
+    AsyncItems,
+    GetItem,
+    ItemIndex,
+    ItemOp,
+    Items,
+    ListNamespaces,
+    PutItem,
+    SearchItems,
+)
+from hindsight_core.models import Item as CoreItem
+from hindsight_core.models import ItemHit, ScoreBreakdown
+
+from .embeddings import as_embedder
+
+log = logging.getLogger("hindsight.langgraph")
+
+Ranking = Literal["hybrid", "vector"]
+
+
+class HindsightSearchItem(SearchItem):
+    """A ``SearchItem`` that also carries the hybrid score's parts (``breakdown``)."""
+
+    __slots__ = ("breakdown",)
+
+    def __init__(self, *args: Any, breakdown: ScoreBreakdown | None = None, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.breakdown = breakdown
+
+
+class SweeperFuture(concurrent.futures.Future[None]):
+    """The sweeper's future; also awaitable, so ``await store.start_ttl_sweeper()``
+    (AsyncPostgresStore's spelling) works too."""
+
+    def __await__(self) -> Any:
+        return self
+        yield  # pragma: no cover - makes this a generator
+
+
+class Stopped(int):
+    """``stop_ttl_sweeper``'s result: truthy when stopped; awaitable like the async API."""
+
+    def __await__(self) -> Any:
+        return bool(self)
+        yield  # pragma: no cover - makes this a generator
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+
+def item_index(index: IndexConfig | dict[str, Any]) -> ItemIndex:
+    """Our index settings from a LangGraph ``IndexConfig`` / ``PostgresIndexConfig``."""
+    ann = dict(index.get("ann_index_config") or {})
+    kind = ann.get("kind", "hnsw")
+    params = tuple((k, int(ann[k])) for k in ("m", "ef_construction") if k in ann)
+    if "nlist" in ann:
+        params += (("lists", int(ann["nlist"])),)
+    fields = index.get("fields") or ["$"]
+    return ItemIndex(
+        dims=int(index["dims"]), fields=tuple(fields),
+        distance=index.get("distance_type", "cosine"),  # type: ignore[arg-type]
+        vector_type=ann.get("vector_type", "vector"), kind=kind, params=params,
+    )
+
+
+class HindsightStore(BaseStore):
+    """LangGraph store on Hindsight (PostgreSQL + pgvector).
+
+    Args:
+        database_url: PostgreSQL URL; ``None`` uses ``HINDSIGHT_DATABASE_URL`` or else the
+            embedded PostgreSQL.
+        index: LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) plus
+            PostgresStore's ``distance_type`` and ``ann_index_config``. ``embed`` may be a
+            LangChain ``Embeddings``, a function, a ``"provider:model"`` string or a
+            Hindsight embedder. Without it, items are stored but queries are ignored.
+        ttl: ``TTLConfig``: ``default_ttl`` (minutes), ``refresh_on_read``,
+            ``sweep_interval_minutes``, ``omit_expired``.
+        ranking: ``"hybrid"`` (default; fused score) or ``"vector"`` (PostgresStore's).
+        settings: Hindsight settings (weights, decay, pool size).
+        embedder: the embedder of experience records (for the agent tools, ``.memory``).
+        memory / amemory: existing core front ends to share their connection pools.
+    """
+
+    supports_ttl: bool = True
+
+    def __init__(self, database_url: str | None = None, *,
+                 index: IndexConfig | dict[str, Any] | None = None,
+                 ttl: TTLConfig | None = None, ranking: Ranking = "hybrid",
+                 settings: Settings | None = None, embedder: Embedder | None = None,
+                 memory: Memory | None = None, amemory: AsyncMemory | None = None) -> None:
+        self.settings = settings or (memory.settings if memory else Settings())
+        self._url = database_url
+        self.memory = memory or Memory(settings=self.settings, embedder=embedder,
+                                       database_url=database_url)
+        self._amemory = amemory
+        self._embedder_arg = embedder
+        self.ttl_config = ttl
+        self.ranking: Ranking = ranking
+        self.index_config: dict[str, Any] | None = dict(index) if index else None
+        self.embeddings: Any = None
+        item_embedder: Embedder | None = None
+        spec: ItemIndex | None = None
+        if index:
+            spec = item_index(index)
+            item_embedder = as_embedder(index.get("embed"), spec.dims)
+            self.embeddings = getattr(item_embedder, "embeddings", item_embedder)
+        self._index = spec
+        self._item_embedder = item_embedder
+        omit = self._omit_expired()
+        self.items = Items(self.memory, index=spec, embedder=item_embedder, ranking=ranking,
+                           omit_expired=omit)
+        self._aitems: AsyncItems | None = None
+        self._coalescer = _Coalescer(lambda ops: self.aitems.batch(ops))
+        self._omit = omit
+        self._sweeper: threading.Thread | None = None
+        self._sweep_stop = threading.Event()
+        self._asweeper: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ constructors
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, conn_string: str, *, index: IndexConfig | None = None,
+                         ttl: TTLConfig | None = None, ranking: Ranking = "hybrid",
+                         **kwargs: Any) -> Iterator[HindsightStore]:
+        """A store on ``conn_string``, closed on exit (like ``PostgresStore``'s).
+
+        ``pipeline`` and ``pool_config`` are accepted for compatibility and ignored
+        (Hindsight pools connections itself; size via ``settings.pool_size``).
+        """
+        kwargs.pop("pipeline", None)
+        kwargs.pop("pool_config", None)
+        store = cls(conn_string, index=index, ttl=ttl, ranking=ranking, **kwargs)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    @classmethod
+    @asynccontextmanager
+    async def afrom_conn_string(cls, conn_string: str, *, index: IndexConfig | None = None,
+                                ttl: TTLConfig | None = None, ranking: Ranking = "hybrid",
+                                **kwargs: Any) -> AsyncIterator[HindsightStore]:
+        """Async twin of :meth:`from_conn_string` (closes the async pool on exit)."""
+        kwargs.pop("pipeline", None)
+        kwargs.pop("pool_config", None)
+        store = cls(conn_string, index=index, ttl=ttl, ranking=ranking, **kwargs)
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    @property
+    def amemory(self) -> AsyncMemory:
+        """The asyncio core front end on the same database (created on first use)."""
+        if self._amemory is None:
+            self._amemory = AsyncMemory(settings=self.settings, embedder=self._embedder_arg
+                                        or self.memory._embedder, database_url=self._url)
+        return self._amemory
+
+    @property
+    def aitems(self) -> AsyncItems:
+        if self._aitems is None:
+            self._aitems = AsyncItems(self.amemory, index=self._index,
+                                      embedder=self._item_embedder, ranking=self.ranking,
+                                      omit_expired=self._omit)
+        return self._aitems
+
+    def setup(self) -> None:
+        """Apply migrations and create the vector index (also done on first use)."""
+        self.items.setup()
+
+    async def asetup(self) -> None:
+        await self.aitems.setup()
+
+    def close(self) -> None:
+        """Stop the sweeper and close the sync pool (call :meth:`aclose` for the async one)."""
+        self.stop_ttl_sweeper()
+        self.memory.close()
+
+    async def aclose(self) -> None:
+        await self.astop_ttl_sweeper()
+        self.stop_ttl_sweeper()
+        if self._amemory is not None:
+            await self._amemory.aclose()
+        self.memory.close()
+
+    def __enter__(self) -> HindsightStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ batch
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ops in one transaction, with PostgresStore's semantics (see module docs)."""
+        ops = list(ops)
+        self.items.omit_expired = self._omit_expired()
+        return [_result(r) for r in self.items.batch(_core_ops(ops))]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Natively async :meth:`batch` (psycopg async; the embedder's ``aembed``).
+
+        Like LangGraph's ``AsyncBatchedBaseStore``, calls made in the same event-loop
+        tick (e.g. ``asyncio.gather`` of many ``aput``/``aget``) run as one batch.
+        """
+        core = _core_ops(list(ops))
+        self.aitems.omit_expired = self._omit_expired()
+        return [_result(r) for r in await self._coalescer.submit(core)]
+
+    def _omit_expired(self) -> bool:
+        return bool((self.ttl_config or {}).get("omit_expired", False))
+
+    # ------------------------------------------------------------------ TTL
+
+    def sweep_ttl(self) -> int:
+        """Delete expired items now; returns how many."""
+        return self.items.sweep()
+
+    async def asweep_ttl(self) -> int:
+        return await self.aitems.sweep()
+
+    def _interval(self, minutes: float | None) -> float:
+        return 60.0 * float(minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
+                            or 5)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:
+        """Sweep expired items periodically in a daemon thread (PostgresStore's API).
+
+        Returns a future that completes when the sweeper stops; it can also be awaited
+        (returning itself), as with AsyncPostgresStore's ``await start_ttl_sweeper()``.
+        """
+        done = SweeperFuture()
+        if not self.ttl_config:
+            done.set_result(None)
+            return done
+        if self._sweeper is not None and self._sweeper.is_alive():
+            return done
+        interval = self._interval(sweep_interval_minutes)
+        self._sweep_stop.clear()
+
+        def run() -> None:
+            while not self._sweep_stop.wait(interval):
+                try:
+                    n = self.sweep_ttl()
+                    if n:
+                        log.debug("swept %d expired items", n)
+                except Exception:  # noqa: BLE001 - keep sweeping; the error is logged
+                    log.exception("TTL sweep failed")
+            done.set_result(None)
+
+        self._sweeper = threading.Thread(target=run, name="hindsight-ttl-sweeper", daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Stopped:
+        """Stop the sweeper thread; true once it has stopped (awaitable too)."""
+        if self._sweeper is None:
+            return Stopped(True)
+        self._sweep_stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return Stopped(stopped)
+
+    async def astart_ttl_sweeper(self, sweep_interval_minutes: float | None = None
+                                 ) -> asyncio.Task[None]:
+        """Sweep periodically as an asyncio task (AsyncPostgresStore's API)."""
+        if self._asweeper is not None and not self._asweeper.done():
+            return self._asweeper
+        interval = self._interval(sweep_interval_minutes)
+
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(interval)
+                try:
+                    await self.asweep_ttl()
+                except Exception:  # noqa: BLE001 - keep sweeping; the error is logged
+                    log.exception("TTL sweep failed")
+
+        if not self.ttl_config:
+            self._asweeper = asyncio.create_task(asyncio.sleep(0))
+        else:
+            self._asweeper = asyncio.create_task(run(), name="hindsight-ttl-sweeper")
+        return self._asweeper
+
+    async def astop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        task, self._asweeper = self._asweeper, None
+        if task is None or task.done():
+            return True
+        task.cancel()
+        with suppress(asyncio.CancelledError, TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), timeout)
+        return task.done()
+
+
+class _Coalescer:
+    """Runs the op lists submitted in one event-loop tick as a single batch.
+
+    If the merged batch fails and came from several callers, each caller's ops are
+    retried alone, so one caller's bad op never fails another's.
+    """
+
+    def __init__(self, run: Callable[[list[ItemOp]], Awaitable[list[Any]]]) -> None:
+        self._run = run
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[list[ItemOp], Any]]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def submit(self, ops: list[ItemOp]) -> list[Any]:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        pending = self._pending.setdefault(loop, [])
+        pending.append((ops, fut))
+        if len(pending) == 1:
+            loop.call_soon(self._flush, loop)
+        return await fut  # type: ignore[no-any-return]
+
+    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
+        entries = self._pending.pop(loop, [])
+        task = loop.create_task(self._execute(entries))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _execute(self, entries: list[tuple[list[ItemOp], Any]]) -> None:
+        merged = [op for ops, _ in entries for op in ops]
+        try:
+            results = await self._run(merged)
+        except BaseException as exc:  # noqa: BLE001 - handed to the callers
+            if len(entries) == 1 or not isinstance(exc, Exception):
+                for _, fut in entries:
+                    if not fut.done():
+                        fut.set_exception(exc)
+                return
+            for ops, fut in entries:
+                try:
+                    result = await self._run(ops)
+                except Exception as one:  # noqa: BLE001 - handed to the caller
+                    if not fut.done():
+                        fut.set_exception(one)
+                else:
+                    if not fut.done():
+                        fut.set_result(result)
+            return
+        start = 0
+        for ops, fut in entries:
+            if not fut.done():
+                fut.set_result(results[start:start + len(ops)])
+            start += len(ops)
+
+
+# ---------------------------------------------------------------------- mapping
+
+
+def _core_ops(ops: list[Op]) -> list[ItemOp]:
+    for op in ops:  # like PostgresStore: a bad namespace anywhere aborts the whole batch
+        _validate_op(op)
+    out: list[ItemOp] = []
+    for op in ops:
+        if isinstance(op, GetOp):
+            out.append(GetItem(tuple(op.namespace), str(op.key), op.refresh_ttl))
+        elif isinstance(op, PutOp):
+            out.append(PutItem(tuple(op.namespace), str(op.key), op.value, op.index, op.ttl))
+        elif isinstance(op, SearchOp):
+            out.append(SearchItems(tuple(op.namespace_prefix), op.query, op.filter, op.limit,
+                                   op.offset, op.refresh_ttl))
+        elif isinstance(op, ListNamespacesOp):
+            conds = tuple((c.match_type, tuple(c.path)) for c in op.match_conditions or ())
+            out.append(ListNamespaces(conds, op.max_depth, op.limit, op.offset))  # type: ignore[arg-type]
+        else:
+            raise ValueError(f"Unknown operation type: {type(op)}")
+    return out
+
+
+def _item(item: CoreItem) -> Item:
+    return Item(value=item.value, key=item.key, namespace=item.namespace,
+                created_at=item.created_at, updated_at=item.updated_at)
+
+
+def _result(res: Any) -> Result:
+    if isinstance(res, CoreItem):
+        return _item(res)
+    if isinstance(res, list) and res and isinstance(res[0], ItemHit):
+        return [HindsightSearchItem(h.item.namespace, h.item.key, h.item.value,
+                                    h.item.created_at, h.item.updated_at, h.score,
+                                    breakdown=h.breakdown) for h in res]
+    return res  # type: ignore[no-any-return]

@@ -1,0 +1,188 @@
+"""Agent tools over Hindsight's experience records: search, write, report usage.
+
+The tools read the store from the graph's runtime (``ToolRuntime``, i.e. the store
+passed to ``compile(store=...)``), which must be a :class:`HindsightStore`, and the
+namespace from the run's config: each label written ``"{name}"`` in the template is
+replaced by ``config["configurable"][name]``::
+
+    tools = create_memory_tools(namespace=("lessons", "{user_id}"))
+    graph = builder.compile(store=HindsightStore())
+    graph.invoke(inputs, {"configurable": {"user_id": "u42"}})
+
+Everything they do is a call into the core (``store.memory`` / ``store.amemory``);
+results are compact JSON: the lesson and its trigger first, with an id for feedback.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.prebuilt import ToolRuntime
+
+from hindsight_core.errors import HindsightError, ValidationError
+
+DEFAULT_NAMESPACE: tuple[str, ...] = ("lessons", "{user_id}")
+
+SEARCH_DESCRIPTION = (
+    "Recall lessons learned in earlier runs. Call this BEFORE starting a task or a risky "
+    "step (deleting, paying, sending, changing configuration) with a short description of "
+    "what you are about to do. Returns the most relevant lessons (lesson, trigger, id). "
+    "Follow the lessons that apply, and afterwards report which ones helped with "
+    "update_memory_usage."
+)
+WRITE_DESCRIPTION = (
+    "Store a lesson for future runs. Call this when you found out something reusable: a "
+    "mistake to avoid, a step that was needed, a user preference. `lesson` is one short "
+    "actionable sentence; `trigger` says when it applies. Do not store facts about the "
+    "current task only, or secrets."
+)
+USAGE_DESCRIPTION = (
+    "Report whether a recalled lesson helped. Call this after a task for each lesson id "
+    "returned by search_memory that you used (helpful=true) or that was wrong or "
+    "irrelevant (helpful=false). Helpful lessons rank higher next time."
+)
+
+
+def resolve_namespace(template: tuple[str, ...], config: RunnableConfig | None
+                      ) -> tuple[str, ...]:
+    """Fill ``"{name}"`` labels from ``config["configurable"]``."""
+    configurable = (config or {}).get("configurable") or {}
+    out = []
+    for label in template:
+        if label.startswith("{") and label.endswith("}"):
+            name = label[1:-1]
+            if name not in configurable:
+                raise ValidationError(
+                    f"the memory namespace needs config['configurable'][{name!r}] (template "
+                    f"{template}); pass it when invoking the graph", field=name)
+            out.append(str(configurable[name]))
+        else:
+            out.append(label)
+    return tuple(out)
+
+
+def _store(runtime: Any, fixed: Any) -> Any:
+    store = fixed if fixed is not None else getattr(runtime, "store", None)
+    if store is None:
+        from langgraph.config import get_store
+
+        store = get_store()
+    if not hasattr(store, "memory") or not hasattr(store, "amemory"):
+        raise ValidationError(
+            f"memory tools need a HindsightStore as the graph's store, got "
+            f"{type(store).__name__}; compile the graph with store=HindsightStore()",
+            field="store")
+    return store
+
+
+def _source(config: RunnableConfig | None) -> dict[str, str]:
+    configurable = (config or {}).get("configurable") or {}
+    thread = configurable.get("thread_id")
+    return {"agent": "langgraph", **({"task": str(thread)} if thread is not None else {})}
+
+
+def _dump(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
+def _error(exc: HindsightError) -> str:
+    return _dump({"error": str(exc)})
+
+
+def create_memory_tools(namespace: tuple[str, ...] = DEFAULT_NAMESPACE, *,
+                        store: Any = None, top_k: int = 5) -> list[BaseTool]:
+    """The three memory tools, bound to a namespace template.
+
+    Args:
+        namespace: labels, with ``"{name}"`` filled from ``config["configurable"]``.
+        store: a :class:`HindsightStore` to use instead of the graph's store.
+        top_k: how many lessons ``search_memory`` returns.
+
+    Returns:
+        ``[search_memory, write_memory, update_memory_usage]``.
+    """
+    template = tuple(namespace)
+
+    def _ns(runtime: Any) -> tuple[str, ...]:
+        return resolve_namespace(template, getattr(runtime, "config", None))
+
+    def _search_result(result: Any) -> str:
+        out: dict[str, Any] = {"lessons": [hit.compact() for hit in result.hits]}
+        if result.warning:
+            out["warning"] = result.warning
+        return _dump(out)
+
+    def search(query: str, runtime: ToolRuntime, scene: str | None = None) -> str:
+        try:
+            s = _store(runtime, store)
+            return _search_result(s.memory.recall(query, namespace=_ns(runtime), scene=scene,
+                                                  top_k=top_k))
+        except HindsightError as exc:
+            return _error(exc)
+
+    async def asearch(query: str, runtime: ToolRuntime, scene: str | None = None) -> str:
+        try:
+            s = _store(runtime, store)
+            return _search_result(await s.amemory.recall(
+                query, namespace=_ns(runtime), scene=scene, top_k=top_k))
+        except HindsightError as exc:
+            return _error(exc)
+
+    def _record(lesson: str, trigger: str, scene: str, outcome: str, runtime: Any
+                ) -> dict[str, Any]:
+        return {"lesson": lesson, "trigger": trigger, "scene": scene, "outcome": outcome,
+                "source": _source(getattr(runtime, "config", None))}
+
+    def write(lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general",
+              outcome: str = "") -> str:
+        try:
+            s = _store(runtime, store)
+            res = s.memory.write(_record(lesson, trigger, scene, outcome, runtime),
+                                 namespace=_ns(runtime))
+            return _dump({"id": str(res.id), "status": res.status})
+        except HindsightError as exc:
+            return _error(exc)
+
+    async def awrite(lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general",
+                     outcome: str = "") -> str:
+        try:
+            s = _store(runtime, store)
+            res = await s.amemory.write(_record(lesson, trigger, scene, outcome, runtime),
+                                        namespace=_ns(runtime))
+            return _dump({"id": str(res.id), "status": res.status})
+        except HindsightError as exc:
+            return _error(exc)
+
+    def _usage(rec: Any) -> str:
+        return _dump({"id": str(rec.id), "score": round(rec.decayed_score, 4),
+                      "use_count": rec.use_count})
+
+    def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:  # noqa: A002
+        try:
+            s = _store(runtime, store)
+            return _usage(s.memory.mark_used(id, helpful, namespace=_ns(runtime)))
+        except HindsightError as exc:
+            return _error(exc)
+
+    async def ausage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:  # noqa: A002
+        try:
+            s = _store(runtime, store)
+            return _usage(await s.amemory.mark_used(id, helpful, namespace=_ns(runtime)))
+        except HindsightError as exc:
+            return _error(exc)
+
+    return [
+        StructuredTool.from_function(func=search, coroutine=asearch, name="search_memory",
+                                     description=SEARCH_DESCRIPTION),
+        StructuredTool.from_function(func=write, coroutine=awrite, name="write_memory",
+                                     description=WRITE_DESCRIPTION),
+        StructuredTool.from_function(func=usage, coroutine=ausage, name="update_memory_usage",
+                                     description=USAGE_DESCRIPTION),
+    ]
+
+
+search_memory, write_memory, update_memory_usage = create_memory_tools()
+"""Ready-made tools for the default namespace ``("lessons", "{user_id}")``."""

@@ -1,0 +1,29 @@
+"""Hindsight as an MCP server (stdio and streamable HTTP), on the ``mcp`` SDK's MCPServer.
+
+Run it with ``hindsight mcp`` (stdio) or ``hindsight mcp --http`` (port 8765); see
+docker/README.md for deployment and token configuration.
+"""
+
+from ._auth import (
+    CURRENT_NAMESPACE,
+    BearerNamespaceMiddleware,
+    BodyLimitMiddleware,
+    check_bind,
+    load_tokens,
+    parse_tokens,
+)
+from ._serve import build_http_app, serve_http, serve_stdio
+from .server import build_server
+
+__all__ = [
+    "CURRENT_NAMESPACE",
+    "BearerNamespaceMiddleware",
+    "BodyLimitMiddleware",
+    "build_http_app",
+    "build_server",
+    "check_bind",
+    "load_tokens",
+    "parse_tokens",
+    "serve_http",
+    "serve_stdio",
+]

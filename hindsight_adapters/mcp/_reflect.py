@@ -1,0 +1,96 @@
+"""``reflect_task`` / ``review_task``: the MCP side of :mod:`hindsight_core.reflection`.
+
+Decision (documented in docker/README.md): with no LLM configured both tools still
+work. ``reflect_task`` falls back to the rule-based distiller and says so in its
+``note``; ``review_task`` reinforces used lessons and decays unused ones but merges
+nothing (merging needs a model), and says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel
+
+from hindsight_core import AsyncMemory
+from hindsight_core.models import Namespace, parse_id
+
+from ._models import ReflectOutcome, ReviewOutcome, TrajectoryIn, WriteOutcome
+
+NO_LLM_REFLECT = (
+    "no LLM configured (set HINDSIGHT_LLM_BASE_URL and HINDSIGHT_LLM_MODEL): lessons were "
+    "distilled by the simpler rule-based distiller"
+)
+NO_LLM_REVIEW = (
+    "no LLM configured: used lessons were reinforced and unused ones decayed, but "
+    "near-duplicate lessons were not merged (merging needs an LLM)"
+)
+
+
+def _module() -> Any:
+    try:
+        from hindsight_core import reflection
+    except ImportError as exc:  # the reflection work may be missing from a build
+        raise ToolError(f"reflection is not available in this installation: {exc}") from None
+    return reflection
+
+
+def _trajectory(reflection: Any, data: TrajectoryIn) -> Any:
+    ids = {
+        name: [parse_id(v, field=f"trajectory.{name}[{i}]") for i, v in enumerate(values)]
+        for name, values in (("recalled", data.recalled), ("used", data.used))
+    }
+    steps = [reflection.Step(**s.model_dump(exclude_none=True)) for s in data.steps]
+    return reflection.Trajectory(
+        goal=data.goal, steps=steps, outcome=data.outcome, final_state=data.final_state,
+        scene=data.scene, source={"tool": "mcp"}, **ids,
+    )
+
+
+def _llm(reflection: Any, memory: AsyncMemory) -> Any:
+    return reflection.llm_from_settings(memory.settings)
+
+
+def as_jsonable(value: Any) -> Any:
+    """A pydantic model or dataclass as plain JSON data."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    return json.loads(json.dumps(value, default=str))
+
+
+async def reflect(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
+                  ) -> ReflectOutcome:
+    """Distill a finished run into lessons and store them."""
+    reflection = _module()
+    llm = _llm(reflection, memory)
+    result = await reflection.AsyncReflector(memory, llm=llm).reflect(
+        _trajectory(reflection, data), namespace=namespace
+    )
+    return ReflectOutcome(
+        written=[WriteOutcome(id=str(w.id), status=w.status, similarity=w.similarity)
+                 for w in result.written],
+        lessons=[str(r.get("lesson", "")) for r in getattr(result, "records", [])],
+        dropped=len(result.dropped),
+        skipped=result.skipped,
+        error=result.error,
+        distiller=result.distiller,
+        note=None if llm is not None else NO_LLM_REFLECT,
+    )
+
+
+async def review(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
+                 ) -> ReviewOutcome:
+    """Reinforce the used lessons of a run, decay the unused (and merge, with an LLM)."""
+    reflection = _module()
+    llm = _llm(reflection, memory)
+    result = await reflection.AsyncReflector(memory, llm=llm).review(
+        _trajectory(reflection, data), namespace=namespace
+    )
+    detail = as_jsonable(result)
+    return ReviewOutcome(detail=detail if isinstance(detail, dict) else {"result": detail},
+                         llm=llm is not None, note=None if llm is not None else NO_LLM_REVIEW)

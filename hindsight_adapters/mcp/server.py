@@ -1,0 +1,213 @@
+"""The Hindsight MCP server: a few precise tools over :class:`~hindsight_core.AsyncMemory`.
+
+Everything goes through the core (no SQL here). The caller's namespace is the
+one its bearer token maps to (HTTP) or the configured one (stdio); see
+``_auth.py``. Core errors become tool errors (``isError``) whose message names
+the offending field; nothing is written when a call fails.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from hindsight_core import AsyncMemory
+from hindsight_core.errors import (
+    DatabaseError,
+    HindsightError,
+    NotFoundError,
+    ValidationError,
+)
+from hindsight_core.models import MAX_LABEL_CHARS, Namespace
+
+from . import _reflect
+from ._auth import CURRENT_NAMESPACE
+from ._models import (
+    MAX_TEXT,
+    ForgetOutcome,
+    MemoryHit,
+    ReflectOutcome,
+    ReviewOutcome,
+    SearchResult,
+    StatsOut,
+    TrajectoryIn,
+    UsageOutcome,
+    WriteOutcome,
+)
+
+log = logging.getLogger("hindsight.mcp")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+INSTRUCTIONS = """\
+Hindsight is your memory of earlier tasks: short lessons about what worked and what failed.
+Before a task that resembles earlier work, call search_memory and follow the lessons whose
+trigger matches. When a recalled lesson helped (or misled you), call update_memory_usage with
+its id. When you learn something reusable, call write_memory with one short lesson. At the
+end of a task, reflect_task can distill lessons from the whole run."""
+
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
+RecordId = Annotated[str, Field(min_length=1, max_length=100, description="A record id (UUID).")]
+
+
+def _tool_error(exc: HindsightError) -> ToolError:
+    """Our error as a tool error whose message names the field."""
+    message = str(exc)
+    if isinstance(exc, ValidationError) and exc.field and exc.field not in message:
+        message = f"{exc.field}: {message}"
+    elif isinstance(exc, NotFoundError) and "id" not in message:
+        message = f"id: {message}"
+    elif isinstance(exc, DatabaseError):
+        message = f"memory database unavailable: {message}"
+    return ToolError(message)
+
+
+async def _call(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    except HindsightError as exc:
+        raise _tool_error(exc) from None
+
+
+def build_server(memory: AsyncMemory, *, require_token: bool = False,
+                 name: str = "hindsight") -> MCPServer:
+    """Build the MCP server on one :class:`AsyncMemory` (its pool serves every tenant).
+
+    Args:
+        memory: the memory; its ``namespace`` is used when the request names none
+            (stdio, or HTTP with no tokens configured).
+        require_token: refuse tool calls that did not come through the bearer
+            middleware (set for the HTTP transport with tokens).
+        name: the server name announced to clients.
+    """
+
+    def namespace() -> Namespace:
+        ns = CURRENT_NAMESPACE.get()
+        if ns is None:
+            if require_token:
+                raise ToolError("unauthorized: no namespace for this request")
+            return memory.namespace
+        return ns
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await memory.aclose()
+
+    mcp = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan)
+    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+    def tool(**options: Any) -> Callable[[F], F]:
+        """``mcp.tool`` with the docstring, dedented, as the description."""
+        def register(fn: F) -> F:
+            mcp.tool(description=inspect.cleandoc(fn.__doc__ or ""), **options)(fn)
+            return fn
+        return register
+
+    @tool(annotations=read_only)
+    async def search_memory(
+        query: Annotated[str, Field(min_length=1, max_length=2000,
+                                    description="What you are about to do, in a sentence.")],
+        scene: Annotated[str | None, Field(max_length=MAX_LABEL_CHARS,
+                                           description="Only lessons of this scene.")] = None,
+        top_k: Annotated[int, Field(ge=1, le=50)] = 5,
+    ) -> SearchResult:
+        """Recall lessons from earlier tasks. Call this BEFORE starting a task that resembles
+        earlier work, and follow the lessons whose trigger matches. Returns the lesson, its
+        trigger, scene, id (for update_memory_usage) and score. If memory is unavailable it
+        returns no results and a warning: carry on without it."""
+        result = await _call(memory.recall(query, namespace=namespace(), scene=scene,
+                                           top_k=top_k))
+        return SearchResult(results=[MemoryHit(**h.compact()) for h in result.hits],
+                            warning=result.warning)
+
+    @tool()
+    async def write_memory(
+        scene: Annotated[str, Field(max_length=100, description="Short tag, e.g. file-cleanup.")],
+        trigger: Annotated[Text, Field(description="When this lesson applies.")],
+        action: Annotated[Text, Field(description="What was done.")],
+        outcome: Annotated[Text, Field(description="What happened: success/failure + figures.")],
+        lesson: Annotated[Text, Field(description="One actionable sentence (about 50 chars).")],
+        importance: Annotated[float | None, Field(ge=0, le=1)] = None,
+        critical: Annotated[bool, Field(description="Never decays (rare, vital lessons).")
+                            ] = False,
+    ) -> WriteOutcome:
+        """Call when you have just learned something reusable (a mistake fixed, a trick that
+        worked) to store it as one short lesson. A near-duplicate of an existing lesson is
+        merged into it (status 'merged') instead of being stored twice."""
+        record = {"scene": scene, "trigger": trigger, "action": action, "outcome": outcome,
+                  "lesson": lesson, "importance": importance, "critical": critical,
+                  "source": {"tool": "mcp"}}
+        result = await _call(memory.write(record, namespace=namespace()))
+        return WriteOutcome(id=str(result.id), status=result.status,
+                            similarity=result.similarity)
+
+    @tool(annotations=ToolAnnotations(idempotentHint=False, openWorldHint=False))
+    async def update_memory_usage(id: RecordId, helpful: bool = True) -> UsageOutcome:  # noqa: A002
+        """Give feedback on a recalled lesson after you used it: helpful=true reinforces it,
+        helpful=false lets it fade. Call once per lesson per task, with the id from
+        search_memory."""
+        record = await _call(memory.mark_used(id, helpful, namespace=namespace()))
+        return UsageOutcome(id=str(record.id), helpful=helpful, score=record.score,
+                            use_count=record.use_count)
+
+    @tool(annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False))
+    async def forget_memory(id: RecordId) -> ForgetOutcome:  # noqa: A002
+        """Delete a lesson for good. Call only when a lesson is wrong or the user asks to
+        forget it; for lessons that merely did not help, use update_memory_usage(helpful=false)."""
+        await _call(memory.forget(id, namespace=namespace()))
+        return ForgetOutcome(id=id)
+
+    @tool()
+    async def reflect_task(trajectory: TrajectoryIn) -> ReflectOutcome:
+        """Call once when a task has ended (not every turn): pass the goal, the steps (thoughts,
+        tool calls, results, errors), the outcome and which recalled lesson ids were used. The
+        run is distilled into 0-3 short lessons, which are stored (near-duplicates merged)."""
+        return await _call(_reflect.reflect(memory, trajectory, namespace()))
+
+    @tool()
+    async def review_task(
+        goal: Annotated[str, Field(min_length=1, max_length=MAX_TEXT)],
+        outcome: Literal["success", "failure", "partial", "unknown"],
+        recalled: Annotated[list[RecordId], Field(max_length=200,
+                                                  description="Ids shown to the agent.")],
+        used: Annotated[list[RecordId], Field(max_length=200,
+                                              description="Ids that helped.")] = [],  # noqa: B006
+        scene: Annotated[str | None, Field(max_length=100)] = None,
+    ) -> ReviewOutcome:
+        """Call after a task in which lessons were recalled: lessons that were used are
+        reinforced, recalled-but-unused ones decay; with an LLM configured, near-duplicate
+        lessons are also merged into one more general lesson."""
+        trajectory = TrajectoryIn(goal=goal, outcome=outcome, recalled=recalled, used=used,
+                                  scene=scene)
+        return await _call(_reflect.review(memory, trajectory, namespace()))
+
+    @mcp.resource("memory://stats", name="stats", mime_type="application/json",
+                  description="Record counts of your namespace, by scene, and the model.")
+    async def stats() -> str:
+        ns = namespace()
+        s = await _call(memory.stats(namespace=ns))
+        out = StatsOut(namespace=list(ns), records=s.records, archived=s.archived,
+                       scenes=s.scenes, embedding_model=s.embedding_model,
+                       embedding_dim=s.embedding_dim)
+        return json.dumps(out.model_dump(mode="json"), ensure_ascii=False)
+
+    @mcp.custom_route("/healthz", methods=["GET"])
+    async def healthz(_request: Any) -> Any:
+        from starlette.responses import JSONResponse
+
+        return JSONResponse({"status": "ok", "server": name})
+
+    return mcp
+

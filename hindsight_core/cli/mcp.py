@@ -1,0 +1,39 @@
+"""``hindsight mcp``: the MCP server over stdio (default) or streamable HTTP (``--http``)."""
+
+from __future__ import annotations
+
+import typer
+
+from ..errors import missing_extra
+from ..settings import Settings
+from ._app import app, cli_errors
+
+
+@app.command()
+def mcp(
+    http: bool = typer.Option(False, "--http", help="Serve streamable HTTP instead of stdio."),
+    host: str | None = typer.Option(
+        None, "--host", help="HTTP bind address (default: HINDSIGHT_MCP_HOST or 127.0.0.1)."
+    ),
+    port: int | None = typer.Option(
+        None, "--port", help="HTTP port (default: HINDSIGHT_MCP_PORT or 8765)."
+    ),
+    namespace: str | None = typer.Option(
+        None, "--namespace", "-n",
+        help="stdio namespace, labels joined by '/' (default: HINDSIGHT_NAMESPACE or default). "
+        "Over HTTP each token's namespace applies (HINDSIGHT_MCP_TOKENS).",
+    ),
+) -> None:
+    """Serve Hindsight to any MCP client (stdio for one local agent, HTTP for many)."""
+    with cli_errors():
+        try:
+            from hindsight_adapters.mcp import serve_http, serve_stdio
+        except ImportError as exc:
+            if (exc.name or "").split(".")[0] not in {"mcp", "uvicorn", "starlette"}:
+                raise
+            raise missing_extra("the MCP SDK", "mcp") from None
+        settings = Settings()
+        if http:
+            serve_http(settings, host=host, port=port, namespace=namespace)
+        else:
+            serve_stdio(settings, namespace=namespace)

@@ -1,0 +1,50 @@
+"""``hindsight ui``: serve the memory inspector (see hindsight_adapters/ui)."""
+
+from __future__ import annotations
+
+import typer
+
+from ..errors import missing_extra
+from ._app import app, err_console, parse_namespace
+
+
+@app.command()
+def ui(
+    host: str = typer.Option("127.0.0.1", help="Interface to bind; beyond loopback a token "
+                             "(HINDSIGHT_UI_TOKEN) is required."),
+    port: int = typer.Option(8766, min=1, max=65535, help="TCP port."),
+    namespace: str = typer.Option("default", "--namespace", "-n",
+                                  help="Namespace opened first (labels joined by '/')."),
+    scope: str | None = typer.Option(None, help="Only show this namespace and those under "
+                                     "it (labels joined by '/')."),
+    token: str | None = typer.Option(None, envvar="HINDSIGHT_UI_TOKEN", show_envvar=True,
+                                     help="Require this bearer token (default: the "
+                                     "ui_token setting)."),
+) -> None:
+    """Serve the memory inspector: browse, search and curate lessons in a web page."""
+    try:
+        import uvicorn
+
+        from hindsight_adapters.ui import create_app, is_loopback
+    except ImportError:
+        raise missing_extra("starlette/uvicorn/jinja2", "ui") from None
+    from ..settings import Settings
+
+    settings = Settings()
+    if token is None and settings.ui_token is not None:
+        token = settings.ui_token.get_secret_value()
+    token = token or None
+    loopback = is_loopback(host)
+    if not loopback and token is None:
+        err_console.print(
+            f"[red]error:[/red] refusing to serve the inspector on {host} without a token: "
+            "set HINDSIGHT_UI_TOKEN (or --token), or bind to 127.0.0.1.", highlight=False)
+        raise typer.Exit(2)
+    application = create_app(
+        settings=settings, namespace=parse_namespace(namespace),
+        scope=parse_namespace(scope) if scope else None, token=token, loopback_only=loopback,
+    )
+    shown = f"[{host}]" if ":" in host else host
+    err_console.print(f"Hindsight inspector on http://{shown}:{port}/"
+                      + (" (token required)" if token else ""), highlight=False)
+    uvicorn.run(application, host=host, port=port, log_level="warning", proxy_headers=False)

@@ -1,0 +1,212 @@
+"""Generic items: namespaced JSON documents with TTL and vector/hybrid search.
+
+The storage behind LangGraph's ``BaseStore`` (``hindsight_adapters.langgraph``) and
+LangMem memories, usable on its own::
+
+    from hindsight_core import Memory
+    from hindsight_core.items import ItemIndex, Items, PutItem, SearchItems
+
+    items = Items(Memory(), index=ItemIndex(dims=384))
+    items.put(("users", "u1"), "prefs", {"text": "likes short answers"})
+    hits = items.search(("users",), query="answer style")
+
+:class:`Items` (blocking) and :class:`AsyncItems` (asyncio) run the same flows
+(``flows.py``) on the connection pool of the :class:`Memory` / :class:`AsyncMemory`
+they are given, embedding with ``embedder`` (default: the memory's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal
+
+from ..embeddings import Embedder
+from ..errors import ConfigurationError, DatabaseError
+from ..memory.aio import AsyncMemory
+from ..memory.flow import run_async, run_sync
+from ..memory.sync import Memory
+from ..models import Item, ItemHit, Namespace
+from .flows import ItemFlows, Result, parse_filter
+from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
+from .paths import field_texts, texts_at, tokenize
+
+__all__ = [
+    "AsyncItems", "GetItem", "ItemIndex", "ItemOp", "Items", "ListNamespaces", "PutItem",
+    "Ranking", "SearchItems", "field_texts", "parse_filter", "texts_at", "tokenize",
+]
+
+
+_RETRIES = 4
+
+
+def _retryable(exc: BaseException) -> bool:
+    """Whether the database aborted the transaction for a deadlock or serialization
+    conflict (SQLSTATE 40P01 / 40001), which a retry resolves."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        orig = getattr(cause, "orig", None)
+        if getattr(orig, "sqlstate", None) in ("40P01", "40001"):
+            return True
+        cause = cause.__cause__
+    return False
+
+
+class _NoEmbedder:
+    """Stands in when items have no index: nothing is ever embedded."""
+
+    model_name = "none"
+    dim = 0
+    languages = None
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise ConfigurationError("items have no index configured; nothing can be embedded")
+
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed(texts)
+
+
+_NO_EMBEDDER: Any = _NoEmbedder()
+
+
+class _ItemsBase(ItemFlows):
+    def __init__(self, memory: Memory | AsyncMemory, *, index: ItemIndex | None = None,
+                 embedder: Embedder | None = None, ranking: Ranking = "hybrid",
+                 omit_expired: bool = False) -> None:
+        if ranking not in ("vector", "hybrid"):
+            raise ConfigurationError(f"ranking must be 'vector' or 'hybrid', got {ranking!r}")
+        self.memory = memory
+        self.index = index
+        self._embedder = embedder
+        self.ranking = ranking
+        self.omit_expired = omit_expired
+        self._ready = False
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder of item fields and queries (default: the memory's)."""
+        if self._embedder is not None:
+            return self._embedder
+        return self.memory.embedder if self.index is not None else _NO_EMBEDDER
+
+    def _now(self) -> datetime:
+        return self.memory._now()
+
+    def _settings(self) -> Any:
+        return self.memory.settings
+
+    @staticmethod
+    def _conditions(prefix: Namespace | None, suffix: Namespace | None
+                    ) -> tuple[tuple[Literal["prefix", "suffix"], Namespace], ...]:
+        out: list[tuple[Literal["prefix", "suffix"], Namespace]] = []
+        if prefix:
+            out.append(("prefix", tuple(prefix)))
+        if suffix:
+            out.append(("suffix", tuple(suffix)))
+        return tuple(out)
+
+
+class Items(_ItemsBase):
+    """Generic items on a :class:`Memory`'s database (blocking).
+
+    Args:
+        memory: provides the connection pool, settings and clock.
+        index: how values are embedded; ``None`` stores no vectors (queries are ignored).
+        embedder: embeds fields and queries (default: ``memory.embedder``).
+        ranking: ``"hybrid"`` (semantic + keyword + recency) or ``"vector"``
+            (PostgresStore's similarity in the configured distance).
+        omit_expired: hide expired items that were not swept yet.
+    """
+
+    memory: Memory
+
+    def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
+        """Run operations in one transaction; one result per op, in input order.
+
+        A transaction that loses a deadlock or serialization conflict is retried.
+        """
+        for attempt in range(_RETRIES):
+            try:
+                return run_sync(self._batch_flow(ops), self.memory.engine, self.embedder)
+            except DatabaseError as exc:
+                if attempt == _RETRIES - 1 or not _retryable(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def setup(self) -> None:
+        """Migrate and create the vector index (also done on first use)."""
+        run_sync(self._ready_flow(), self.memory.engine, self.embedder)
+
+    def sweep(self) -> int:
+        """Delete expired items; returns how many."""
+        return run_sync(self._sweep_flow(), self.memory.engine, self.embedder)
+
+    def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
+        return self.batch([GetItem(namespace, key, refresh_ttl)])[0]  # type: ignore[return-value]
+
+    def put(self, namespace: Namespace, key: str, value: Mapping[str, Any], *,
+            index: Literal[False] | list[str] | None = None, ttl: float | None = None) -> None:
+        self.batch([PutItem(namespace, key, value, index, ttl)])
+
+    def delete(self, namespace: Namespace, key: str) -> None:
+        self.batch([PutItem(namespace, key, None)])
+
+    def search(self, namespace_prefix: Namespace, *, query: str | None = None,
+               filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
+               refresh_ttl: bool = True, ranking: Ranking | None = None) -> list[ItemHit]:
+        op = SearchItems(namespace_prefix, query, filter, limit, offset, refresh_ttl, ranking)
+        return self.batch([op])[0]  # type: ignore[return-value]
+
+    def list_namespaces(self, *, prefix: Namespace | None = None, suffix: Namespace | None = None,
+                        max_depth: int | None = None, limit: int = 100, offset: int = 0
+                        ) -> list[Namespace]:
+        op = ListNamespaces(self._conditions(prefix, suffix), max_depth, limit, offset)
+        return self.batch([op])[0]  # type: ignore[return-value]
+
+
+class AsyncItems(_ItemsBase):
+    """Generic items for asyncio code; the same API as :class:`Items`, awaited."""
+
+    memory: AsyncMemory
+
+    async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
+        engine = await self.memory._get_engine()
+        for attempt in range(_RETRIES):
+            try:
+                return await run_async(self._batch_flow(ops), engine, self.embedder)
+            except DatabaseError as exc:
+                if attempt == _RETRIES - 1 or not _retryable(exc):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def setup(self) -> None:
+        await run_async(self._ready_flow(), await self.memory._get_engine(), self.embedder)
+
+    async def sweep(self) -> int:
+        return await run_async(self._sweep_flow(), await self.memory._get_engine(),
+                               self.embedder)
+
+    async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True
+                  ) -> Item | None:
+        return (await self.batch([GetItem(namespace, key, refresh_ttl)]))[0]  # type: ignore[return-value]
+
+    async def put(self, namespace: Namespace, key: str, value: Mapping[str, Any], *,
+                  index: Literal[False] | list[str] | None = None, ttl: float | None = None
+                  ) -> None:
+        await self.batch([PutItem(namespace, key, value, index, ttl)])
+
+    async def delete(self, namespace: Namespace, key: str) -> None:
+        await self.batch([PutItem(namespace, key, None)])
+
+    async def search(self, namespace_prefix: Namespace, *, query: str | None = None,
+                     filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
+                     refresh_ttl: bool = True, ranking: Ranking | None = None
+                     ) -> list[ItemHit]:
+        op = SearchItems(namespace_prefix, query, filter, limit, offset, refresh_ttl, ranking)
+        return (await self.batch([op]))[0]  # type: ignore[return-value]
+
+    async def list_namespaces(self, *, prefix: Namespace | None = None,
+                              suffix: Namespace | None = None, max_depth: int | None = None,
+                              limit: int = 100, offset: int = 0) -> list[Namespace]:
+        op = ListNamespaces(self._conditions(prefix, suffix), max_depth, limit, offset)
+        return (await self.batch([op]))[0]  # type: ignore[return-value]

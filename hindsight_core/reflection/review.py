@@ -1,0 +1,208 @@
+"""Review after a task: reinforce what helped, decay what did not, merge look-alikes.
+
+- every record in ``trajectory.used`` gets ``mark_used(helpful=True)`` (score +0.1,
+  decay clock reset); every other record in ``trajectory.recalled`` gets
+  ``mark_used(helpful=False)`` (score -0.1);
+- in the trajectory's scene (or the scenes of the recalled records), pairs of live
+  records at cosine similarity >= ``settings.review_merge_similarity`` are grouped
+  into clusters; the model is asked whether each cluster says one thing and, if so,
+  for one more general lesson, written with ``memory.merge`` (the sources are
+  archived, not deleted, and stay linked through ``merged_into``/``merged_from``).
+  Without a model, clusters are reported but not merged.
+
+Every decision is in the returned :class:`ReviewResult` and in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ..errors import HindsightError, NotFoundError, ValidationError
+from ..memory.flow import Flow, Sql
+from ..memory.records import RecordFlows
+from ..models import Experience, Namespace, parse_experience
+from ..storage import experiences_sql as q
+from ..storage import review_sql
+from ._ask import ask_json, load_prompt
+from ._driver import RFlow, Store
+from .parse import ParseError, coerce_number, extract_json
+from .trajectory import Trajectory
+
+log = logging.getLogger("hindsight.reflection")
+
+MERGE_PROMPT = "merge_v1"
+MAX_CLUSTERS = 3
+MAX_CLUSTER_SIZE = 8
+MAX_SCAN = 500
+
+MERGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "merge": {"type": "boolean"},
+        "reason": {"type": "string"},
+        "record": {"type": "object", "properties": {
+            "trigger": {"type": "string"}, "action": {"type": "string"},
+            "outcome": {"type": "string"}, "lesson": {"type": "string"},
+            "confidence": {"type": "number"}}},
+    },
+    "required": ["merge"],
+}
+
+
+class ReviewDecision(BaseModel):
+    """One thing review decided, and why."""
+
+    action: Literal["reinforce", "decay", "merge", "keep", "skip", "missing"]
+    ids: list[uuid.UUID]
+    reason: str
+    into: uuid.UUID | None = None
+    lesson: str | None = None
+
+
+class ReviewResult(BaseModel):
+    """What :meth:`Reflector.review` did."""
+
+    reinforced: list[uuid.UUID] = Field(default_factory=list)
+    decayed: list[uuid.UUID] = Field(default_factory=list)
+    merged: list[Experience] = Field(default_factory=list)
+    decisions: list[ReviewDecision] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=list)
+
+
+def clusters_flow(memory: RecordFlows, namespace: Namespace | str | None, scene: str,
+                  threshold: float) -> Flow[list[list[dict[str, Any]]]]:
+    """Clusters (connected pairs above ``threshold``) of live records in one scene."""
+    ns = memory._ns(namespace)
+    yield from memory._ready_flow()
+    pairs = yield Sql(review_sql.near_pairs_sql(memory.embedder.dim), {
+        "ns": ns, "scene": scene, "threshold": threshold, "max_records": MAX_SCAN})
+    parent: dict[uuid.UUID, uuid.UUID] = {}
+
+    def root(x: uuid.UUID) -> uuid.UUID:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for p in pairs:
+        parent[root(p["a"])] = root(p["b"])
+    groups: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for x in list(parent):
+        groups.setdefault(root(x), []).append(x)
+    out: list[list[dict[str, Any]]] = []
+    for ids in sorted(groups.values(), key=len, reverse=True)[:MAX_CLUSTERS]:
+        rows = yield Sql(q.GET, {"ns": ns, "ids": ids[:MAX_CLUSTER_SIZE],
+                                 **memory._decay_params(memory._now())})
+        live = [r for r in rows if r["archived_at"] is None]
+        if len(live) >= 2:
+            out.append(sorted(live, key=lambda r: r["created_at"]))
+    return out
+
+
+def _parse_merge(text: str) -> dict[str, Any]:
+    data = extract_json(text)
+    if not isinstance(data, dict) or "merge" not in data:
+        raise ParseError('expected {"merge": true|false, ...}')
+    merge = data["merge"]
+    if isinstance(merge, str):
+        merge = merge.strip().lower() in ("true", "yes", "1")
+    data["merge"] = bool(merge)
+    if data["merge"]:
+        record = data.get("record")
+        if not isinstance(record, dict) or not str(record.get("lesson") or "").strip():
+            raise ParseError('"merge": true needs a "record" with a "lesson"')
+        if record.get("confidence") is not None:
+            record["confidence"] = coerce_number(record["confidence"], "record.confidence")
+    return data
+
+
+def _merge_messages(cluster: list[dict[str, Any]], scene: str, max_chars: int
+                    ) -> list[dict[str, str]]:
+    system = load_prompt(MERGE_PROMPT, count=len(cluster), scene=scene, max_chars=max_chars)
+    body = "\n".join(f"{i}. lesson: {r['lesson']}\n   trigger: {r['trigger']}"
+                     for i, r in enumerate(cluster, start=1))
+    return [{"role": "system", "content": system}, {"role": "user", "content": body}]
+
+
+def review_flow(memory: RecordFlows, model: str | None, trajectory: Trajectory,
+                namespace: Namespace | str | None) -> RFlow[ReviewResult]:
+    """The review (see the module docstring); ``model`` is ``None`` without an LLM."""
+    ns = memory._ns(namespace)
+    result = ReviewResult()
+    used = set(trajectory.used)
+    scenes: list[str] = [trajectory.scene] if trajectory.scene else []
+    for rid in dict.fromkeys([*trajectory.recalled, *trajectory.used]):
+        helpful = rid in used
+        try:
+            rec: Experience = yield Store(memory._mark_used_flow(rid, helpful, namespace))
+        except NotFoundError:
+            result.decisions.append(ReviewDecision(action="missing", ids=[rid],
+                                                   reason="no such record in this namespace"))
+            continue
+        (result.reinforced if helpful else result.decayed).append(rid)
+        result.decisions.append(ReviewDecision(
+            action="reinforce" if helpful else "decay", ids=[rid], lesson=rec.lesson,
+            reason="recalled and used" if helpful else "recalled but not used"))
+        if rec.scene not in scenes:
+            scenes.append(rec.scene)
+    threshold = memory.settings.review_merge_similarity
+    for scene in scenes:
+        try:
+            clusters = yield Store(clusters_flow(memory, namespace, scene, threshold))
+        except HindsightError as exc:
+            result.errors.append(f"finding near-duplicates in scene {scene!r}: {exc}")
+            continue
+        for cluster in clusters:
+            yield from _review_cluster(memory, ns, model, namespace, scene, cluster, result)
+    for d in result.decisions:
+        log.info("review: %s %s (%s)%s", d.action, ", ".join(map(str, d.ids)), d.reason,
+                 f" -> {d.into}: {d.lesson}" if d.into else "")
+    return result
+
+
+def _review_cluster(memory: RecordFlows, ns: str, model: str | None,
+                    namespace: Namespace | str | None, scene: str,
+                    cluster: list[dict[str, Any]], result: ReviewResult) -> RFlow[None]:
+    ids = [r["id"] for r in cluster]
+    if model is None:
+        result.decisions.append(ReviewDecision(
+            action="skip", ids=ids, reason="near-duplicates; no LLM configured to merge them"))
+        return
+    settings = memory.settings
+    answer, error = yield from ask_json(
+        memory, ns, model, _merge_messages(cluster, scene, settings.lesson_max_chars),
+        MERGE_SCHEMA, "review-merge", _parse_merge)
+    if answer is None:
+        result.errors.append(f"merge of {len(ids)} records skipped: {error}")
+        result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(error)))
+        return
+    if not answer["merge"]:
+        result.decisions.append(ReviewDecision(
+            action="keep", ids=ids, reason=str(answer.get("reason") or "model: different points")))
+        return
+    rec = answer["record"]
+    into = {
+        "scene": scene,
+        "trigger": str(rec.get("trigger") or cluster[0]["trigger"]),
+        "action": str(rec.get("action") or ""),
+        "outcome": str(rec.get("outcome") or ""),
+        "lesson": str(rec["lesson"]).strip(),
+        "confidence": rec.get("confidence", max(r["confidence"] for r in cluster)),
+        "source": {"distiller": f"llm:{model}", "review": "merge"},
+    }
+    try:
+        parse_experience(into, lesson_max_chars=settings.lesson_max_chars,
+                         field_max_chars=settings.field_max_chars)
+        merged: Experience = yield Store(memory._merge_flow(ids, into, namespace))
+    except (ValidationError, HindsightError) as exc:
+        result.errors.append(f"merge of {len(ids)} records failed: {exc}")
+        result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(exc)))
+        return
+    result.merged.append(merged)
+    result.decisions.append(ReviewDecision(
+        action="merge", ids=ids, into=merged.id, lesson=merged.lesson,
+        reason=str(answer.get("reason") or "model: same point")))

@@ -1,0 +1,361 @@
+"""SQL for generic items (LangGraph store items, LangMem memories).
+
+Named statements and pure builders only; ``items.flows`` yields them and the sync
+or async driver runs them. Item vectors live in ``hindsight_item_vectors`` without a
+fixed dimension: every vector expression is ``embedding::<vector_type>(<dims>)`` and
+the ANN index is a partial expression index on exactly that expression (rows of
+another dimension are simply not in it), so the queries below and the index built by
+:func:`ensure_index_sql` must use the same :class:`VectorSpec`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Literal
+
+import sqlalchemy as sa
+
+from .experiences_sql import decay_multiplier
+
+T = "hindsight_items"
+V = "hindsight_item_vectors"
+SEP = "\x1f"
+
+Distance = Literal["cosine", "inner_product", "l2"]
+VectorType = Literal["vector", "halfvec"]
+IndexKind = Literal["hnsw", "ivfflat", "flat"]
+
+_OPERATOR = {"cosine": "<=>", "inner_product": "<#>", "l2": "<->"}
+_OPCLASS = {"cosine": "cosine", "inner_product": "ip", "l2": "l2"}
+
+
+@dataclass(frozen=True)
+class VectorSpec:
+    """How item vectors are compared and indexed."""
+
+    dims: int
+    distance: Distance = "cosine"
+    vector_type: VectorType = "vector"
+    kind: IndexKind = "hnsw"
+    params: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def index_name(self) -> str:
+        return f"hindsight_item_vectors_{self.vector_type}_{self.kind}_{self.distance}_{self.dims}"
+
+    def expr(self, column: str = "v.embedding") -> str:
+        return f"(({column})::{self.vector_type}({int(self.dims)}))"
+
+    def query(self) -> str:
+        return f"(CAST(CAST(:qvec AS vector) AS {self.vector_type}({int(self.dims)})))"
+
+    def distance_sql(self, column: str = "v.embedding") -> str:
+        """Smaller is nearer (the operator the index serves)."""
+        return f"({self.expr(column)} {_OPERATOR[self.distance]} {self.query()})"
+
+    def similarity_sql(self, column: str = "v.embedding") -> str:
+        """The similarity PostgresStore reports: 1 - cosine distance, dot product, -L2."""
+        d = self.distance_sql(column)
+        return f"(1 - {d})" if self.distance == "cosine" else f"(-{d})"
+
+    def dims_predicate(self, column: str = "v.embedding") -> str:
+        return f"vector_dims({column}) = {int(self.dims)}"
+
+
+def ensure_index_sql(spec: VectorSpec) -> sa.TextClause | None:
+    """The ANN index for ``spec`` (``None`` for exact "flat" search)."""
+    if spec.kind == "flat":
+        return None
+    opclass = f"{spec.vector_type}_{_OPCLASS[spec.distance]}_ops"
+    with_ = ""
+    if spec.params:
+        with_ = " WITH (" + ", ".join(f"{k} = {int(v)}" for k, v in spec.params) + ")"
+    return sa.text(
+        f"CREATE INDEX IF NOT EXISTS {spec.index_name} ON {V} USING {spec.kind} "
+        f"({spec.expr('embedding')} {opclass}){with_} WHERE {spec.dims_predicate('embedding')}"
+    )
+
+
+INDEX_EXISTS = sa.text("SELECT 1 FROM pg_class WHERE relname = :name AND relkind = 'i'")
+# pgvector >= 0.8: keep scanning the ANN index until enough rows pass the namespace and
+# value filters (otherwise a filtered search can come back short).
+ITERATIVE_SCAN = {
+    "hnsw": sa.text("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)"),
+    "ivfflat": sa.text("SELECT set_config('ivfflat.iterative_scan', 'relaxed_order', true)"),
+}
+
+# ---------------------------------------------------------------------- reads
+
+_ITEM_COLS = "i.ns, i.key, i.value, i.created_at, i.updated_at, i.expires_at, i.ttl_minutes"
+
+GET_MANY = sa.text(
+    f"""
+    SELECT p.i AS idx, {_ITEM_COLS}
+    FROM unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) WITH ORDINALITY AS p(ns, key, i)
+    JOIN {T} i ON i.ns = p.ns AND i.key = p.key
+    """
+)
+
+# Best effort: rows another transaction holds are skipped (it is writing or refreshing
+# them), so a refresh never waits and cannot deadlock. Expired rows are not revived.
+REFRESH = sa.text(
+    f"""
+    UPDATE {T} i SET expires_at = CAST(:now AS timestamptz) + i.ttl_minutes * interval '1 minute'
+    FROM (
+        SELECT t.ns, t.key FROM {T} t
+        JOIN unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key)
+          ON t.ns = p.ns AND t.key = p.key
+        WHERE t.ttl_minutes IS NOT NULL
+          AND (t.expires_at IS NULL OR t.expires_at > CAST(:now AS timestamptz))
+        ORDER BY t.ns, t.key FOR UPDATE OF t SKIP LOCKED
+    ) r
+    WHERE i.ns = r.ns AND i.key = r.key
+    """
+)
+
+SWEEP = sa.text(
+    f"""
+    WITH d AS (
+        DELETE FROM {T} i USING (
+            SELECT ns, key FROM {T} WHERE expires_at IS NOT NULL AND expires_at <= :now
+            FOR UPDATE SKIP LOCKED
+        ) x
+        WHERE i.ns = x.ns AND i.key = x.key RETURNING 1
+    ) SELECT count(*) AS n FROM d
+    """
+)
+
+# ---------------------------------------------------------------------- writes
+
+# Writers lock the keys they put, in one global order, before touching any row: two
+# batches writing overlapping keys then serialize instead of deadlocking.
+LOCK_KEYS = sa.text(
+    """
+    SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
+        SELECT DISTINCT hashtextextended('hindsight:item:' || p.ns || chr(31) || p.key, 0) AS h
+        FROM unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key)
+        ORDER BY h
+    ) s
+    """
+)
+
+DELETE_MANY = sa.text(
+    f"DELETE FROM {T} i USING unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key) "
+    "WHERE i.ns = p.ns AND i.key = p.key"
+)
+
+# Items, then vectors, in one statement: the foreign key is checked at its end. Stale
+# vector fields of re-put items are removed (PostgresStore keeps them; see the docs).
+UPSERT = sa.text(
+    f"""
+    WITH up AS (
+        INSERT INTO {T} AS i (ns, key, value, created_at, updated_at, expires_at, ttl_minutes)
+        SELECT p.ns, p.key, p.value, :now, :now, p.expires_at, p.ttl
+        FROM unnest(CAST(:ns AS text[]), CAST(:keys AS text[]), CAST(:vals AS jsonb[]),
+                    CAST(:expires AS timestamptz[]), CAST(:ttls AS float8[]))
+             AS p(ns, key, value, expires_at, ttl)
+        ORDER BY p.ns, p.key
+        ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value,
+            updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
+            ttl_minutes = EXCLUDED.ttl_minutes
+        RETURNING 1
+    ), nv AS (
+        SELECT * FROM unnest(CAST(:v_ns AS text[]), CAST(:v_keys AS text[]),
+                             CAST(:v_fields AS text[]), CAST(:v_embs AS text[]),
+                             CAST(:v_tsv AS text[])) AS n(ns, key, field, emb, tsv)
+    ), stale AS (
+        DELETE FROM {V} v
+        USING unnest(CAST(:r_ns AS text[]), CAST(:r_keys AS text[])) AS r(ns, key)
+        WHERE v.ns = r.ns AND v.key = r.key
+          AND NOT EXISTS (SELECT 1 FROM nv WHERE nv.ns = v.ns AND nv.key = v.key
+                          AND nv.field = v.field)
+        RETURNING 1
+    )
+    INSERT INTO {V} AS v (ns, key, field, embedding, search_tsv)
+    SELECT nv.ns, nv.key, nv.field, CAST(nv.emb AS vector), CAST(nv.tsv AS tsvector)
+    FROM nv ORDER BY nv.ns, nv.key, nv.field
+    ON CONFLICT (ns, key, field) DO UPDATE SET embedding = EXCLUDED.embedding,
+        search_tsv = EXCLUDED.search_tsv
+    """
+)
+
+# ---------------------------------------------------------------------- conditions
+
+
+def prefix_condition(n_labels: int, column: str = "i.ns") -> str:
+    """Whole-label namespace prefix: ``:pfx`` itself or anything under ``:pfx + SEP``."""
+    if n_labels == 0:
+        return "TRUE"
+    return f"({column} = :pfx OR ({column} >= :pfx_lo AND {column} < :pfx_hi))"
+
+
+def prefix_params(ns_key: str | None) -> dict[str, Any]:
+    if not ns_key:
+        return {}
+    return {"pfx": ns_key, "pfx_lo": ns_key + SEP, "pfx_hi": ns_key + chr(ord(SEP) + 1)}
+
+
+Op = Literal["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]
+_CMP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+FilterSpec = tuple[tuple[str, Op, str], ...]
+"""(key, operator, kind) with kind 'json', 'number' or 'text'; values are bound apart."""
+
+
+def _field(key: str, i: int) -> str:
+    if "." in key:  # a literal top-level key wins, else the nested path
+        return f"COALESCE(i.value -> CAST(:fk{i} AS text), i.value #> CAST(:fp{i} AS text[]))"
+    return f"(i.value -> CAST(:fk{i} AS text))"
+
+
+def filter_conditions(spec: FilterSpec) -> list[str]:
+    """SQL for value filters; numbers compare as numbers, strings as text."""
+    out = []
+    for i, (key, op, kind) in enumerate(spec):
+        e = _field(key, i)
+        if op in ("$eq", "$ne"):
+            out.append(f"{e} {'=' if op == '$eq' else '!='} CAST(:fv{i} AS jsonb)")
+        elif kind == "number":
+            out.append(f"(CASE WHEN jsonb_typeof({e}) = 'number' THEN CAST({e} AS numeric) END)"
+                       f" {_CMP[op]} CAST(:fv{i} AS numeric)")
+        elif kind == "text":
+            out.append(f"(CASE WHEN jsonb_typeof({e}) = 'string' THEN {e} #>> '{{}}' END)"
+                       f" {_CMP[op]} CAST(:fv{i} AS text)")
+        else:
+            out.append(f"({e} #>> '{{}}') {_CMP[op]} CAST(:fv{i} AS text)")
+    return out
+
+
+def filter_params(spec: FilterSpec, values: list[Any]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for i, ((key, op, kind), value) in enumerate(zip(spec, values, strict=True)):
+        params[f"fk{i}"] = key
+        if "." in key:
+            params[f"fp{i}"] = key.split(".")
+        if op in ("$eq", "$ne"):
+            params[f"fv{i}"] = json.dumps(value)
+        elif kind == "number":
+            params[f"fv{i}"] = str(value)
+        elif kind == "text":
+            params[f"fv{i}"] = value
+        else:
+            params[f"fv{i}"] = json.dumps(value)
+    return params
+
+
+def _where(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str:
+    conds = [prefix_condition(n_labels), *filter_conditions(filters)]
+    if omit_expired:
+        conds.append("(i.expires_at IS NULL OR i.expires_at > CAST(:now AS timestamptz))")
+    return " AND ".join(conds)
+
+
+# ---------------------------------------------------------------------- search
+
+
+@lru_cache(maxsize=256)
+def list_sql(n_labels: int, filters: FilterSpec, omit_expired: bool) -> sa.TextClause:
+    """Search without a query: newest update first."""
+    return sa.text(
+        f"SELECT {_ITEM_COLS} FROM {T} i WHERE {_where(n_labels, filters, omit_expired)} "
+        "ORDER BY i.updated_at DESC, i.ns, i.key LIMIT :limit OFFSET :offset"
+    )
+
+
+@lru_cache(maxsize=256)
+def vector_search_sql(
+    spec: VectorSpec, n_labels: int, filters: FilterSpec, omit_expired: bool
+) -> sa.TextClause:
+    """PostgresStore's ranking: best field similarity per item in the configured distance.
+
+    The nearest ``:cand`` vectors are found through the ANN index, then reduced to
+    one row per item (its best field) and paged.
+    """
+    return sa.text(
+        f"""
+        WITH scored AS (
+            SELECT v.ns, v.key, {spec.distance_sql()} AS d
+            FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key
+            WHERE {spec.dims_predicate()} AND {_where(n_labels, filters, omit_expired)}
+            ORDER BY {spec.distance_sql()} LIMIT :cand
+        ), best AS (
+            SELECT ns, key, min(d) AS d FROM scored GROUP BY ns, key
+        )
+        SELECT {_ITEM_COLS}, {"1 - b.d" if spec.distance == "cosine" else "-b.d"} AS score
+        FROM best b JOIN {T} i ON i.ns = b.ns AND i.key = b.key
+        ORDER BY b.d, i.ns, i.key LIMIT :limit OFFSET :offset
+        """
+    )
+
+
+@lru_cache(maxsize=256)
+def hybrid_search_sql(
+    spec: VectorSpec, n_labels: int, filters: FilterSpec, omit_expired: bool, keyword: bool
+) -> sa.TextClause:
+    """The core's fusion for items: semantic + keyword, bent by recency decay.
+
+    Candidates: the ``:cand`` nearest vectors (ANN index) plus the ``:cand`` best
+    full-text matches. Per item, ``semantic`` = best cosine similarity of its fields
+    (clamped to 0..1) and ``keyword`` = best ``ts_rank`` relative to the best
+    candidate; ``relevance = w_sem * semantic + w_kw * keyword`` and
+    ``final = relevance * decay ** score_weight`` with ``decay`` the record decay
+    applied to the time since the item's last update.
+    """
+    where = _where(n_labels, filters, omit_expired)
+    kw = (
+        f"""kw AS (
+            SELECT v.ns, v.key, max(ts_rank(v.search_tsv, CAST(:tsq AS tsquery))) AS rank
+            FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key
+            WHERE {where} AND v.search_tsv @@ CAST(:tsq AS tsquery)
+            GROUP BY v.ns, v.key ORDER BY rank DESC LIMIT :cand)"""
+        if keyword
+        else "kw AS (SELECT NULL::text AS ns, NULL::text AS key, 0::real AS rank WHERE FALSE)"
+    )
+    cosine = VectorSpec(spec.dims, "cosine", "vector")
+    return sa.text(
+        f"""
+        WITH sem AS (
+            SELECT v.ns, v.key FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key
+            WHERE {spec.dims_predicate()} AND {where}
+            ORDER BY {spec.distance_sql()} LIMIT :cand
+        ), {kw},
+        cand AS (SELECT ns, key FROM sem UNION SELECT ns, key FROM kw),
+        scored AS (
+            SELECT c.ns, c.key,
+                COALESCE((SELECT GREATEST(0, max({cosine.similarity_sql()})) FROM {V} v
+                          WHERE v.ns = c.ns AND v.key = c.key AND {spec.dims_predicate()}), 0)
+                    AS semantic,
+                COALESCE(kw.rank / NULLIF(max(kw.rank) OVER (), 0), 0) AS keyword
+            FROM cand c LEFT JOIN kw ON kw.ns = c.ns AND kw.key = c.key
+        ), fused AS (
+            SELECT s.semantic, s.keyword, :w_sem * s.semantic + :w_kw * s.keyword AS relevance,
+                {decay_multiplier("i.updated_at")} AS decay,
+                {", ".join(c.strip() for c in _ITEM_COLS.split(","))}
+            FROM scored s JOIN {T} i ON i.ns = s.ns AND i.key = s.key
+        )
+        SELECT *, relevance * power(GREATEST(decay, 1e-6), :score_weight) AS final
+        FROM fused ORDER BY final DESC, ns, key LIMIT :limit OFFSET :offset
+        """
+    )
+
+
+# ---------------------------------------------------------------------- namespaces
+
+
+@lru_cache(maxsize=256)
+def list_namespaces_sql(n_conditions: int, max_depth: int | None, omit_expired: bool
+                        ) -> sa.TextClause:
+    """Distinct namespaces matching regex conditions ``:re0..``, truncated to ``max_depth``."""
+    conds = [f"ns ~ :re{i}" for i in range(n_conditions)]
+    if omit_expired:
+        conds.append("(expires_at IS NULL OR expires_at > CAST(:now AS timestamptz))")
+    where = f"WHERE {' AND '.join(conds)}" if conds else ""
+    ns = "ns"
+    if max_depth is not None:
+        ns = (f"array_to_string((string_to_array(ns, CAST(:sep AS text)))[1:{int(max_depth)}], "
+              "CAST(:sep AS text))")
+    return sa.text(
+        f"SELECT DISTINCT {ns} COLLATE \"C\" AS ns FROM {T} {where} "
+        "ORDER BY 1 LIMIT :limit OFFSET :offset"
+    )

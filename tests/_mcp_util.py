@@ -1,0 +1,79 @@
+"""Helpers for the MCP and Docker tests: real server processes and real SDK clients."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+CLI = [sys.executable, "-c", "from hindsight_core.cli import main; main()"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start ``hindsight <args>`` with ``env`` added to this process's environment."""
+    with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([*CLI, *args], env={**os.environ, **env}, stdout=handle,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], base: str, log: Path,
+                 timeout: float = 90.0) -> None:
+    """Poll ``base/healthz`` until it answers 200 (the model loads before the bind)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"server exited {proc.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    stop(proc)
+    raise AssertionError(f"server not healthy in {timeout}s:\n{log.read_text()}")
+
+
+def stop(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> int:
+    """SIGTERM and wait; returns the exit code."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+            raise AssertionError("server did not stop on SIGTERM") from None
+    return int(proc.returncode)
+
+
+@asynccontextmanager
+async def http_client(url: str, token: str | None) -> AsyncIterator[Any]:
+    """An ``mcp.Client`` over streamable HTTP sending ``Authorization: Bearer <token>``."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    hc = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120))
+    async with hc, Client(streamable_http_client(url, http_client=hc)) as client:
+        yield client
+
+
+def text(result: Any) -> str:
+    """The text of a tool result (error messages included)."""
+    return "\n".join(getattr(c, "text", "") for c in result.content)

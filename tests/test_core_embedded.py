@@ -1,0 +1,73 @@
+"""The embedded PostgreSQL: shared by processes, never a silent fallback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from hindsight_core import ConfigurationError, DatabaseUnavailableError, Memory, Settings
+from hindsight_core.storage.engine import translate_db_error
+
+CHILD = """
+import json, os, sys
+from hindsight_core.storage.embedded import embedded_url, _server
+from pathlib import Path
+url = embedded_url(Path(os.environ["HINDSIGHT_HOME"]))
+print(json.dumps({"url": url, "pid": _server(Path(os.environ["HINDSIGHT_HOME"])).get_pid()}))
+sys.stdout.flush()
+sys.stdin.readline()   # hold the server until the parent says go
+"""
+
+
+def test_two_processes_share_one_server_which_stops_after_the_last() -> None:
+    home = Path(tempfile.mkdtemp(prefix="hindsight-embedded-"))
+    home.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_DATABASE_URL"}
+    env["HINDSIGHT_HOME"] = str(home)
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", CHILD], env=env, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                 for _ in range(2)]
+        infos = [json.loads(p.stdout.readline()) for p in procs]  # type: ignore[union-attr]
+        assert infos[0]["pid"] == infos[1]["pid"]
+        assert infos[0]["url"] == infos[1]["url"]
+        pidfile = home / "pgdata" / "postmaster.pid"
+        assert pidfile.exists()
+        procs[0].communicate("\n", timeout=60)
+        assert pidfile.exists(), "the server must outlive the first process"
+        procs[1].communicate("\n", timeout=60)
+        assert not pidfile.exists(), "the last process stops the server"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_configured_but_unreachable_url_errors_instead_of_falling_back(tmp_path: Path) -> None:
+    settings = Settings(database_url="postgresql://nobody@127.0.0.1:1/none", home=tmp_path,
+                        connect_timeout=1)
+    mem = Memory(("x",), settings=settings)
+    with pytest.raises(DatabaseUnavailableError, match="cannot be reached"):
+        mem.setup()
+    assert not (tmp_path / "pgdata").exists()
+    mem.close()
+
+
+def test_a_url_that_is_not_postgres_is_a_configuration_error() -> None:
+    with pytest.raises(ConfigurationError, match="PostgreSQL"):
+        Memory(("x",), settings=Settings(database_url="mysql://u@h/db")).setup()
+
+
+def test_missing_pgvector_message_says_how_to_get_it() -> None:
+    """A stock PostgreSQL without pgvector fails CREATE EXTENSION/the vector type this way;
+    the embedded server always has it, so the mapping is checked on the driver's error."""
+    import sqlalchemy.exc as sa_exc
+
+    err = sa_exc.ProgrammingError("CREATE ...", {}, Exception('type "vector" does not exist'))
+    translated = translate_db_error(err)
+    assert "pgvector" in str(translated) and "pgvector/pgvector" in str(translated)

@@ -1,0 +1,142 @@
+"""Recall: paraphrased queries in English and Chinese, scene filter, score breakdown,
+namespace isolation, degrading on failure; sync and async agree."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from hindsight_core import AsyncMemory, Memory, NotFoundError, Settings, ValidationError
+
+LESSONS = [
+    {"scene": "file-cleanup", "trigger": "deleting files whose names contain dates",
+     "lesson": "Check the extension before deleting dated files"},
+    {"scene": "api", "trigger": "a third-party API returns 429 or times out",
+     "lesson": "Retry with exponential backoff, at most 3 times"},
+    {"scene": "deploy", "trigger": "shipping a release to production",
+     "lesson": "Run the database migration before the deploy"},
+    {"scene": "数据抓取", "trigger": "抓取网站数据之前",
+     "lesson": "先读取robots协议，遵守抓取频率限制"},
+    {"scene": "报税", "trigger": "每年个人所得税汇算清缴时",
+     "lesson": "提交前核对发票金额和专项扣除", "critical": True},
+]
+
+
+@pytest.fixture
+def stocked(memory: Memory) -> Memory:
+    memory.write_many(LESSONS)
+    return memory
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("tidy up the downloads folder and remove old installers", "Check the extension"),
+        ("the payment API keeps failing with rate limit errors", "Retry with exponential"),
+        ("release the new version to prod", "Run the database migration"),
+        ("爬取一个网站的商品信息", "先读取robots协议"),
+        ("今年的个税汇算要注意什么", "提交前核对发票金额"),
+    ],
+)
+def test_paraphrased_query_finds_the_lesson(stocked: Memory, query: str, expected: str) -> None:
+    hits = stocked.search(query, top_k=3)
+    assert hits[0].record.lesson.startswith(expected), [h.record.lesson for h in hits]
+
+
+def test_scene_is_a_hard_filter(stocked: Memory) -> None:
+    hits = stocked.search("remove old installers", scene="api", top_k=5)
+    assert hits and all(h.record.scene == "api" for h in hits)
+    assert stocked.search("remove old installers", scene="no-such-scene") == []
+
+
+def test_breakdown_is_consistent(stocked: Memory) -> None:
+    s = stocked.settings
+    hits = stocked.search("retry when the API rate limits us", top_k=5)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    for h in hits:
+        b = h.breakdown
+        assert 0 <= b.semantic <= 1 and 0 <= b.keyword <= 1
+        assert b.relevance == pytest.approx(s.semantic_weight * b.semantic
+                                            + s.keyword_weight * b.keyword)
+        assert b.final == pytest.approx(b.relevance * b.decay ** s.score_weight)
+        assert h.score == b.final
+    compact = hits[0].compact()
+    assert list(compact)[:2] == ["lesson", "trigger"] and {"id", "score", "scene"} <= set(compact)
+
+
+def test_filters(stocked: Memory) -> None:
+    hits = stocked.search("个税", filters={"critical": True})
+    assert [h.record.lesson for h in hits] == ["提交前核对发票金额和专项扣除"]
+    with pytest.raises(ValidationError, match="filters.colour"):
+        stocked.search("x", filters={"colour": "red"})
+    with pytest.raises(ValidationError, match="filters.critical"):
+        stocked.search("x", filters={"critical": "yes"})
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"query": ""}, "query"), ({"query": "a\x00b"}, "query"), ({"query": 42}, "query"),
+    ({"query": "x" * 10_001}, "query"), ({"query": "x", "top_k": 0}, "top_k"),
+    ({"query": "x", "top_k": "lots"}, "top_k"), ({"query": "x", "scene": ""}, "scene"),
+])
+def test_bad_search_arguments(stocked: Memory, kwargs: dict, field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        stocked.search(**kwargs)
+    assert info.value.field == field
+
+
+def test_top_k_as_string_is_coerced(stocked: Memory) -> None:
+    assert len(stocked.search("deploy", top_k="2")) == 2  # type: ignore[arg-type]
+
+
+def test_namespace_isolation(settings: Settings, embedder, stocked: Memory) -> None:  # type: ignore[no-untyped-def]
+    other = Memory(("other", stocked.namespace[1]), settings=settings, embedder=embedder)
+    try:
+        rid = stocked.search("deploy to production")[0].record.id
+        assert other.search("deploy to production") == []
+        for call in (other.get, other.forget, other.mark_used, other.archive):
+            with pytest.raises(NotFoundError):
+                call(rid)
+        with pytest.raises(NotFoundError):
+            other.edit(rid, lesson="hijacked")
+        # a near-duplicate written in B is not merged into A's record
+        assert other.write(LESSONS[2]).status == "inserted"
+        rec = stocked.get(rid)
+        assert rec.use_count == 0 and rec.archived_at is None and rec.occurrences == 1
+    finally:
+        other.close()
+
+
+def test_recall_degrades_when_the_database_is_unreachable(
+    embedder, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+) -> None:
+    down = Memory(("x",), embedder=embedder, settings=Settings(
+        database_url="postgresql://nobody@127.0.0.1:1/none", connect_timeout=1))
+    with caplog.at_level(logging.WARNING, logger="hindsight"):
+        result = down.recall("anything")
+    assert result.hits == [] and result.degraded and "unavailable" in result.warning
+    assert any("recall degraded" in r.getMessage() for r in caplog.records)
+    down.close()
+
+
+async def test_async_recall_degrades(embedder) -> None:  # type: ignore[no-untyped-def]
+    down = AsyncMemory(("x",), embedder=embedder, settings=Settings(
+        database_url="postgresql://nobody@127.0.0.1:1/none", connect_timeout=1))
+    result = await down.recall("anything")
+    assert result.degraded and result.hits == []
+    await down.aclose()
+
+
+async def test_sync_and_async_rank_identically(stocked: Memory, settings, embedder) -> None:  # type: ignore[no-untyped-def]
+    amem = AsyncMemory(stocked.namespace, settings=settings, embedder=embedder,
+                       clock=stocked.clock)
+    try:
+        for query in ("remove installers", "个税汇算", "API errors"):
+            sync_hits = stocked.search(query)
+            async_hits = await amem.search(query)
+            assert [h.record.id for h in sync_hits] == [h.record.id for h in async_hits]
+            assert [round(h.score, 6) for h in sync_hits] == [
+                round(h.score, 6) for h in async_hits]
+        assert (await amem.recall("deploy")).hits
+    finally:
+        await amem.aclose()

@@ -1,0 +1,176 @@
+"""The write path: validation, coercion, dedup and its guard, batches."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import sqlalchemy as sa
+
+from hindsight_core import Memory, ValidationError
+
+GOOD = {"scene": "file-cleanup", "trigger": "cleaning the downloads folder",
+        "lesson": "Check the extension before deleting files"}
+
+
+def count_rows(memory: Memory) -> int:
+    return memory.stats(namespace=memory.namespace).records + memory.stats(
+        namespace=memory.namespace).archived
+
+
+def test_numbers_as_strings_are_coerced_and_timestamps_normalised(memory: Memory) -> None:
+    res = memory.write({**GOOD, "confidence": "0.8", "importance": "0.5",
+                        "created_at": "2026-01-02T10:00:00+02:00"})
+    rec = memory.get(res.id)
+    assert rec.confidence == pytest.approx(0.8)
+    assert rec.importance == pytest.approx(0.5)
+    assert rec.created_at.utcoffset().total_seconds() == 0
+    assert rec.created_at.hour == 8
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ({**GOOD, "lesson": "x" * 51}, "lesson"),
+        ({**GOOD, "lesson": "检" * 51}, "lesson"),
+        ({**GOOD, "lesson": ""}, "lesson"),
+        ({k: v for k, v in GOOD.items() if k != "lesson"}, "lesson"),
+        ({**GOOD, "confidence": "high"}, "confidence"),
+        ({**GOOD, "confidence": float("nan")}, "confidence"),
+        ({**GOOD, "confidence": math.inf}, "confidence"),
+        ({**GOOD, "confidence": 1.5}, "confidence"),
+        ({**GOOD, "importance": [1]}, "importance"),
+        ({**GOOD, "critical": "maybe"}, "critical"),
+        ({**GOOD, "colour": "red"}, "colour"),
+        ({**GOOD, "trigger": "nul\x00byte"}, "trigger"),
+        ({**GOOD, "created_at": "yesterday"}, "created_at"),
+        ({**GOOD, "scene": 42}, "scene"),
+    ],
+)
+def test_bad_records_are_rejected_naming_the_field(memory: Memory, record: dict, field: str
+                                                    ) -> None:
+    memory.write(GOOD)
+    before = count_rows(memory)
+    with pytest.raises(ValidationError) as info:
+        memory.write(record)
+    assert field in str(info.value)
+    assert count_rows(memory) == before
+
+
+def test_cjk_lesson_counts_characters(memory: Memory) -> None:
+    assert memory.write({**GOOD, "lesson": "检" * 50}).status == "inserted"
+
+
+@pytest.mark.parametrize("bad_ns", [(), ("",), ("a", 3), "", ("a\x00b",), ("x" * 201,)])
+def test_bad_namespaces_are_rejected(memory: Memory, bad_ns: object) -> None:
+    with pytest.raises(ValidationError, match="namespace"):
+        memory.write(GOOD, namespace=bad_ns)  # type: ignore[arg-type]
+
+
+def test_sql_metacharacters_and_unicode_are_stored_verbatim(memory: Memory) -> None:
+    lesson = "Quote ' and \"; DROP TABLE x; -- ok 🙂"
+    res = memory.write({**GOOD, "lesson": lesson, "scene": "'; DELETE --"})
+    assert memory.get(res.id).lesson == lesson
+    hits = memory.search("DROP TABLE quote '; --", scene="'; DELETE --")
+    assert [h.record.id for h in hits] == [res.id]
+
+
+def test_paraphrase_merges_and_different_lesson_does_not(memory: Memory) -> None:
+    first = memory.write(GOOD)
+    same = memory.write({**GOOD, "lesson": "Check file extensions before deleting files."})
+    other = memory.write({**GOOD, "lesson": "Back up the folder before deleting files"})
+    assert same.status == "merged" and same.id == first.id and same.similarity >= 0.92
+    assert other.status == "inserted"
+    rec = memory.get(first.id)
+    assert rec.occurrences == 2 and rec.last_used_at is not None
+    assert count_rows(memory) == 2
+
+
+def test_dedup_threshold_is_configurable(settings, embedder, namespace) -> None:  # type: ignore[no-untyped-def]
+    strict = Memory(namespace, settings=settings.model_copy(update={"dedup_threshold": 0.999}),
+                    embedder=embedder)
+    strict.write(GOOD)
+    assert strict.write({**GOOD, "lesson": "Check file extensions before deleting files"}
+                        ).status == "inserted"
+    strict.close()
+
+
+def test_write_many_dedups_within_the_batch_and_against_stored(memory: Memory) -> None:
+    memory.write(GOOD)
+    results = memory.write_many([
+        {**GOOD, "lesson": "Check file extensions before deleting files"},
+        {**GOOD, "lesson": "Retry flaky API calls with backoff", "trigger": "API errors"},
+        {**GOOD, "lesson": "Retry flaky API calls using backoff", "trigger": "API errors"},
+        {**GOOD, "lesson": "Increase the timeout when the API is slow", "trigger": "API"},
+        {**GOOD, "lesson": "Decrease the timeout when the API is slow", "trigger": "API"},
+    ])
+    assert [r.status for r in results] == ["merged", "inserted", "merged", "inserted",
+                                           "inserted"]
+    assert results[2].id == results[1].id
+    assert memory.get(results[1].id).occurrences == 2
+    assert count_rows(memory) == 4
+
+
+def test_write_many_is_all_or_nothing(memory: Memory) -> None:
+    with pytest.raises(ValidationError, match=r"records\[1\]"):
+        memory.write_many([GOOD, {**GOOD, "lesson": ""}])
+    assert count_rows(memory) == 0
+
+
+def test_write_many_is_faster_per_record_than_single_writes(memory: Memory, embedder) -> None:  # type: ignore[no-untyped-def]
+    """Not a timing assertion: the batch uses a constant number of statements."""
+    statements: list[str] = []
+
+    def count(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    memory.setup()
+    sa.event.listen(memory.engine, "before_cursor_execute", count)
+    try:
+        memory.write_many([{**GOOD, "lesson": f"Lesson number {i} about topic {i * 7}",
+                            "trigger": f"case {i}"} for i in range(40)])
+    finally:
+        sa.event.remove(memory.engine, "before_cursor_execute", count)
+    # lock + nearest-neighbour + one executemany insert (+ possibly pre-ping)
+    assert len([s for s in statements if "INSERT" in s or "nearest" in s or "SELECT" in s]) <= 6
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "merge"),
+    [
+        # English paraphrases merge
+        ("Check the extension before deleting files", "Check file extensions before deleting files", True),  # noqa: E501
+        ("Retry flaky API calls with exponential backoff", "Retry flaky API calls using exponential backoff", True),  # noqa: E501
+        ("Restart the worker after changing its config", "Restart the worker after its config changes", True),  # noqa: E501
+        # English lessons that differ in meaning never merge, however close the vectors
+        ("Increase the timeout when the API is slow", "Decrease the timeout when the API is slow", False),  # noqa: E501
+        ("Back up the database before migrating", "Back up the database after migrating", False),
+        ("Check the extension before deleting files", "Do not check the extension before deleting files", False),  # noqa: E501
+        ("Retry 3 times when the upload times out", "Retry 5 times when the upload times out", False),  # noqa: E501
+        ("Run the full test suite before deploying", "Check monitoring alerts after deploying", False),  # noqa: E501
+        # Chinese rewordings merge
+        ("调用接口失败时使用指数退避重试", "接口调用失败时用指数退避重试", True),
+        ("删除文件前先检查扩展名", "删除文件之前先检查扩展名", True),
+        # Different Chinese lessons never merge (the English-only model scores them high)
+        ("删除文件前先检查扩展名", "删除文件前先备份数据库", False),
+        ("报税前先核对发票金额", "报税前先核对发票日期", False),
+        ("部署前先运行全部测试", "部署后先运行全部测试", False),
+        ("调用接口失败时使用指数退避重试", "调用接口前先检查令牌是否过期", False),
+        ("删除文件前先检查扩展名", "删除文件前不检查扩展名", False),
+    ],
+)
+def test_labelled_pairs(memory: Memory, a: str, b: str, merge: bool) -> None:
+    first = memory.write({"scene": "s", "trigger": "t", "lesson": a})
+    second = memory.write({"scene": "s", "trigger": "t", "lesson": b})
+    assert (second.status == "merged") is merge, (a, b, second)
+    if merge:
+        assert second.id == first.id
+
+
+def test_language_warning_is_logged_once(memory: Memory, caplog: pytest.LogCaptureFixture
+                                         ) -> None:
+    with caplog.at_level("WARNING", logger="hindsight"):
+        memory.write({"scene": "s", "trigger": "抓取网页时", "lesson": "先检查robots协议再抓取"})
+        memory.write({"scene": "s", "trigger": "报税时", "lesson": "报税前先核对发票金额"})
+    warnings = [r for r in caplog.records if "multilingual" in r.getMessage()]
+    assert len(warnings) == 1

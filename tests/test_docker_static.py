@@ -1,0 +1,218 @@
+"""docker/: the compose file and Dockerfile checked statically, their commands run for real.
+
+No Docker engine runs here, so the deployment is checked from both ends: the
+files are parsed and compared with what the code reads (settings, CLI commands,
+ports), and the very commands the containers run are started outside Docker
+against the embedded database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from _mcp_util import CLI, free_port, http_client, start_cli, stop, text, wait_healthy
+
+from hindsight_core import Memory, Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / "docker"
+SERVICES = {"hindsight-db", "hindsight-mcp", "hindsight-worker"}
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((DOCKER / "compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def dockerfile() -> list[tuple[str, str]]:
+    """(INSTRUCTION, arguments) of the final lines, continuation lines joined."""
+    text_ = re.sub(r"\\\n", " ", (DOCKER / "Dockerfile").read_text())
+    out = []
+    for line in text_.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            out.append((word.upper(), rest.strip()))
+    return out
+
+
+def env_file() -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in (DOCKER / ".env.example").read_text().splitlines()
+             if line.strip() and not line.lstrip().startswith("#"))
+    return {k.strip(): v for k, v in pairs}
+
+
+def cli_command(args: list[str]) -> None:
+    """Parse ``hindsight <args>`` with the real CLI (options checked, nothing run)."""
+    import importlib
+
+    import typer.main
+
+    from hindsight_core.cli import COMMAND_MODULES, app
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"hindsight_core.cli.{name}")
+    group = typer.main.get_command(app)
+    command = group.commands[args[0]]  # type: ignore[attr-defined]
+    command.make_context(args[0], list(args[1:]))
+
+
+def test_service_graph(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert set(services) == SERVICES
+    db = services["hindsight-db"]
+    assert re.fullmatch(r"pgvector/pgvector:pg1[78]", db["image"])
+    for name in ("hindsight-mcp", "hindsight-worker"):
+        assert services[name]["depends_on"]["hindsight-db"]["condition"] == "service_healthy"
+    assert "build" in services["hindsight-mcp"]
+    assert services["hindsight-worker"]["image"] == services["hindsight-mcp"]["image"]
+    assert [n for n, s in services.items() if s.get("ports")] == ["hindsight-mcp"]
+    (port,) = services["hindsight-mcp"]["ports"]
+    assert port.endswith(":8765") and ":-8765}" in port
+    assert Settings().mcp_port == 8765
+
+
+def test_database_health_volume_and_password(compose: dict[str, Any]) -> None:
+    db = compose["services"]["hindsight-db"]
+    test = " ".join(db["healthcheck"]["test"])
+    assert "pg_isready" in test and "-U hindsight" in test
+    volume, _, target = db["volumes"][0].partition(":")
+    assert volume in compose["volumes"]
+    assert target == ("/var/lib/postgresql" if db["image"].endswith("pg18")
+                      else "/var/lib/postgresql/data")
+    assert db["environment"]["POSTGRES_PASSWORD"].startswith("${DB_PASSWORD")
+    url = compose["services"]["hindsight-mcp"]["environment"]["HINDSIGHT_DATABASE_URL"]
+    assert "${DB_PASSWORD" in url and "@hindsight-db:5432/hindsight" in url
+    assert "DB_PASSWORD" in env_file()
+
+
+def test_environment_names_are_settings(compose: dict[str, Any]) -> None:
+    fields = {f"HINDSIGHT_{name.upper()}" for name in Settings.model_fields}
+    names = set(env_file())
+    for service in compose["services"].values():
+        names |= set(service.get("environment") or {})
+    hindsight = {n for n in names if n.startswith("HINDSIGHT_")}
+    assert hindsight - {"HINDSIGHT_MCP_PUBLISH", "HINDSIGHT_IMAGE_TAG"} <= fields, (
+        hindsight - fields)
+    raw = (DOCKER / "compose.yml").read_text()
+    required = set(re.findall(r"\$\{(\w+):\?", raw))
+    assert required == {"DB_PASSWORD", "HINDSIGHT_MCP_TOKENS"}
+    assert required <= names
+    mcp_env = compose["services"]["hindsight-mcp"]["environment"]
+    assert "HINDSIGHT_MCP_TOKENS" in mcp_env
+    assert "HINDSIGHT_MCP_TOKENS" not in compose["services"]["hindsight-worker"]["environment"]
+
+
+def test_dockerfile_is_slim_non_root_and_runs_our_cli(dockerfile: list[tuple[str, str]],
+                                                      compose: dict[str, Any]) -> None:
+    froms = [args for word, args in dockerfile if word == "FROM"]
+    args = {a.split("=")[0]: a.split("=", 1)[-1] for w, a in dockerfile if w == "ARG"}
+    assert args["PYTHON_IMAGE"] == "python:3.11-slim"
+    assert all(f.startswith("${PYTHON_IMAGE}") for f in froms)
+    users = [a for w, a in dockerfile if w == "USER"]
+    assert users and users[-1].split(":")[0] not in {"root", "0"}
+    assert "LOCAL_MODEL" in args and args["TORCH_SPEC"] == "torch==2.13.0"
+    assert any("[mcp,local]" in a for w, a in dockerfile if w == "RUN")
+    assert ("EXPOSE", "8765") in dockerfile
+    entry = json.loads(next(a for w, a in dockerfile if w == "ENTRYPOINT"))
+    cmd = json.loads(next(a for w, a in dockerfile if w == "CMD"))
+    assert entry == ["hindsight"] and cmd[:2] == ["mcp", "--http"]
+    for argv in (cmd, compose["services"]["hindsight-mcp"]["command"],
+                 compose["services"]["hindsight-worker"]["command"]):
+        cli_command(argv)
+    for word, arg in dockerfile:  # every COPY source from the context exists
+        if word == "COPY" and not arg.startswith("--from"):
+            for source in shlex.split(arg)[:-1]:
+                readme = source == "README.md"
+                assert readme or (ROOT / source).exists(), source
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert 'readme = "README.md"' in pyproject  # the file the Dockerfile copies
+
+
+def test_mcp_refuses_public_bind_without_tokens(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"HINDSIGHT_MCP_TOKENS", "HINDSIGHT_MCP_TOKENS_FILE"}}
+    started = time.monotonic()
+    done = subprocess.run([*CLI, "mcp", "--http", "--host", "0.0.0.0", "--port",
+                           str(free_port())], env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 1
+    assert "refusing" in done.stderr and "HINDSIGHT_MCP_TOKENS" in done.stderr
+    assert time.monotonic() - started < 30  # refused before anything heavy is loaded
+
+
+def test_worker_once_sweeps_and_reflects_pending(fresh_db: str) -> None:
+    settings = Settings(database_url=fresh_db)
+    from hindsight_core.reflection import Step, TaskLog
+
+    with Memory(("worker", "test"), settings=settings) as mem:
+        log = TaskLog(mem)
+        task = log.start_task("say hello")
+        log.log_step(task, Step(kind="message", role="assistant", content="hello"))
+        log.end_task(task, "success")
+    done = subprocess.run([*CLI, "worker", "--once", "--grace", "0"], capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "HINDSIGHT_DATABASE_URL": fresh_db})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["sweep"] == 1
+    assert set(report["maintenance"]) == {"archived", "expired_items", "expired_tasks"}
+    assert report["reflections"] == {"reflected": 1, "written": 0, "skipped": 0}
+    with Memory(("worker", "test"), settings=settings) as mem, pytest.raises(KeyError):
+        TaskLog(mem).get_trajectory(task)  # distilled, so the log is gone
+
+
+def test_worker_stops_on_sigterm(fresh_db: str, tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    proc = start_cli(["worker", "--interval", "3600"], {"HINDSIGHT_DATABASE_URL": fresh_db},
+                     log)
+    deadline = time.monotonic() + 60
+    while '"sweep": 1' not in log.read_text():
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    started = time.monotonic()
+    assert stop(proc) == 0, log.read_text()
+    assert time.monotonic() - started < 5
+
+
+async def test_mcp_entrypoint_serves_with_remote_embedder(
+        fresh_db: str, tmp_path: Path, dockerfile: list[tuple[str, str]]) -> None:
+    """The image's CMD (bind 0.0.0.0, token auth), as a LOCAL_MODEL=0 image runs it,
+    with the remote embedder down: the server starts, and recall degrades."""
+    cmd = next(json.loads(a) for w, a in dockerfile if w == "CMD")
+    port = free_port()
+    cmd[cmd.index("--port") + 1] = str(port)
+    token = uuid.uuid4().hex * 2
+    env = {"HINDSIGHT_DATABASE_URL": fresh_db, "HINDSIGHT_MCP_TOKENS": f"{token}=acme/agent",
+           "HINDSIGHT_EMBEDDER": "openai", "HINDSIGHT_EMBEDDING_BASE_URL": "http://127.0.0.1:1/v1",
+           "HINDSIGHT_EMBEDDING_DIMENSIONS": "384"}
+    log = tmp_path / "mcp.log"
+    proc = start_cli(cmd, env, log)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, base, log, timeout=60)
+        assert httpx.post(f"{base}/mcp", json={}).status_code == 401
+        async with http_client(f"{base}/mcp", token) as client:
+            result = await client.call_tool("search_memory", {"query": "anything"})
+            stats = await client.read_resource("memory://stats")
+    finally:
+        code = stop(proc)
+    assert code in (0, -signal.SIGTERM), log.read_text()
+    assert not result.is_error, text(result)
+    assert result.structured_content["results"] == []
+    assert "memory unavailable" in result.structured_content["warning"]
+    assert json.loads(stats.contents[0].text)["namespace"] == ["acme", "agent"]
+    assert "embedder warm-up failed" in log.read_text()

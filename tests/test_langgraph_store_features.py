@@ -1,0 +1,147 @@
+"""HindsightStore beyond PostgresStore parity: TTL, hybrid ranking, embedder kinds."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import PutOp
+
+from hindsight_adapters.langgraph import HindsightSearchItem, HindsightStore, LangChainEmbedder
+from hindsight_core import Memory, Settings
+from tests._lg_store_util import DIMS, char_embed
+
+
+@pytest.fixture
+def ns() -> tuple[str, str]:
+    return ("feat", uuid.uuid4().hex[:10])
+
+
+# ---------------------------------------------------------------------- TTL
+
+
+def test_fractional_ttl_refresh_on_read_and_sweeper(settings: Settings, ns) -> None:
+    ttl = {"default_ttl": 0.02, "refresh_on_read": True, "sweep_interval_minutes": 0.005}
+    with HindsightStore.from_conn_string(settings.database_url, ttl=ttl,
+                                         settings=settings) as store:
+        store.start_ttl_sweeper()
+        store.put(ns, "refreshed", {"v": 1})  # default_ttl: 1.2 s
+        store.put(ns, "idle", {"v": 2})
+        store.put(ns, "forever", {"v": 3}, ttl=None)
+        store.put(ns, "short", {"v": 4}, ttl=0.005)  # 0.3 s, not rounded to whole minutes
+        for _ in range(4):
+            time.sleep(0.45)
+            assert store.get(ns, "refreshed") is not None  # each read extends it
+        assert store.get(ns, "idle", refresh_ttl=False) is None  # expired and swept
+        assert store.get(ns, "short") is None
+        assert store.get(ns, "forever") is not None
+        hits = store.search(ns, refresh_ttl=False)
+        assert sorted(h.key for h in hits) == ["forever", "refreshed"]
+        time.sleep(1.6)  # no more reads: it expires too
+        assert [h.key for h in store.search(ns, refresh_ttl=False)] == ["forever"]
+        assert store.stop_ttl_sweeper(timeout=5)
+
+
+def test_omit_expired_hides_unswept_items_and_sweep_ttl(settings: Settings, ns) -> None:
+    store = HindsightStore(settings=settings, ttl={"omit_expired": True})
+    store.put(ns, "gone", {"v": 1}, ttl=0.001)
+    store.put(ns, "kept", {"v": 2})
+    time.sleep(0.2)
+    assert store.get(ns, "gone") is None
+    assert [h.key for h in store.search(ns)] == ["kept"]
+    store.ttl_config = {"omit_expired": False}
+    assert store.get(ns, "gone", refresh_ttl=True) is not None  # unswept, and not revived
+    assert store.sweep_ttl() >= 1
+    assert store.get(ns, "gone") is None
+    store.close()
+
+
+async def test_async_sweeper_and_ttl(settings: Settings, ns) -> None:
+    store = HindsightStore(settings=settings, ttl={"default_ttl": 0.003,
+                                                   "sweep_interval_minutes": 0.002})
+    task = await store.astart_ttl_sweeper()
+    await store.aput(ns, "a", {"v": 1})
+    assert (await store.aget(ns, "a")) is not None
+    await asyncio.sleep(0.6)
+    assert (await store.aget(ns, "a")) is None
+    assert await store.astop_ttl_sweeper()
+    assert task.done()
+    with pytest.raises(ValueError, match="ttl"):
+        await store.aput(ns, "b", {"v": 1}, ttl=-1)
+    await store.aclose()
+
+
+# ---------------------------------------------------------------------- hybrid ranking
+
+
+def test_hybrid_ranking_fuses_keyword_semantic_and_recency(settings: Settings, embedder, ns
+                                                           ) -> None:
+    now = datetime.now(UTC)
+    clock = [now - timedelta(days=400)]
+    memory = Memory(settings=settings, embedder=embedder, clock=lambda: clock[0])
+    store = HindsightStore(memory=memory, index={"dims": embedder.dim, "embed": embedder,
+                                                 "fields": ["text"]})
+    assert store.ranking == "hybrid"
+    store.put(ns, "old", {"text": "Rotate the API keys of the billing service"})
+    clock[0] = now
+    store.put(ns, "new", {"text": "Rotate the API keys of the billing service"})
+    store.put(ns, "kw", {"text": "zx81 cartridge firmware checksum"})
+    store.put(ns, "other", {"text": "Water the office plants on Fridays"})
+
+    hits = store.search(ns, query="rotate billing API keys")
+    assert [h.key for h in hits[:2]] == ["new", "old"]  # same text: recency decides
+    for h in hits:
+        assert isinstance(h, HindsightSearchItem)
+        b = h.breakdown
+        assert h.score == pytest.approx(b.final)
+        assert b.relevance == pytest.approx(0.7 * b.semantic + 0.3 * b.keyword)
+        assert b.final == pytest.approx(b.relevance * b.decay ** settings.score_weight)
+    assert hits[0].breakdown.keyword == pytest.approx(1.0)
+    assert hits[1].breakdown.decay < 0.3 < hits[0].breakdown.decay
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    kw = store.search(ns, query="zx81")  # a rare token: keyword match ranks it first
+    assert kw[0].key == "kw" and kw[0].breakdown.keyword == pytest.approx(1.0)
+    # vector ranking on the same store: plain cosine similarity, no breakdown
+    vec = store.items.search(ns, query="rotate billing API keys", ranking="vector")
+    assert vec[0].breakdown is None
+    assert vec[0].score == pytest.approx(hits[0].breakdown.semantic, abs=1e-4)
+    store.close()
+
+
+async def test_hybrid_async_with_langchain_embeddings(settings: Settings, ns) -> None:
+    class Chars(Embeddings):
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise AssertionError("the async path must use aembed_documents")
+
+        async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+            self.calls += 1
+            return char_embed(texts)
+
+        def embed_query(self, text: str) -> list[float]:
+            raise AssertionError("queries are embedded as documents")
+
+    emb = Chars()
+    store = HindsightStore(settings=settings, index={"dims": DIMS, "embed": emb})
+    assert isinstance(store.items.embedder, LangChainEmbedder)
+    assert store.index_config["embed"] is emb and store.embeddings is emb
+    await store.abatch([PutOp(ns, "a", {"text": "hello world"}),
+                        PutOp(ns, "b", {"text": "goodbye moon"})])
+    hits = await store.asearch(ns, query="hello")
+    assert hits[0].key == "a" and hits[0].breakdown.keyword > 0
+    assert emb.calls == 2
+    await store.aclose()
+
+
+def test_embed_function_and_wrong_dims(settings: Settings, ns) -> None:
+    store = HindsightStore(settings=settings, index={"dims": DIMS + 1, "embed": char_embed})
+    with pytest.raises(Exception, match="dimension"):
+        store.put(ns, "a", {"text": "x"})
+    assert store.get(ns, "a") is None  # nothing written
+    store.close()

@@ -1,0 +1,146 @@
+"""The MCP server over stdio (``hindsight mcp`` as a subprocess), and degraded recall.
+
+The stdio session is started once for the module; the degradation tests serve
+the HTTP app from a uvicorn thread in this process (reusing the session's model)
+against a database that refuses connections or never answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+from _mcp_util import CLI, free_port, http_client, text
+from mcp import Client, StdioServerParameters
+
+from hindsight_adapters.mcp import build_http_app
+from hindsight_core import AsyncMemory, Settings
+
+UNREACHABLE = "postgresql+psycopg://u@127.0.0.1:1/x"
+
+
+@pytest.fixture(scope="module")
+def stdio_namespace() -> tuple[str, str]:
+    return ("stdio", uuid.uuid4().hex[:10])
+
+
+@pytest.fixture(scope="module")
+async def stdio(database_url: str, stdio_namespace: tuple[str, str]) -> AsyncIterator[Any]:
+    params = StdioServerParameters(
+        command=CLI[0], args=[*CLI[1:], "mcp", "--namespace", "/".join(stdio_namespace)],
+        env=dict(os.environ),
+    )
+    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    done = asyncio.Event()
+
+    async def hold() -> None:  # enter and leave the client's cancel scope in one task
+        try:
+            async with Client(params) as client:
+                ready.set_result(client)
+                await done.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    task = asyncio.create_task(hold())
+    try:
+        yield await asyncio.wait_for(ready, 120)
+    finally:
+        done.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def test_stdio_round_trip_in_configured_namespace(stdio: Any,
+                                                        stdio_namespace: tuple[str, str]) -> None:
+    tools = {t.name: t for t in (await stdio.list_tools()).tools}
+    assert {"search_memory", "write_memory", "update_memory_usage", "forget_memory"} <= set(tools)
+    assert all(t.output_schema for t in tools.values())
+
+    wrote = await stdio.call_tool("write_memory", {
+        "scene": "scraping", "trigger": "a site rate-limits requests",
+        "action": "added sleep between pages", "outcome": "success",
+        "lesson": "Throttle requests to rate-limited sites", "importance": "0.5"})
+    assert not wrote.is_error, text(wrote)
+    rid = wrote.structured_content["id"]
+    found = await stdio.call_tool("search_memory", {"query": "site returns 429 errors",
+                                                    "scene": "scraping"})
+    assert [r["id"] for r in found.structured_content["results"]] == [rid]
+    used = await stdio.call_tool("update_memory_usage", {"id": rid, "helpful": "false"})
+    assert used.structured_content["helpful"] is False
+    stats = json.loads((await stdio.read_resource("memory://stats")).contents[0].text)
+    assert stats["namespace"] == list(stdio_namespace)
+    assert stats["records"] == 1 and stats["scenes"] == {"scraping": 1}
+    assert not (await stdio.call_tool("forget_memory", {"id": rid})).is_error
+    stats = json.loads((await stdio.read_resource("memory://stats")).contents[0].text)
+    assert stats["records"] == 0
+
+
+async def test_stdio_oversized_argument_is_a_tool_error(stdio: Any) -> None:
+    result = await stdio.call_tool("write_memory", {
+        "scene": "s", "trigger": "t", "action": "a" * 25_000, "outcome": "o", "lesson": "l"})
+    assert result.is_error and "action" in text(result)
+    stats = json.loads((await stdio.read_resource("memory://stats")).contents[0].text)
+    assert stats["records"] == 0
+
+
+# ----------------------------------------------------------------- degraded database
+
+
+@pytest.fixture
+def blackhole() -> Iterator[str]:
+    """A port that accepts TCP connections and then never says a word."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield f"postgresql+psycopg://u@127.0.0.1:{sock.getsockname()[1]}/x"
+
+
+def serve_in_thread(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                           log_level="warning", timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.01)
+    return server, thread, f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.mark.parametrize("where", ["refused", "silent"])
+async def test_search_degrades_when_database_is_down(where: str, blackhole: str) -> None:
+    url = UNREACHABLE if where == "refused" else blackhole
+    settings = Settings(database_url=url, recall_timeout=1.0, connect_timeout=10)
+    memory = AsyncMemory(("down",), settings=settings)  # the model is never reached
+    token = uuid.uuid4().hex * 2
+    app = build_http_app(memory, {token: ("down",)}, host="127.0.0.1", max_body=100_000)
+    server, thread, mcp_url = serve_in_thread(app)
+    try:
+        async with http_client(mcp_url, token) as client:
+            started = time.monotonic()
+            result = await client.call_tool("search_memory", {"query": "deploy on Friday"})
+            elapsed = time.monotonic() - started
+            assert not result.is_error, text(result)
+            assert result.structured_content["results"] == []
+            assert "memory unavailable" in result.structured_content["warning"]
+            assert elapsed < settings.recall_timeout + 1.5, elapsed
+            if where == "refused":
+                wrote = await client.call_tool("write_memory", {
+                    "scene": "s", "trigger": "t", "action": "a", "outcome": "o",
+                    "lesson": "Some lesson"})
+                assert wrote.is_error and "database unavailable" in text(wrote), text(wrote)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+    assert not thread.is_alive()
