@@ -13,11 +13,9 @@ statement operations run in autocommit mode (one round trip each).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -26,11 +24,28 @@ import sqlalchemy as sa
 from psycopg.rows import dict_row
 from sqlalchemy.dialects.postgresql import psycopg as pg_dialect
 
+from .checkpoint_flows import (
+    PRUNE_STRATEGIES,
+    BlobIn,
+    CheckpointRow,
+    WriteIn,
+    copy_thread_flow,
+    delete_for_runs_flow,
+    delete_threads_flow,
+    get_flow,
+    list_flow,
+    prune_flow,
+    put_flow,
+    put_writes_flow,
+    thread_stats_flow,
+)
 from .embeddings import Embedder
-from .errors import DatabaseError, DatabaseUnavailableError, ValidationError
+from .errors import DatabaseError, DatabaseUnavailableError
 from .memory.flow import Flow, Migrate, Sql, run_async, run_sync
-from .storage import checkpoints_sql as q
 from .storage.engine import db_errors
+
+__all__ = ["PRUNE_STRATEGIES", "AsyncCheckpoints", "BlobIn", "CheckpointRow", "Checkpoints",
+           "WriteIn"]
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -38,214 +53,8 @@ if TYPE_CHECKING:
     from .memory.aio import AsyncMemory
     from .memory.sync import Memory
 
-BlobIn = tuple[str, str, str, bytes | None]
-"""``(channel, version, type, data)`` of one channel value stored apart."""
-WriteIn = tuple[int, str, str, bytes]
-"""``(idx, channel, type, data)`` of one pending write."""
-
-PRUNE_STRATEGIES = ("keep_latest", "delete")
 _NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
 _DIALECT = pg_dialect.dialect()
-
-
-@dataclass
-class CheckpointRow:
-    """One stored checkpoint with its blobs and pending writes (raw bytes)."""
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    parent_checkpoint_id: str | None
-    checkpoint: dict[str, Any]
-    metadata: dict[str, Any]
-    blobs: list[tuple[str, str, bytes]] = field(default_factory=list)
-    """``(channel, type, data)`` for each channel value stored apart."""
-    writes: list[tuple[str, str, str, bytes]] = field(default_factory=list)
-    """``(task_id, channel, type, data)``, in (task_path, task_id, idx) order."""
-
-
-def _row(r: dict[str, Any]) -> CheckpointRow:
-    blobs = (
-        list(zip(r["b_channels"], r["b_types"], r["b_blobs"], strict=True))
-        if r["b_channels"]
-        else []
-    )
-    writes = (
-        list(zip(r["w_tasks"], r["w_channels"], r["w_types"], r["w_blobs"], strict=True))
-        if r["w_tasks"]
-        else []
-    )
-    return CheckpointRow(
-        thread_id=r["thread_id"],
-        checkpoint_ns=r["checkpoint_ns"],
-        checkpoint_id=r["checkpoint_id"],
-        parent_checkpoint_id=r["parent_checkpoint_id"],
-        checkpoint=r["checkpoint"],
-        metadata=r["metadata"],
-        blobs=blobs,
-        writes=writes,
-    )
-
-
-def _json(value: Mapping[str, Any] | str) -> str:
-    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
-
-
-# ---------------------------------------------------------------------- flows
-
-
-def put_flow(
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    parent_checkpoint_id: str | None,
-    checkpoint: Mapping[str, Any] | str,
-    metadata: Mapping[str, Any] | str,
-    blobs: Sequence[BlobIn],
-) -> Flow[None]:
-    """Store a checkpoint (upsert) and the blobs of its new channel versions."""
-    if not checkpoint_id:
-        raise ValidationError("a checkpoint needs an id", field="checkpoint_id")
-    yield Sql(
-        q.PUT,
-        {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-            "parent_checkpoint_id": parent_checkpoint_id,
-            "checkpoint": _json(checkpoint),
-            "metadata": _json(metadata),
-            "channels": [b[0] for b in blobs],
-            "versions": [b[1] for b in blobs],
-            "types": [b[2] for b in blobs],
-            "blobs": [b[3] for b in blobs],
-        },
-        fetch="none",
-    )
-
-
-def put_writes_flow(
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    task_id: str,
-    task_path: str,
-    writes: Sequence[WriteIn],
-    *,
-    upsert: bool,
-) -> Flow[None]:
-    """Store pending writes; ``upsert`` replaces earlier writes with the same index."""
-    if not writes:
-        return
-    by_idx: dict[int, WriteIn] = {}
-    for w in writes:  # one row per index: the last wins on upsert, the first otherwise
-        if upsert or w[0] not in by_idx:
-            by_idx[w[0]] = w
-    rows = list(by_idx.values())
-    yield Sql(
-        q.UPSERT_WRITES if upsert else q.PUT_WRITES,
-        {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-            "task_id": task_id,
-            "task_path": task_path,
-            "idxs": [w[0] for w in rows],
-            "channels": [w[1] for w in rows],
-            "types": [w[2] for w in rows],
-            "blobs": [w[3] for w in rows],
-        },
-        fetch="none",
-    )
-
-
-def get_flow(
-    thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
-) -> Flow[CheckpointRow | None]:
-    """One checkpoint by id, or the latest of the thread and namespace."""
-    params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
-    if checkpoint_id:
-        rows = yield Sql(q.GET_BY_ID, {**params, "checkpoint_id": checkpoint_id})
-    else:
-        rows = yield Sql(q.GET_LATEST, params)
-    return _row(rows[0]) if rows else None
-
-
-def list_flow(
-    thread_id: str | None,
-    checkpoint_ns: str | None,
-    checkpoint_id: str | None,
-    metadata: Mapping[str, Any] | None,
-    before: str | None,
-    limit: int | None,
-) -> Flow[list[CheckpointRow]]:
-    """Checkpoints matching every given filter, newest first."""
-    statement = q.list_sql(
-        thread=thread_id is not None,
-        ns=checkpoint_ns is not None,
-        checkpoint_id=bool(checkpoint_id),
-        metadata=bool(metadata),
-        before=before is not None,
-        limit=limit is not None,
-    )
-    params: dict[str, Any] = {
-        "thread_id": thread_id,
-        "checkpoint_ns": checkpoint_ns,
-        "checkpoint_id": checkpoint_id,
-        "metadata": _json(metadata) if metadata else None,
-        "before": before,
-        "limit": limit,
-    }
-    rows = yield Sql(statement, {k: v for k, v in params.items() if v is not None})
-    return [_row(r) for r in rows]
-
-
-def delete_threads_flow(thread_ids: Sequence[str]) -> Flow[None]:
-    """Everything of the given threads, in every namespace."""
-    if thread_ids:
-        yield Sql(q.DELETE_THREADS, {"thread_ids": list(thread_ids)}, fetch="none")
-
-
-def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[int]:
-    """Checkpoints whose ``metadata.run_id`` is given, their writes and orphaned blobs."""
-    if not run_ids:
-        return 0
-    touched = yield Sql(q.DELETE_FOR_RUNS, {"run_ids": [str(r) for r in run_ids]})
-    for t in touched:
-        yield Sql(q.DELETE_UNREFERENCED_BLOBS, dict(t), fetch="none")
-    return len(touched)
-
-
-def copy_thread_flow(source: str, target: str) -> Flow[None]:
-    """Every checkpoint, blob and write of ``source`` under ``target`` (same ids)."""
-    yield Sql(q.COPY_THREAD, {"source": source, "target": target}, fetch="none")
-
-
-def prune_flow(thread_ids: Sequence[str], strategy: str) -> Flow[None]:
-    """``keep_latest``: only the newest checkpoint per namespace; ``delete``: all."""
-    if isinstance(thread_ids, str):
-        raise TypeError("thread_ids must be a sequence of thread ids, not a str")
-    if strategy not in PRUNE_STRATEGIES:
-        raise ValueError(f"unknown prune strategy {strategy!r}; use one of {PRUNE_STRATEGIES}")
-    ids = list(thread_ids)
-    if not ids:
-        return
-    if strategy == "delete":
-        yield from delete_threads_flow(ids)
-        return
-    delta = yield Sql(q.DELTA_THREADS, {"thread_ids": ids})
-    if delta:
-        raise NotImplementedError(
-            "keep_latest can't prune threads that use a DeltaChannel: "
-            + ", ".join(sorted(r["thread_id"] for r in delta))
-        )
-    yield Sql(q.PRUNE_KEEP_LATEST, {"thread_ids": ids}, fetch="none")
-
-
-def thread_stats_flow(thread_id: str) -> Flow[dict[str, int]]:
-    """Row counts and the largest checkpoint row / blob of a thread (for tests, ops)."""
-    rows = yield Sql(q.COUNT_THREAD, {"thread_id": thread_id})
-    return {k: int(v) for k, v in rows[0].items()}
 
 
 # ---------------------------------------------------------------------- front ends
@@ -328,7 +137,10 @@ def _drive(flow: Flow[Any], conn: sa.Connection) -> Any:
 
 
 async def _adrive(flow: Flow[Any], conn: AsyncConnection) -> Any:
-    driver = (await conn.get_raw_connection()).driver_connection
+    # Connected already: reaching the driver does no I/O (and needs no greenlet).
+    sync_conn = conn.sync_connection
+    assert sync_conn is not None
+    driver = sync_conn.connection.driver_connection
     assert driver is not None
     reply: Any = None
     async with driver.cursor(row_factory=dict_row) as cur:

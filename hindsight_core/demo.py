@@ -99,9 +99,8 @@ def _selected(name: str, match_by: str) -> bool:
 
 def run_demo(say: Say, memory: Memory | None = None) -> dict[str, object]:
     """Run the whole story; returns the figures it printed (used by the tests)."""
-    namespace = ("demo", uuid.uuid4().hex[:8])
+    namespace = ("demo", uuid.uuid4().hex[:8])  # a fresh one per run: the story starts empty
     mem = memory or Memory(namespace)
-    mem.namespace = namespace
     llm = llm_from_settings(mem.settings)
     reflector = Reflector(mem, llm=llm)
 
@@ -116,9 +115,9 @@ def run_demo(say: Say, memory: Memory | None = None) -> dict[str, object]:
         outcome="partial", final_state="build fixed after restoring a deleted dependency",
         scene=SCENE, source={"agent": "demo-cleanup-agent", "task": "cleanup-1"},
     )
-    result = reflector.reflect(trajectory)
+    result = reflector.reflect(trajectory, namespace=namespace)
     for w in result.written:
-        record = mem.get(w.id)
+        record = mem.get(w.id, namespace=namespace)
         say(f"      lesson {w.status}: \"{record.lesson}\"")
         say(f"      when: {record.trigger}")
     if not result.written:
@@ -126,25 +125,25 @@ def run_demo(say: Say, memory: Memory | None = None) -> dict[str, object]:
 
     task2 = "Free up disk space: get rid of stale setup files in ~/Downloads."
     say(f"[3/4] Second run, worded differently — task: '{task2}'")
-    hits = mem.search(task2, scene=SCENE, top_k=3)
+    hits = mem.search(task2, namespace=namespace, scene=SCENE, top_k=3)
     for h in hits:
         b = h.breakdown
         say(f"      recalled \"{h.record.lesson}\" (score {h.score:.2f}: semantic "
             f"{b.semantic:.2f}, keyword {b.keyword:.2f}, decay {b.decay:.2f})")
     second = run_agent(task2, [h.record.lesson for h in hits], say)
     for h in hits:
-        mem.mark_used(h.record.id, helpful=not second.broke_build)
+        mem.mark_used(h.record.id, helpful=not second.broke_build, namespace=namespace)
 
     say("[4/4] The same lesson, learned again in other words, merges instead of adding a row")
     before = mem.stats(namespace=namespace).records
     merged = None
     if result.written:
-        original = mem.get(result.written[0].id)
+        original = mem.get(result.written[0].id, namespace=namespace)
         paraphrase = _reword(original.lesson)
         again = mem.write({"scene": SCENE, "trigger": original.trigger, "lesson": paraphrase,
-                           "outcome": "failure"})
+                           "outcome": "failure"}, namespace=namespace)
         merged = again
-        after_record = mem.get(again.id)
+        after_record = mem.get(again.id, namespace=namespace)
         say(f"      wrote \"{paraphrase}\" -> {again.status} "
             f"(similarity {again.similarity}); occurrences now {after_record.occurrences}")
     after = mem.stats(namespace=namespace).records

@@ -79,7 +79,13 @@ def test_export_import(ns: str, tmp_path: Path) -> None:
     assert code == 2 and "no such file" in out
 
 
-def test_db_status_and_maintain() -> None:
+def test_db_status_and_maintain(fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # its own database: maintain sweeps every namespace
+    monkeypatch.setenv("HINDSIGHT_DATABASE_URL", fresh_db)
+    code, out = invoke("db", "status", "--json")
+    assert code == 0 and json.loads(out)["revision"] is None
+    code, out = invoke("db", "upgrade")
+    assert code == 0 and "schema at revision" in out
     code, out = invoke("db", "status", "--json")
     info = json.loads(out)
     assert code == 0 and info["up_to_date"] is True and info["embedded"] is False

@@ -322,3 +322,22 @@ def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) 
     cp["channel_values"] = values
     cp["channel_versions"] = versions or {}
     return cp
+
+
+def test_warm_connection_recovers_after_server_side_disconnect(
+    saver: HindsightCheckpointer, database_url: str
+) -> None:
+    import sqlalchemy as sa
+
+    config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+    saver.put(config, _checkpoint({"x": 1}), {"source": "input", "step": -1}, {})
+    backends = saver.checkpoints
+    assert backends._warm, "a recently used connection is kept warm"
+    warm_pids = {c.connection.driver_connection.info.backend_pid for _, c in backends._warm}
+    admin = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for pid in warm_pids:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    admin.dispose()
+    # The broken warm connection is dropped and the call retried on a fresh one.
+    assert saver.get_tuple(config).checkpoint["channel_values"] == {"x": 1}

@@ -22,11 +22,11 @@ with warnings.catch_warnings():  # langmem -> trustcall imports Send from its ol
 
 
 @pytest.fixture
-def store(settings: Settings, embedder: Any) -> Any:
+async def store(settings: Settings, embedder: Any) -> Any:
     s = HindsightStore(settings=settings, embedder=embedder,
                        index={"dims": DIMS, "embed": char_embed})
     yield s
-    s.close()
+    await s.aclose()  # closes the async pool too
 
 
 def graph(store: Any, tools: list[Any], calls: list[tuple[str, dict[str, Any]]]) -> Any:

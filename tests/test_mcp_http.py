@@ -7,6 +7,7 @@ landed in the database through the core.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import signal
@@ -81,6 +82,8 @@ async def test_tools_have_input_and_output_schemas(server: Server) -> None:
     hit = tools["search_memory"].output_schema
     assert "results" in hit["properties"] and "warning" in hit["properties"]
     assert tools["search_memory"].input_schema["properties"]["top_k"]["maximum"] == 50
+    assert tools["search_memory"].annotations.read_only_hint is True
+    assert tools["forget_memory"].annotations.destructive_hint is True
 
 
 async def test_write_search_use_forget_round_trip(server: Server, core: Memory) -> None:
@@ -187,7 +190,7 @@ async def test_numbers_as_strings_are_coerced(server: Server, core: Memory) -> N
     assert len(found.structured_content["results"]) <= 3
 
 
-async def test_oversized_payload_is_rejected(server: Server, core: Memory) -> None:
+async def test_oversized_or_malformed_payload_is_rejected(server: Server, core: Memory) -> None:
     before = core.stats(namespace=server.ns_a).records
     big = lesson_args("Huge", action="x" * 300_000)
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -197,6 +200,9 @@ async def test_oversized_payload_is_rejected(server: Server, core: Memory) -> No
     response = httpx.post(server.url, json=body, headers=headers)
     assert response.status_code == 413
     assert "too large" in response.json()["error"]["message"]
+    malformed = httpx.post(server.url, content=b'{"jsonrpc": "2.0", "id": 1, "method"',
+                           headers={**headers, "Content-Type": "application/json"})
+    assert malformed.status_code == 400 and malformed.json()["error"]["code"] == -32700
     async with http_client(server.url, server.token_a) as client:
         with pytest.raises(MCPError):
             await client.call_tool("write_memory", big)
@@ -270,3 +276,14 @@ async def test_review_task_reinforces_used_and_decays_unused(server: Server,
     assert out["detail"]["reinforced"] == ids[:1] and out["detail"]["decayed"] == ids[1:]
     assert core.get(ids[0]).use_count == 1
     assert bad.is_error and "recalled" in text(bad)
+
+
+async def test_concurrent_tenants_never_mix(server: Server) -> None:
+    """Interleaved requests of two tokens each see only their own namespace."""
+    async with http_client(server.url, server.token_a) as a, \
+            http_client(server.url, server.token_b) as b:
+        calls = [(client.read_resource("memory://stats"), ns)
+                 for _ in range(8) for client, ns in ((a, server.ns_a), (b, server.ns_b))]
+        results = await asyncio.gather(*(call for call, _ in calls))
+    seen = [tuple(json.loads(r.contents[0].text)["namespace"]) for r in results]
+    assert seen == [ns for _, ns in calls]

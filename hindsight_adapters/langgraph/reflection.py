@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -376,8 +377,8 @@ def recall_node(memory: Memory | AsyncMemory, *, namespace: Namespace | str | No
         return {messages_key: _inject(list(state.get(messages_key) or []), lesson)}
 
     async def aio(state: dict[str, Any]) -> dict[str, Any]:
-        if not isinstance(memory, AsyncMemory):
-            return sync(state)
+        if not isinstance(memory, AsyncMemory):  # blocking recall: keep it off the loop
+            return await asyncio.get_running_loop().run_in_executor(None, sync, state)
         text = task(state)
         lesson = await arecall_lessons(memory, text, namespace=namespace, top_k=top_k,
                                        scene=scene) if text else None

@@ -64,7 +64,7 @@ class CoreBridge:
         if self._amemory is not None:
             with contextlib.suppress(RuntimeError):  # no loop yet: the first user's
                 self._home = weakref.ref(asyncio.get_running_loop())
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._areflector: Any = None
         self._background: Any = None
         self.pending: set[asyncio.Task[Any] | concurrent.futures.Future[Any]] = set()

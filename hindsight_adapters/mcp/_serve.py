@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from hindsight_core import AsyncMemory
-from hindsight_core.errors import HindsightError
+from hindsight_core.errors import DatabaseError
 from hindsight_core.settings import Settings
 
 from ._auth import (
@@ -25,6 +25,18 @@ if TYPE_CHECKING:
     from hindsight_core.models import Namespace
 
 log = logging.getLogger("hindsight.mcp")
+
+
+def fast_exit() -> None:
+    """Spare the interpreter's final garbage collection over torch & co.
+
+    With sentence-transformers imported, that collection takes seconds at exit
+    (clients wait for it on stdio, ``docker stop`` on HTTP); frozen objects are
+    skipped. Call only when the process is about to end.
+    """
+    import gc
+
+    gc.freeze()
 
 
 def warm_up(memory: AsyncMemory) -> None:
@@ -66,6 +78,7 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
     prepare(memory)
     server = build_server(memory)
     server.run("stdio")
+    fast_exit()
 
 
 def serve_http(settings: Settings | None = None, *, host: str | None = None,
@@ -91,15 +104,22 @@ def serve_http(settings: Settings | None = None, *, host: str | None = None,
     app = build_http_app(memory, tokens, host=host, max_body=settings.mcp_max_body_bytes)
     sys.stderr.write(f"Hindsight MCP server on http://{host}:{port}/mcp "
                      f"({len(tokens)} token(s))\n")
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
+    finally:
+        fast_exit()
 
 
 def prepare(memory: AsyncMemory) -> None:
-    """Warm the model and migrate the database; a database that is down is only logged."""
+    """Warm the model and migrate the database; a database that is down is only logged.
+
+    Raises:
+        ConfigurationError: e.g. the database was embedded with another model.
+    """
     warm_up(memory)
     try:
         memory_setup(memory)
-    except HindsightError as exc:
+    except DatabaseError as exc:
         log.warning("database not ready at start-up (%s); tools will report it", exc)
 
 

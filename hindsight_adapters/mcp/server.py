@@ -106,7 +106,7 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
             await memory.aclose()
 
     mcp = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan)
-    read_only = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def tool(**options: Any) -> Callable[[F], F]:
         """``mcp.tool`` with the docstring, dedented, as the description."""
@@ -153,7 +153,7 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
         return WriteOutcome(id=str(result.id), status=result.status,
                             similarity=result.similarity)
 
-    @tool(annotations=ToolAnnotations(idempotentHint=False, openWorldHint=False))
+    @tool(annotations=ToolAnnotations(idempotent_hint=False, open_world_hint=False))
     async def update_memory_usage(id: RecordId, helpful: bool = True) -> UsageOutcome:  # noqa: A002
         """Give feedback on a recalled lesson after you used it: helpful=true reinforces it,
         helpful=false lets it fade. Call once per lesson per task, with the id from
@@ -162,7 +162,7 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
         return UsageOutcome(id=str(record.id), helpful=helpful, score=record.score,
                             use_count=record.use_count)
 
-    @tool(annotations=ToolAnnotations(destructiveHint=True, openWorldHint=False))
+    @tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
     async def forget_memory(id: RecordId) -> ForgetOutcome:  # noqa: A002
         """Delete a lesson for good. Call only when a lesson is wrong or the user asks to
         forget it; for lessons that merely did not help, use update_memory_usage(helpful=false)."""

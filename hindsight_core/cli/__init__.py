@@ -7,6 +7,8 @@ library is imported).
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 
 from ._app import app
@@ -24,6 +26,9 @@ COMMAND_MODULES = [
 
 def main() -> None:
     """Entry point of the ``hindsight`` script."""
+    # Once torch is loaded, the interpreter's final garbage collection takes seconds;
+    # freezing the heap at exit skips it (the process is ending anyway).
+    atexit.register(gc.freeze)
     for name in COMMAND_MODULES:
         importlib.import_module(f"{__name__}.{name}")
     app()

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console
+from rich.markup import escape
 
 from ..errors import HindsightError
 from ..memory import Memory
@@ -68,10 +69,10 @@ def cli_errors() -> Iterator[None]:
     try:
         yield
     except ValidationError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
     except HindsightError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
 
 

@@ -25,6 +25,8 @@ def mcp(
     ),
 ) -> None:
     """Serve Hindsight to any MCP client (stdio for one local agent, HTTP for many)."""
+    if not http and (host is not None or port is not None):
+        raise typer.BadParameter("--host and --port apply to --http only")
     with cli_errors():
         try:
             from hindsight_adapters.mcp import serve_http, serve_stdio

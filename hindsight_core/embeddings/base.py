@@ -22,9 +22,14 @@ class Embedder(Protocol):
             Dedup is stricter for text in other languages (see ``text.overlap``).
     """
 
-    model_name: str
-    dim: int
-    languages: frozenset[str] | None
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    @property
+    def languages(self) -> frozenset[str] | None: ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed texts (documents or queries) into unit-length vectors."""

@@ -216,8 +216,6 @@ class ItemFlows:
         spec = self.index.spec
         ranking = op.ranking or self.ranking
         params["qvec"] = eq.vector_literal(qvec)
-        if spec.kind in q.ITERATIVE_SCAN:
-            yield Sql(q.ITERATIVE_SCAN[spec.kind])
         n_fields = max(1, len(self.index.fields))
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
@@ -251,7 +249,7 @@ class ItemFlows:
             raise ValidationError(f"max_depth must be a positive integer, got {op.max_depth!r}",
                                   field="max_depth")
         params: dict[str, Any] = {"limit": op.limit, "offset": op.offset, "now": now,
-                                  "sep": q.SEP}
+                                  "sep": q.SEP, **q.namespace_range(conditions)}
         for i, (kind, labels) in enumerate(conditions):
             params[f"re{i}"] = _pattern(labels, kind)
         rows = yield Sql(q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired),
@@ -262,14 +260,16 @@ class ItemFlows:
                     fields: list[tuple[str, str, str, str]], vectors: list[list[float]],
                     now: datetime) -> Any:
         keys = sorted(puts)
-        yield Sql(q.LOCK_KEYS, {"ns": [k[0] for k in keys], "keys": [k[1] for k in keys]})
+        lock = {"lk_ns": [k[0] for k in keys], "lk_keys": [k[1] for k in keys]}
         deletes = [k for k, (op, _) in puts.items() if op.value is None]
         upserts = [(k, op, ttl) for k, (op, ttl) in puts.items() if op.value is not None]
         if deletes:
-            yield Sql(q.DELETE_MANY, {"ns": [k[0] for k in deletes],
-                                      "keys": [k[1] for k in deletes]}, fetch="none")
+            yield Sql(q.delete_many_sql(True), {"ns": [k[0] for k in deletes],
+                                                "keys": [k[1] for k in deletes], **lock},
+                      fetch="none")
         if upserts:
-            yield Sql(q.UPSERT, {
+            yield Sql(q.upsert_sql(not deletes), {
+                **({} if deletes else lock),
                 "now": now,
                 "ns": [k[0] for k, _, _ in upserts], "keys": [k[1] for k, _, _ in upserts],
                 "vals": [dump_value(op.value, op.key) for _, op, _ in upserts],

@@ -110,16 +110,16 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def archive(self, record_id: object, *, namespace: Namespace | str | None = None
                       ) -> Experience:
-        return await self._run(self._change_flow(record_id, "archive", namespace))  # type: ignore[arg-type]
+        return await self._run(self._curate_flow(record_id, "archive", namespace))
 
     async def restore(self, record_id: object, *, namespace: Namespace | str | None = None
                       ) -> Experience:
-        return await self._run(self._change_flow(  # type: ignore[arg-type]
+        return await self._run(self._curate_flow(
             record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1))
 
     async def set_critical(self, record_id: object, critical: bool = True, *,
                            namespace: Namespace | str | None = None) -> Experience:
-        return await self._run(self._change_flow(  # type: ignore[arg-type]
+        return await self._run(self._curate_flow(
             record_id, "critical", namespace, critical=bool(critical)))
 
     async def edit(self, record_id: object, *, namespace: Namespace | str | None = None,

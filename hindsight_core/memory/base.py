@@ -7,6 +7,7 @@ The operations themselves are flows (see ``flow.py``) defined in the mixins of
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from .flow import Embed, Flow, Migrate, Sql
 log = logging.getLogger("hindsight")
 
 Clock = Callable[[], datetime]
+QUERY_CACHE_SIZE = 512
 
 
 class MemoryBase:
@@ -55,6 +57,7 @@ class MemoryBase:
         self._ready = False
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._cache_lock = threading.Lock()  # a Memory may be shared by threads
         # (monotonic time fetched, terms too common to generate keyword candidates)
         self._common_terms: tuple[float, frozenset[str]] | None = None
 
@@ -86,7 +89,7 @@ class MemoryBase:
         yield Migrate()
         yield Sql(q.LOCK_META)
         rows = yield Sql(q.GET_META, {"key": "embedding"})
-        want = {"model": self.embedder.model_name, "dim": self.embedder.dim}
+        want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         if not rows:
             import json
 
@@ -106,14 +109,18 @@ class MemoryBase:
         self._ready = True
 
     def _embed_one_query(self, query: str) -> Flow[list[float]]:
-        cached = self._query_cache.get(query)
+        """The query's vector; recent queries are answered from a small LRU cache."""
+        with self._cache_lock:
+            cached = self._query_cache.get(query)
+            if cached is not None:
+                self._query_cache.move_to_end(query)
         if cached is not None:
-            self._query_cache.move_to_end(query)
             return cached
         (vector,) = yield Embed([query])
-        self._query_cache[query] = vector
-        if len(self._query_cache) > 512:
-            self._query_cache.popitem(last=False)
+        with self._cache_lock:
+            self._query_cache[query] = vector
+            if len(self._query_cache) > QUERY_CACHE_SIZE:
+                self._query_cache.popitem(last=False)
         return vector
 
     def _warn_language(self, texts: list[str]) -> None:

@@ -180,7 +180,7 @@ class LifecycleFlows(MemoryBase):
             cursor = {"ns": rows[-1]["ns"], "id": rows[-1]["id"]}
             if progress:
                 progress(done, total)
-        want = {"model": self.embedder.model_name, "dim": self.embedder.dim}
+        want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
         yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
         self._ready = True

@@ -246,10 +246,7 @@ class RecordFlows(MemoryBase):
         rows = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self._decay_params(self._now())})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
-        record = self._record(rows[0])
-        if record.merged_from:
-            pass
-        return record
+        return self._record(rows[0])
 
     def _list_flow(
         self,
@@ -328,6 +325,14 @@ class RecordFlows(MemoryBase):
         if kind == "forget":
             return None
         return (yield from self._get_flow(rid, namespace))
+
+    def _curate_flow(
+        self, record_id: object, kind: str, namespace: Namespace | str | None, **extra: Any
+    ) -> Flow[Experience]:
+        """archive / restore / critical, returning the changed record."""
+        record = yield from self._change_flow(record_id, kind, namespace, **extra)
+        assert record is not None  # only "forget" returns None
+        return record
 
     def _edit_flow(
         self, record_id: object, changes: Mapping[str, Any], namespace: Namespace | str | None

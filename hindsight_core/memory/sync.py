@@ -146,18 +146,18 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def archive(self, record_id: object, *, namespace: Namespace | str | None = None
                 ) -> Experience:
         """Stop recalling a record (restorable)."""
-        return self._run(self._change_flow(record_id, "archive", namespace))  # type: ignore[arg-type]
+        return self._run(self._curate_flow(record_id, "archive", namespace))
 
     def restore(self, record_id: object, *, namespace: Namespace | str | None = None
                 ) -> Experience:
         """Bring an archived record back (its score is lifted to the eviction line)."""
-        return self._run(self._change_flow(  # type: ignore[arg-type]
+        return self._run(self._curate_flow(
             record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1))
 
     def set_critical(self, record_id: object, critical: bool = True, *,
                      namespace: Namespace | str | None = None) -> Experience:
         """Mark a record critical (never decays, never evicted) or not."""
-        return self._run(self._change_flow(  # type: ignore[arg-type]
+        return self._run(self._curate_flow(
             record_id, "critical", namespace, critical=bool(critical)))
 
     def edit(self, record_id: object, *, namespace: Namespace | str | None = None,

@@ -53,7 +53,10 @@ def resolve_url(settings: Settings, url: str | None = None) -> str:
 
 
 def _engine_args(settings: Settings) -> dict[str, Any]:
-    options = f"-c statement_timeout={settings.statement_timeout_ms}"
+    # pgvector >= 0.8: filtered ANN scans (namespace, scene, item filters) keep scanning
+    # until enough rows pass, instead of coming back short. Older pgvector ignores them.
+    options = (f"-c statement_timeout={settings.statement_timeout_ms} "
+               "-c hnsw.iterative_scan=strict_order -c ivfflat.iterative_scan=relaxed_order")
     return {
         "pool_size": settings.pool_size,
         "max_overflow": settings.pool_size,

@@ -79,13 +79,6 @@ def ensure_index_sql(spec: VectorSpec) -> sa.TextClause | None:
 
 
 INDEX_EXISTS = sa.text("SELECT 1 FROM pg_class WHERE relname = :name AND relkind = 'i'")
-# pgvector >= 0.8: keep scanning the ANN index until enough rows pass the namespace and
-# value filters (otherwise a filtered search can come back short).
-ITERATIVE_SCAN = {
-    "hnsw": sa.text("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)"),
-    "ivfflat": sa.text("SELECT set_config('ivfflat.iterative_scan', 'relaxed_order', true)"),
-}
-
 # ---------------------------------------------------------------------- reads
 
 _ITEM_COLS = "i.ns, i.key, i.value, i.created_at, i.updated_at, i.expires_at, i.ttl_minutes"
@@ -130,56 +123,72 @@ SWEEP = sa.text(
 # ---------------------------------------------------------------------- writes
 
 # Writers lock the keys they put, in one global order, before touching any row: two
-# batches writing overlapping keys then serialize instead of deadlocking.
-LOCK_KEYS = sa.text(
-    """
-    SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
-        SELECT DISTINCT hashtextextended('hindsight:item:' || p.ns || chr(31) || p.key, 0) AS h
-        FROM unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key)
-        ORDER BY h
-    ) s
-    """
-)
+# batches writing overlapping keys then serialize instead of deadlocking. The lock is
+# a CTE that every write in the first statement waits on (a one-time filter), so it
+# costs no extra round trip.
+_LOCK_CTE = """lk AS (
+        SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
+            SELECT DISTINCT hashtextextended('hindsight:item:' || p.ns || chr(31) || p.key, 0)
+                AS h
+            FROM unnest(CAST(:lk_ns AS text[]), CAST(:lk_keys AS text[])) AS p(ns, key)
+            ORDER BY h
+        ) s
+    )"""
+_LOCKED = "(SELECT n FROM lk) >= 0"
 
-DELETE_MANY = sa.text(
-    f"DELETE FROM {T} i USING unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key) "
-    "WHERE i.ns = p.ns AND i.key = p.key"
-)
 
-# Items, then vectors, in one statement: the foreign key is checked at its end. Stale
-# vector fields of re-put items are removed (PostgresStore keeps them; see the docs).
-UPSERT = sa.text(
-    f"""
-    WITH up AS (
-        INSERT INTO {T} AS i (ns, key, value, created_at, updated_at, expires_at, ttl_minutes)
-        SELECT p.ns, p.key, p.value, :now, :now, p.expires_at, p.ttl
-        FROM unnest(CAST(:ns AS text[]), CAST(:keys AS text[]), CAST(:vals AS jsonb[]),
-                    CAST(:expires AS timestamptz[]), CAST(:ttls AS float8[]))
-             AS p(ns, key, value, expires_at, ttl)
-        ORDER BY p.ns, p.key
-        ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value,
-            updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
-            ttl_minutes = EXCLUDED.ttl_minutes
-        RETURNING 1
-    ), nv AS (
-        SELECT * FROM unnest(CAST(:v_ns AS text[]), CAST(:v_keys AS text[]),
-                             CAST(:v_fields AS text[]), CAST(:v_embs AS text[]),
-                             CAST(:v_tsv AS text[])) AS n(ns, key, field, emb, tsv)
-    ), stale AS (
-        DELETE FROM {V} v
-        USING unnest(CAST(:r_ns AS text[]), CAST(:r_keys AS text[])) AS r(ns, key)
-        WHERE v.ns = r.ns AND v.key = r.key
-          AND NOT EXISTS (SELECT 1 FROM nv WHERE nv.ns = v.ns AND nv.key = v.key
-                          AND nv.field = v.field)
-        RETURNING 1
+@lru_cache(maxsize=2)
+def delete_many_sql(lock: bool) -> sa.TextClause:
+    """Delete items (their vectors cascade)."""
+    return sa.text(
+        f"{'WITH ' + _LOCK_CTE if lock else ''} DELETE FROM {T} i "
+        "USING unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key) "
+        f"WHERE i.ns = p.ns AND i.key = p.key {'AND ' + _LOCKED if lock else ''}"
     )
-    INSERT INTO {V} AS v (ns, key, field, embedding, search_tsv)
-    SELECT nv.ns, nv.key, nv.field, CAST(nv.emb AS vector), CAST(nv.tsv AS tsvector)
-    FROM nv ORDER BY nv.ns, nv.key, nv.field
-    ON CONFLICT (ns, key, field) DO UPDATE SET embedding = EXCLUDED.embedding,
-        search_tsv = EXCLUDED.search_tsv
+
+
+@lru_cache(maxsize=2)
+def upsert_sql(lock: bool) -> sa.TextClause:
+    """Items, then vectors, in one statement (the foreign key is checked at its end).
+
+    Stale vector fields of re-put items are removed (PostgresStore keeps them).
     """
-)
+    locked = f"AND {_LOCKED}" if lock else ""
+    return sa.text(
+        f"""
+        WITH {_LOCK_CTE + "," if lock else ""} up AS (
+            INSERT INTO {T} AS i (ns, key, value, created_at, updated_at, expires_at,
+                                  ttl_minutes)
+            SELECT p.ns, p.key, p.value, :now, :now, p.expires_at, p.ttl
+            FROM unnest(CAST(:ns AS text[]), CAST(:keys AS text[]), CAST(:vals AS jsonb[]),
+                        CAST(:expires AS timestamptz[]), CAST(:ttls AS float8[]))
+                 AS p(ns, key, value, expires_at, ttl)
+            WHERE TRUE {locked}
+            ORDER BY p.ns, p.key
+            ON CONFLICT (ns, key) DO UPDATE SET value = EXCLUDED.value,
+                updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at,
+                ttl_minutes = EXCLUDED.ttl_minutes
+            RETURNING 1
+        ), nv AS (
+            SELECT * FROM unnest(CAST(:v_ns AS text[]), CAST(:v_keys AS text[]),
+                                 CAST(:v_fields AS text[]), CAST(:v_embs AS text[]),
+                                 CAST(:v_tsv AS text[])) AS n(ns, key, field, emb, tsv)
+        ), stale AS (
+            DELETE FROM {V} v
+            USING unnest(CAST(:r_ns AS text[]), CAST(:r_keys AS text[])) AS r(ns, key)
+            WHERE v.ns = r.ns AND v.key = r.key {locked}
+              AND NOT EXISTS (SELECT 1 FROM nv WHERE nv.ns = v.ns AND nv.key = v.key
+                              AND nv.field = v.field)
+            RETURNING 1
+        )
+        INSERT INTO {V} AS v (ns, key, field, embedding, search_tsv)
+        SELECT nv.ns, nv.key, nv.field, CAST(nv.emb AS vector), CAST(nv.tsv AS tsvector)
+        FROM nv WHERE TRUE {locked} ORDER BY nv.ns, nv.key, nv.field
+        ON CONFLICT (ns, key, field) DO UPDATE SET embedding = EXCLUDED.embedding,
+            search_tsv = EXCLUDED.search_tsv
+        """
+    )
+
 
 # ---------------------------------------------------------------------- conditions
 
@@ -346,16 +355,46 @@ def hybrid_search_sql(
 @lru_cache(maxsize=256)
 def list_namespaces_sql(n_conditions: int, max_depth: int | None, omit_expired: bool
                         ) -> sa.TextClause:
-    """Distinct namespaces matching regex conditions ``:re0..``, truncated to ``max_depth``."""
-    conds = [f"ns ~ :re{i}" for i in range(n_conditions)]
+    """Distinct namespaces matching regex conditions ``:re0..``, truncated to ``max_depth``.
+
+    The namespaces are found by a loose index scan over the primary key (one probe per
+    namespace, within ``[:lo, :hi)``), not by reading every item.
+    """
+    conds = [f"t.ns ~ :re{i}" for i in range(n_conditions)]
     if omit_expired:
-        conds.append("(expires_at IS NULL OR expires_at > CAST(:now AS timestamptz))")
-    where = f"WHERE {' AND '.join(conds)}" if conds else ""
-    ns = "ns"
+        conds.append(f"EXISTS (SELECT 1 FROM {T} x WHERE x.ns = t.ns AND (x.expires_at IS NULL "
+                     "OR x.expires_at > CAST(:now AS timestamptz)))")
+    ns = "t.ns"
     if max_depth is not None:
-        ns = (f"array_to_string((string_to_array(ns, CAST(:sep AS text)))[1:{int(max_depth)}], "
-              "CAST(:sep AS text))")
+        ns = (f"array_to_string((string_to_array(t.ns, CAST(:sep AS text)))[1:{int(max_depth)}],"
+              " CAST(:sep AS text))")
     return sa.text(
-        f"SELECT DISTINCT {ns} COLLATE \"C\" AS ns FROM {T} {where} "
-        "ORDER BY 1 LIMIT :limit OFFSET :offset"
+        f"""
+        WITH RECURSIVE t(ns) AS (
+            (SELECT ns FROM {T} WHERE ns >= :lo AND ns < :hi ORDER BY ns LIMIT 1)
+            UNION ALL
+            SELECT (SELECT i.ns FROM {T} i WHERE i.ns > t.ns AND i.ns < :hi
+                    ORDER BY i.ns LIMIT 1)
+            FROM t WHERE t.ns IS NOT NULL
+        )
+        SELECT DISTINCT {ns} COLLATE "C" AS ns FROM t
+        WHERE t.ns IS NOT NULL {"".join(" AND " + c for c in conds)}
+        ORDER BY 1 LIMIT :limit OFFSET :offset
+        """
     )
+
+
+def namespace_range(conditions: list[tuple[str, tuple[str, ...]]]) -> dict[str, str]:
+    """The key range that can hold matches: the literal leading labels of a prefix."""
+    for kind, labels in conditions:
+        if kind != "prefix":
+            continue
+        lead: list[str] = []
+        for label in labels:
+            if label == "*":
+                break
+            lead.append(label)
+        if lead:
+            p = SEP.join(lead)
+            return {"lo": p, "hi": p + chr(ord(SEP) + 1)}
+    return {"lo": "", "hi": "\U0010ffff"}
