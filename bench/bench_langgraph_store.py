@@ -73,9 +73,9 @@ def preload(store: Any, n: int) -> None:
         store.batch(ops[start:start + 500])
 
 
-def workload(store: Any, op: str, n: int, round_: int) -> float:
-    """Seconds for ``n`` calls of ``op``."""
-    t0 = time.perf_counter()
+def workload(store: Any, op: str, n: int, round_: int) -> tuple[float, float]:
+    """Wall and client-CPU seconds for ``n`` calls of ``op``."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for i in range(n):
         ns = ("bench", f"user{i % 20}")
         if op == "put":
@@ -88,7 +88,7 @@ def workload(store: Any, op: str, n: int, round_: int) -> float:
             store.search(ns, filter={"kind": "todo", "n": {"$gte": 50}}, limit=10)
         elif op == "list_ns":
             store.list_namespaces(prefix=("bench",), limit=50)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def main() -> None:
@@ -127,8 +127,8 @@ def main() -> None:
             plan = [("put", theirs, ours_vec), ("get", theirs, ours_vec),
                     ("search_q_vector", theirs, ours_vec), ("search_q_hybrid", theirs, ours_hyb),
                     ("search_filter", theirs, ours_vec), ("list_ns", theirs, ours_vec)]
-            times: dict[str, dict[str, list[float]]] = {op: {"postgres": [], "hindsight": []}
-                                                        for op, _, _ in plan}
+            times: dict[str, dict[str, list[tuple[float, float]]]] = {
+                op: {"postgres": [], "hindsight": []} for op, _, _ in plan}
             for r in range(args.rounds):
                 for op, a, b in plan:
                     pair = [("postgres", a), ("hindsight", b)]
@@ -142,14 +142,18 @@ def main() -> None:
 
     rows = []
     print(f"{'operation':<18}{'PostgresStore ops/s':>21}{'HindsightStore ops/s':>22}"
-          f"{'ratio (time)':>14}")
+          f"{'ratio (time)':>14}{'client CPU us/op (PG / ours)':>31}")
     for op, t in times.items():
-        tp, th = statistics.median(t["postgres"]), statistics.median(t["hindsight"])
+        tp = statistics.median(w for w, _ in t["postgres"])
+        th = statistics.median(w for w, _ in t["hindsight"])
+        cp = statistics.median(c for _, c in t["postgres"]) / args.ops * 1e6
+        ch = statistics.median(c for _, c in t["hindsight"]) / args.ops * 1e6
         row = {"op": op, "postgres_ops_s": round(args.ops / tp, 1),
-               "hindsight_ops_s": round(args.ops / th, 1), "ratio": round(th / tp, 3)}
+               "hindsight_ops_s": round(args.ops / th, 1), "ratio": round(th / tp, 3),
+               "cpu_us_postgres": round(cp), "cpu_us_hindsight": round(ch)}
         rows.append(row)
         print(f"{op:<18}{row['postgres_ops_s']:>21}{row['hindsight_ops_s']:>22}"
-              f"{row['ratio']:>14}")
+              f"{row['ratio']:>14}{round(cp):>19} / {round(ch)}")
     out = Path(__file__).parent / "results" / "langgraph_store.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"machine": machine(), "args": vars(args), "results": rows},

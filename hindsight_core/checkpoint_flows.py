@@ -79,7 +79,7 @@ def put_flow(
     if not checkpoint_id:
         raise ValidationError("a checkpoint needs an id", field="checkpoint_id")
     yield Sql(
-        q.PUT,
+        q.put_sql(len(blobs)),
         {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
@@ -87,10 +87,7 @@ def put_flow(
             "parent_checkpoint_id": parent_checkpoint_id,
             "checkpoint": _json(checkpoint),
             "metadata": _json(metadata),
-            "channels": [b[0] for b in blobs],
-            "versions": [b[1] for b in blobs],
-            "types": [b[2] for b in blobs],
-            "blobs": [b[3] for b in blobs],
+            **q.row_params(blobs, ("channel", "version", "type", "blob")),
         },
         fetch="none",
     )
@@ -115,17 +112,14 @@ def put_writes_flow(
             by_idx[w[0]] = w
     rows = list(by_idx.values())
     yield Sql(
-        q.UPSERT_WRITES if upsert else q.PUT_WRITES,
+        q.put_writes_sql(len(rows), upsert),
         {
             "thread_id": thread_id,
             "checkpoint_ns": checkpoint_ns,
             "checkpoint_id": checkpoint_id,
             "task_id": task_id,
             "task_path": task_path,
-            "idxs": [w[0] for w in rows],
-            "channels": [w[1] for w in rows],
-            "types": [w[2] for w in rows],
-            "blobs": [w[3] for w in rows],
+            **q.row_params(rows, ("idx", "channel", "type", "blob")),
         },
         fetch="none",
     )

@@ -195,8 +195,11 @@ class Checkpoints(_Base):
                 try:
                     result = _drive(make(), conn)
                 except BaseException as exc:
-                    conn.invalidate() if _disconnected(exc, conn) else conn.close()
-                    if not _disconnected(exc, conn):
+                    broken = _disconnected(exc, conn)
+                    if broken:
+                        conn.invalidate()
+                    conn.close()
+                    if not broken:
                         raise
                 else:
                     self._release(conn)
@@ -351,7 +354,9 @@ class AsyncCheckpoints(_Base):
                     result = await _adrive(make(), conn)
                 except BaseException as exc:
                     broken = _disconnected(exc, conn)
-                    await (conn.invalidate() if broken else conn.close())
+                    if broken:
+                        await conn.invalidate()
+                    await conn.close()
                     if not broken:
                         raise
                 else:

@@ -36,9 +36,19 @@ def test_python_tour_runs(fresh_db: str, embedder, monkeypatch: pytest.MonkeyPat
     import hindsight_core.memory.base as base
 
     monkeypatch.setattr(base, "embedder_from_settings", lambda settings: embedder)
-    namespace = {}
+    namespace: dict[str, object] = {}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
-    assert namespace["result"].status in ("inserted", "merged")
+    assert namespace["result"].status in ("inserted", "merged")  # type: ignore[attr-defined]
+    # the reflection example continues with the same `mem`
+    reflection = README.split("## Reflection", 1)[1].split("```python", 1)[1].split("```")[0]
+    exec(compile(reflection, "README.md", "exec"), namespace)  # noqa: S102
+    written = namespace["result"].written  # type: ignore[attr-defined]
+    assert written and written[0].status == "inserted"
+    mem = namespace["mem"]
+    try:
+        assert "--user" in mem.get(written[0].id).lesson  # type: ignore[attr-defined]
+    finally:
+        mem.close()  # type: ignore[attr-defined]
 
 
 def test_cli_commands_in_readme_exist() -> None:

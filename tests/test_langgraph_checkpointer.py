@@ -341,3 +341,34 @@ def test_warm_connection_recovers_after_server_side_disconnect(
     admin.dispose()
     # The broken warm connection is dropped and the call retried on a fresh one.
     assert saver.get_tuple(config).checkpoint["channel_values"] == {"x": 1}
+
+
+def test_many_channels_and_writes_in_one_call(saver: HindsightCheckpointer) -> None:
+    # More rows than fit a VALUES list go through arrays: same results.
+    config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+    values = {f"ch{i}": [i] for i in range(40)}
+    versions = {k: saver.get_next_version(None) for k in values}
+    cfg = saver.put(config, _checkpoint(values, versions), {"source": "loop", "step": 0}, versions)
+    saver.put_writes(cfg, [(f"ch{i}", {"w": i}) for i in range(40)], "task")
+    saver.put_writes(cfg, [(f"ch{i}", {"w": -i}) for i in range(40)], "task")  # no-op
+    tup = saver.get_tuple(cfg)
+    assert tup.checkpoint["channel_values"] == values
+    assert tup.pending_writes == [("task", f"ch{i}", {"w": i}) for i in range(40)]
+
+
+async def test_async_warm_connection_recovers(asaver: HindsightCheckpointer, database_url: str
+                                              ) -> None:
+    import sqlalchemy as sa
+
+    config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+    await asaver.aput(config, _checkpoint({"x": 2}), {"source": "input", "step": -1}, {})
+    warm = asaver._backends.aio._warm
+    assert warm
+    pids = {c.sync_connection.connection.driver_connection.info.backend_pid for _, c in warm}
+    admin = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for pid in pids:
+            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    admin.dispose()
+    tup = await asaver.aget_tuple(config)
+    assert tup is not None and tup.checkpoint["channel_values"] == {"x": 2}

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 from langgraph.store.base import (
     GetOp,
     InvalidNamespaceError,
@@ -33,8 +34,11 @@ from tests._lg_store_util import DIMS, char_embed, pg_url
 
 def index(distance: str = "cosine", vector_type: str = "vector", kind: str = "hnsw",
           fields: list[str] | None = None) -> dict[str, Any]:
+    ann: dict[str, Any] = {"kind": kind, "vector_type": vector_type}
+    if kind == "hnsw" and vector_type == "halfvec":
+        ann.update(m=8, ef_construction=32)
     return {"dims": DIMS, "embed": char_embed, "fields": fields, "distance_type": distance,
-            "ann_index_config": {"kind": kind, "vector_type": vector_type}}
+            "ann_index_config": ann}
 
 
 @pytest.fixture
@@ -180,7 +184,18 @@ CONFIGS = [("cosine", "vector"), ("inner_product", "vector"), ("l2", "vector"),
 
 
 @pytest.mark.parametrize("pair", CONFIGS, indirect=True, ids=lambda c: "-".join(c))
-def test_vector_search_identical_scores_and_order(pair) -> None:
+def test_vector_search_identical_scores_and_order(pair, fresh_db: str) -> None:
+    engine = sa.create_engine(fresh_db)
+    with engine.connect() as conn:
+        ours_idx = conn.execute(sa.text(
+            "SELECT indexdef FROM pg_indexes WHERE indexname LIKE 'hindsight_item_vectors_%'"
+            " AND indexname NOT LIKE '%pkey' AND indexname NOT LIKE '%tsv'")).scalars().all()
+    engine.dispose()
+    spec = pair[0].items.index.spec
+    assert len(ours_idx) == (0 if spec.kind == "flat" else 1)
+    if ours_idx:
+        assert f"USING {spec.kind}" in ours_idx[0] and spec.vector_type in ours_idx[0]
+        assert ("m='8'" in ours_idx[0]) == (spec.kind == "hnsw" and spec.vector_type == "halfvec")
     docs = {"d1": {"text": "red apple", "color": "red", "score": 4.5},
             "d2": {"text": "red car", "color": "red", "score": 3.0},
             "d3": {"text": "green apple pie", "color": "green", "score": 4.0},

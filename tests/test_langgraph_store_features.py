@@ -145,3 +145,13 @@ def test_embed_function_and_wrong_dims(settings: Settings, ns) -> None:
         store.put(ns, "a", {"text": "x"})
     assert store.get(ns, "a") is None  # nothing written
     store.close()
+
+
+def test_no_argument_constructor_uses_the_configured_database(database_url: str, ns) -> None:
+    """``HindsightStore()``: HINDSIGHT_DATABASE_URL (set by conftest), else embedded."""
+    store = HindsightStore()
+    store.put(ns, "k", {"v": 1})
+    assert store.get(ns, "k").value == {"v": 1}
+    assert store.memory.engine.url.database == "postgres"
+    assert store.search(ns, query="ignored without an index")[0].score is None
+    store.close()

@@ -115,8 +115,10 @@ def messages_trajectory(messages: Sequence[BaseMessage], *, goal: str | None = N
                                   args=dict(call.get("args") or {})))
             final = text if not m.tool_calls else final
         elif isinstance(m, ToolMessage):
-            kind = "error" if m.status == "error" else "tool_result"
-            steps.append(Step(kind=kind, tool=m.name, content=text))
+            if m.status == "error":
+                steps.append(Step(kind="error", tool=m.name, content=text))
+            else:
+                steps.append(Step(kind="tool_result", tool=m.name, content=text))
     last = messages[-1] if messages else None
     done = isinstance(last, AIMessage) and not last.tool_calls
     return Trajectory(
@@ -243,6 +245,8 @@ class ReflectionNode:
             if self._thread is None:
                 log.warning("reflection_node: an AsyncMemory needs an async run (ainvoke)")
                 return {}
+            if len(self.futures) >= 256:  # long-lived graphs: forget finished ones
+                self.futures = [f for f in self.futures if not f.done()]
             self.futures.append(self._thread.submit(self._trajectory(state, config),
                                                     namespace=self.namespace))
         except Exception:  # never into the run

@@ -10,10 +10,9 @@ PostgresStore's scores exactly. All storage and ranking is the core's
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, suppress
 from typing import Any, Literal
 
@@ -47,6 +46,7 @@ from hindsight_core.items import (
 from hindsight_core.models import Item as CoreItem
 from hindsight_core.models import ItemHit, ScoreBreakdown
 
+from ._store_util import Coalescer, Stopped, SweeperFuture
 from .embeddings import as_embedder
 
 log = logging.getLogger("hindsight.langgraph")
@@ -64,31 +64,12 @@ class HindsightSearchItem(SearchItem):
         self.breakdown = breakdown
 
 
-class SweeperFuture(concurrent.futures.Future[None]):
-    """The sweeper's future; also awaitable, so ``await store.start_ttl_sweeper()``
-    (AsyncPostgresStore's spelling) works too."""
-
-    def __await__(self) -> Any:
-        return self
-        yield  # pragma: no cover - makes this a generator
-
-
-class Stopped(int):
-    """``stop_ttl_sweeper``'s result: truthy when stopped; awaitable like the async API."""
-
-    def __await__(self) -> Any:
-        return bool(self)
-        yield  # pragma: no cover - makes this a generator
-
-    def __repr__(self) -> str:
-        return repr(bool(self))
-
-
 def item_index(index: IndexConfig | dict[str, Any]) -> ItemIndex:
     """Our index settings from a LangGraph ``IndexConfig`` / ``PostgresIndexConfig``."""
-    ann = dict(index.get("ann_index_config") or {})
+    ann: dict[str, Any] = dict(index.get("ann_index_config") or {})  # type: ignore[arg-type]
     kind = ann.get("kind", "hnsw")
-    params = tuple((k, int(ann[k])) for k in ("m", "ef_construction") if k in ann)
+    params: tuple[tuple[str, int], ...] = tuple(
+        (k, int(ann[k])) for k in ("m", "ef_construction") if k in ann)
     if "nlist" in ann:
         params += (("lists", int(ann["nlist"])),)
     fields = index.get("fields") or ["$"]
@@ -146,7 +127,7 @@ class HindsightStore(BaseStore):
         self.items = Items(self.memory, index=spec, embedder=item_embedder, ranking=ranking,
                            omit_expired=omit)
         self._aitems: AsyncItems | None = None
-        self._coalescer = _Coalescer(lambda ops: self.aitems.batch(ops))
+        self._coalescer = Coalescer(lambda ops: self.aitems.batch(ops))
         self._omit = omit
         self._sweeper: threading.Thread | None = None
         self._sweep_stop = threading.Event()
@@ -212,6 +193,7 @@ class HindsightStore(BaseStore):
     def close(self) -> None:
         """Stop the sweeper and close the sync pool (call :meth:`aclose` for the async one)."""
         self.stop_ttl_sweeper()
+        self.items.close()
         self.memory.close()
 
     async def aclose(self) -> None:
@@ -219,6 +201,7 @@ class HindsightStore(BaseStore):
         self.stop_ttl_sweeper()
         if self._amemory is not None:
             await self._amemory.aclose()
+        self.items.close()
         self.memory.close()
 
     def __enter__(self) -> HindsightStore:
@@ -332,60 +315,6 @@ class HindsightStore(BaseStore):
         return task.done()
 
 
-class _Coalescer:
-    """Runs the op lists submitted in one event-loop tick as a single batch.
-
-    If the merged batch fails and came from several callers, each caller's ops are
-    retried alone, so one caller's bad op never fails another's.
-    """
-
-    def __init__(self, run: Callable[[list[ItemOp]], Awaitable[list[Any]]]) -> None:
-        self._run = run
-        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[list[ItemOp], Any]]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def submit(self, ops: list[ItemOp]) -> list[Any]:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        pending = self._pending.setdefault(loop, [])
-        pending.append((ops, fut))
-        if len(pending) == 1:
-            loop.call_soon(self._flush, loop)
-        return await fut  # type: ignore[no-any-return]
-
-    def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
-        entries = self._pending.pop(loop, [])
-        task = loop.create_task(self._execute(entries))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _execute(self, entries: list[tuple[list[ItemOp], Any]]) -> None:
-        merged = [op for ops, _ in entries for op in ops]
-        try:
-            results = await self._run(merged)
-        except BaseException as exc:  # noqa: BLE001 - handed to the callers
-            if len(entries) == 1 or not isinstance(exc, Exception):
-                for _, fut in entries:
-                    if not fut.done():
-                        fut.set_exception(exc)
-                return
-            for ops, fut in entries:
-                try:
-                    result = await self._run(ops)
-                except Exception as one:  # noqa: BLE001 - handed to the caller
-                    if not fut.done():
-                        fut.set_exception(one)
-                else:
-                    if not fut.done():
-                        fut.set_result(result)
-            return
-        start = 0
-        for ops, fut in entries:
-            if not fut.done():
-                fut.set_result(results[start:start + len(ops)])
-            start += len(ops)
-
-
 # ---------------------------------------------------------------------- mapping
 
 
@@ -418,7 +347,9 @@ def _result(res: Any) -> Result:
     if isinstance(res, CoreItem):
         return _item(res)
     if isinstance(res, list) and res and isinstance(res[0], ItemHit):
-        return [HindsightSearchItem(h.item.namespace, h.item.key, h.item.value,
-                                    h.item.created_at, h.item.updated_at, h.score,
-                                    breakdown=h.breakdown) for h in res]
+        hits: list[SearchItem] = [
+            HindsightSearchItem(h.item.namespace, h.item.key, h.item.value, h.item.created_at,
+                                h.item.updated_at, h.score, breakdown=h.breakdown)
+            for h in res]
+        return hits
     return res  # type: ignore[no-any-return]

@@ -99,7 +99,7 @@ class CoreBridge:
                 if self._memory is None:
                     amem = self._amemory
                     assert amem is not None
-                    url = amem._database_url
+                    url = amem.database_url
                     if url is None and amem.engine is not None:
                         url = amem.engine.url.render_as_string(hide_password=False)
                     self._memory = Memory(amem.namespace, settings=amem.settings,
@@ -155,6 +155,13 @@ class CoreBridge:
 
     # ------------------------------------------------------------------ reflection
 
+    def _async_reflector(self) -> Any:
+        if self._areflector is None or self._areflector.llm is not self.llm:
+            from hindsight_core.reflection import AsyncReflector
+
+            self._areflector = AsyncReflector(self._amemory, self.llm)  # type: ignore[arg-type]
+        return self._areflector
+
     def _sync_reflector(self) -> Any:
         from hindsight_core.reflection import Reflector
 
@@ -164,11 +171,7 @@ class CoreBridge:
                ) -> asyncio.Task[ReflectionResult] | concurrent.futures.Future[ReflectionResult]:
         """Reflect in the background; returns the task or future (never blocks)."""
         if self.native():
-            if self._areflector is None:
-                from hindsight_core.reflection import AsyncReflector
-
-                self._areflector = AsyncReflector(self._amemory, self.llm)  # type: ignore[arg-type]
-            job: Any = self._areflector.submit(trajectory, namespace=namespace)
+            job: Any = self._async_reflector().submit(trajectory, namespace=namespace)
         else:
             with self._lock:
                 if self._background is None:
@@ -185,10 +188,8 @@ class CoreBridge:
                        ) -> ReflectionResult:
         """Reflect now and return what was written."""
         if self.native():
-            from hindsight_core.reflection import AsyncReflector
-
-            reflector = AsyncReflector(self._amemory, self.llm)  # type: ignore[arg-type]
-            return await reflector.reflect(trajectory, namespace=namespace)  # type: ignore[no-any-return]
+            return await self._async_reflector().reflect(  # type: ignore[no-any-return]
+                trajectory, namespace=namespace)
         return await self._in_thread(self.reflect, trajectory, namespace=namespace)
 
     def reflect(self, trajectory: Trajectory, *, namespace: Namespace | None

@@ -15,6 +15,7 @@ from hindsight_core.models import validate_namespace
 
 from ._bridge import CoreBridge, render_lessons
 from ._messages import query_from, trajectory_from
+from .llm import as_hindsight_llm
 
 log = logging.getLogger("hindsight.llamaindex")
 
@@ -75,8 +76,6 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
         if data.get("namespace") is not None:
             data["namespace"] = validate_namespace(data["namespace"])
         super().__init__(**data)
-        from .llm import as_hindsight_llm
-
         self._bridge = CoreBridge(memory, as_hindsight_llm(reflection_llm))
 
     # ------------------------------------------------------------------ introspection

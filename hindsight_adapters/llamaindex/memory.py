@@ -34,6 +34,7 @@ from hindsight_core.models import validate_namespace
 from ._bridge import CoreBridge, render_lessons
 from ._messages import query_from, trajectory_from, with_system_text
 from .block import DEFAULT_HEADER
+from .llm import as_hindsight_llm
 
 if TYPE_CHECKING:
     from hindsight_core.reflection import ReflectionResult
@@ -101,8 +102,6 @@ class HindsightMemory(BaseMemory):
         if data.get("namespace") is not None:
             data["namespace"] = validate_namespace(data["namespace"])
         super().__init__(**data)
-        from .llm import as_hindsight_llm
-
         bridge = _BRIDGES.get(self.memory_key) if memory is None else None
         if bridge is None:
             if memory is None:

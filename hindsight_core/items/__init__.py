@@ -27,6 +27,7 @@ from ..memory.aio import AsyncMemory
 from ..memory.flow import run_async, run_sync
 from ..memory.sync import Memory
 from ..models import Item, ItemHit, Namespace
+from ._fast import WarmConnections
 from .flows import ItemFlows, Result, parse_filter
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
 from .paths import field_texts, texts_at, tokenize
@@ -40,12 +41,19 @@ __all__ = [
 _RETRIES = 4
 
 
+def _one_unit(ops: Sequence[ItemOp]) -> bool:
+    """Whether the batch's statements are each a unit of work (see ``_batch_flow``)."""
+    puts = [op for op in ops if isinstance(op, PutItem)]
+    return not (any(op.value is None for op in puts) and any(op.value is not None
+                                                             for op in puts))
+
+
 def _retryable(exc: BaseException) -> bool:
     """Whether the database aborted the transaction for a deadlock or serialization
     conflict (SQLSTATE 40P01 / 40001), which a retry resolves."""
     cause: BaseException | None = exc
     while cause is not None:
-        orig = getattr(cause, "orig", None)
+        orig = getattr(cause, "orig", cause)
         if getattr(orig, "sqlstate", None) in ("40P01", "40001"):
             return True
         cause = cause.__cause__
@@ -119,19 +127,35 @@ class Items(_ItemsBase):
     """
 
     memory: Memory
+    _warm: WarmConnections | None = None
 
     def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         """Run operations in one transaction; one result per op, in input order.
 
         A transaction that loses a deadlock or serialization conflict is retried.
         """
+        fast = self._ready and _one_unit(ops)
         for attempt in range(_RETRIES):
             try:
+                if fast:
+                    return self._warm_connections().run(lambda: self._batch_flow(ops),
+                                                        self.embedder)
                 return run_sync(self._batch_flow(ops), self.memory.engine, self.embedder)
             except DatabaseError as exc:
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _warm_connections(self) -> WarmConnections:
+        engine = self.memory.engine
+        if self._warm is None or self._warm.engine is not engine:
+            self._warm = WarmConnections(engine)
+        return self._warm
+
+    def close(self) -> None:
+        """Give connections kept warm back to the pool (the memory is not closed)."""
+        if self._warm is not None:
+            self._warm.close()
 
     def setup(self) -> None:
         """Migrate and create the vector index (also done on first use)."""

@@ -161,6 +161,11 @@ class ItemFlows:
                     continue
                 paths = self.index.fields if op.index is None else tuple(op.index)
                 fields.extend((ns, key, f, t) for f, t in field_texts(op.value, paths))
+        # Statements that each form a whole unit of work run without a transaction (no
+        # BEGIN/COMMIT round trips): reads, then at most one write statement, then the
+        # best-effort TTL refresh. Deletes plus upserts take two statements: one transaction.
+        ac = not (any(op.value is None for op, _ in puts.values())
+                  and any(op.value is not None for op, _ in puts.values()))
         yield from self._ready_flow()
         vectors = (yield Embed(texts + [f[3] for f in fields])) if texts or fields else []
         now = self._now()
@@ -169,7 +174,7 @@ class ItemFlows:
 
         if gets:
             rows = yield Sql(q.GET_MANY, {"ns": [ns_key(op.namespace) for _, op in gets],
-                                          "keys": [op.key for _, op in gets]})
+                                          "keys": [op.key for _, op in gets]}, autocommit=ac)
             for row in rows:
                 i, op = gets[row["idx"] - 1]
                 if self.omit_expired and _expired(row, now):
@@ -182,7 +187,7 @@ class ItemFlows:
             sig = _search_key(op)
             if sig not in seen:
                 qvec = vectors[queries[i]] if i in queries else None
-                seen[sig] = yield from self._search(op, qvec, now)
+                seen[sig] = yield from self._search(op, qvec, now, ac)
             hits = seen[sig]
             if op.refresh_ttl:
                 for hit, ttl in hits:
@@ -191,16 +196,17 @@ class ItemFlows:
             results[i] = [hit for hit, _ in hits]
         for i, op in lists:
             if op not in seen:
-                seen[op] = yield from self._list_namespaces(op, now)
+                seen[op] = yield from self._list_namespaces(op, now, ac)
             results[i] = list(seen[op])
         if puts:
-            yield from self._apply_puts(puts, fields, vectors[len(texts):], now)
+            yield from self._apply_puts(puts, fields, vectors[len(texts):], now, ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
             yield Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
-                                  "keys": [k[1] for k in refresh]}, fetch="none")
+                                  "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)
         return results
 
-    def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime) -> Any:
+    def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool
+                ) -> Any:
         prefix = check_namespace(op.namespace_prefix, allow_empty=True)
         spec_f, values = parse_filter(op.filter)
         params: dict[str, Any] = {
@@ -210,7 +216,8 @@ class ItemFlows:
         if op.limit == 0:
             return []
         if qvec is None or self.index is None:
-            rows = yield Sql(q.list_sql(len(prefix), spec_f, self.omit_expired), params)
+            rows = yield Sql(q.list_sql(len(prefix), spec_f, self.omit_expired), params,
+                             autocommit=ac)
             return [(ItemHit.model_construct(item=_item(r), score=None, breakdown=None),
                      r["ttl_minutes"]) for r in rows]
         spec = self.index.spec
@@ -220,7 +227,7 @@ class ItemFlows:
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
             rows = yield Sql(q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
-                             params)
+                             params, autocommit=ac)
             return [(ItemHit.model_construct(item=_item(r), score=float(r["score"]),
                                              breakdown=None), r["ttl_minutes"]) for r in rows]
         terms = tsquery_terms(op.query or "")
@@ -232,7 +239,7 @@ class ItemFlows:
             "score_weight": settings.score_weight, **eq.params_for_decay(settings, now),
         })
         rows = yield Sql(q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired,
-                                             bool(terms)), params)
+                                             bool(terms)), params, autocommit=ac)
         return [(ItemHit.model_construct(
             item=_item(r), score=float(r["final"]),
             breakdown=ScoreBreakdown.model_construct(
@@ -240,7 +247,7 @@ class ItemFlows:
                 relevance=float(r["relevance"]), decay=float(r["decay"]),
                 final=float(r["final"]))), r["ttl_minutes"]) for r in rows]
 
-    def _list_namespaces(self, op: ListNamespaces, now: datetime) -> Any:
+    def _list_namespaces(self, op: ListNamespaces, now: datetime, ac: bool) -> Any:
         conditions = [(kind, tuple(labels)) for kind, labels in op.conditions if labels]
         for kind, _ in conditions:
             if kind not in ("prefix", "suffix"):
@@ -253,12 +260,12 @@ class ItemFlows:
         for i, (kind, labels) in enumerate(conditions):
             params[f"re{i}"] = _pattern(labels, kind)
         rows = yield Sql(q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired),
-                         params)
+                         params, autocommit=ac)
         return [ns_from_key(r["ns"]) for r in rows]
 
     def _apply_puts(self, puts: dict[tuple[str, str], tuple[PutItem, float | None]],
                     fields: list[tuple[str, str, str, str]], vectors: list[list[float]],
-                    now: datetime) -> Any:
+                    now: datetime, ac: bool) -> Any:
         keys = sorted(puts)
         lock = {"lk_ns": [k[0] for k in keys], "lk_keys": [k[1] for k in keys]}
         deletes = [k for k, (op, _) in puts.items() if op.value is None]
@@ -266,7 +273,7 @@ class ItemFlows:
         if deletes:
             yield Sql(q.delete_many_sql(True), {"ns": [k[0] for k in deletes],
                                                 "keys": [k[1] for k in deletes], **lock},
-                      fetch="none")
+                      fetch="none", autocommit=ac)
         if upserts:
             yield Sql(q.upsert_sql(not deletes), {
                 **({} if deletes else lock),
@@ -281,11 +288,11 @@ class ItemFlows:
                 "v_embs": [eq.vector_literal(v) for v in vectors],
                 "v_tsv": [eq.tsvector_literal(tokens(f[3])) for f in fields],
                 "r_ns": [k[0] for k, _, _ in upserts], "r_keys": [k[1] for k, _, _ in upserts],
-            }, fetch="none")
+            }, fetch="none", autocommit=ac)
 
     def _sweep_flow(self) -> Any:
         yield from self._ready_flow()
-        rows = yield Sql(q.SWEEP, {"now": self._now()})
+        rows = yield Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
         return int(rows[0]["n"])
 
 

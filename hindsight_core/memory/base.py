@@ -70,6 +70,11 @@ class MemoryBase:
             self._embedder = embedder_from_settings(self.settings)
         return self._embedder
 
+    @property
+    def database_url(self) -> str | None:
+        """The database URL given to this object or configured; ``None`` means embedded."""
+        return self._database_url or self.settings.database_url
+
     def _ns(self, namespace: Namespace | str | None) -> str:
         return ns_key(self.namespace if namespace is None else validate_namespace(namespace))
 

@@ -32,11 +32,19 @@ R = TypeVar("R")
 
 @dataclass(frozen=True)
 class Sql:
-    """Run ``statement``; ``many`` runs it once per parameter set (executemany)."""
+    """Run ``statement``; ``many`` runs it once per parameter set (executemany).
+
+    ``autocommit=True`` on a flow's first statement runs the flow without a
+    transaction: each statement commits by itself, which saves the BEGIN and COMMIT
+    round trips. Only for flows whose statements are each a complete unit of work
+    (e.g. reads, then one write statement). The first statement decides: a flow that
+    started a transaction keeps it, whatever later statements say.
+    """
 
     statement: sa.Executable
     params: dict[str, Any] | list[dict[str, Any]] = field(default_factory=dict)
     fetch: Literal["all", "none"] = "all"
+    autocommit: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,8 @@ def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder) -> R:
                 else:
                     if conn is None:
                         conn = engine.connect()
+                        if req.autocommit:
+                            conn.execution_options(isolation_level="AUTOCOMMIT")
                     reply = _execute(conn, req)
     finally:
         flow.close()
@@ -111,6 +121,8 @@ async def run_async(flow: Flow[R], engine: AsyncEngine, embedder: Embedder) -> R
                 else:
                     if conn is None:
                         conn = await engine.connect()
+                        if req.autocommit:
+                            await conn.execution_options(isolation_level="AUTOCOMMIT")
                     result = await conn.execute(req.statement, req.params)
                     if req.fetch == "all" and result.returns_rows:
                         reply = [dict(row) for row in result.mappings()]

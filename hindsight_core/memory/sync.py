@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -46,12 +47,19 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         super().__init__(*args, **kwargs)
         self._engine = engine
         self._owns_engine = engine is None
+        self._engine_lock = threading.Lock()
 
     @property
     def engine(self) -> sa.Engine:
-        """The SQLAlchemy engine (connection pool); created on first use."""
+        """The SQLAlchemy engine (connection pool); created on first use.
+
+        Created under a lock: threads sharing a new Memory each built a pool, and all
+        but one leaked their connections.
+        """
         if self._engine is None:
-            self._engine = create_sync_engine(self.settings, self._database_url)
+            with self._engine_lock:
+                if self._engine is None:
+                    self._engine = create_sync_engine(self.settings, self._database_url)
         return self._engine
 
     def _run(self, flow: Flow[R]) -> R:

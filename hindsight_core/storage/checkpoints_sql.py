@@ -8,6 +8,7 @@ statements and the sync or async driver runs them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import sqlalchemy as sa
@@ -16,41 +17,80 @@ C = "hindsight_checkpoints"
 B = "hindsight_checkpoint_blobs"
 W = "hindsight_checkpoint_writes"
 
-PUT = sa.text(
-    f"""
-    WITH blobs AS (
-        INSERT INTO {B} (thread_id, checkpoint_ns, channel, version, type, blob)
-        SELECT :thread_id, :checkpoint_ns, b.channel, b.version, b.type, b.blob
-        FROM unnest(CAST(:channels AS text[]), CAST(:versions AS text[]),
-                    CAST(:types AS text[]), CAST(:blobs AS bytea[]))
-             AS b(channel, version, type, blob)
-        ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
-    )
+# Up to this many rows go in a VALUES list of plain parameters (cheap to send);
+# more go as arrays through unnest().
+MAX_VALUES_ROWS = 32
+
+_UPSERT_CHECKPOINT = f"""
     INSERT INTO {C} (thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
                      checkpoint, metadata)
     VALUES (:thread_id, :checkpoint_ns, :checkpoint_id, :parent_checkpoint_id,
             CAST(:checkpoint AS jsonb), CAST(:metadata AS jsonb))
     ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id)
     DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata
-    """
-)
+"""
 
-PUT_WRITES_SQL = f"""
+
+def _rows(n: int, columns: tuple[str, ...], lead: str) -> str:
+    """``VALUES``-style rows ``(lead, :col0, ...)`` for ``n`` rows, or an unnest of arrays."""
+    if n > MAX_VALUES_ROWS:
+        arrays = ", ".join(f"CAST(:{c}s AS {t}[])" for c, t in
+                           (col.split(":") for col in columns))
+        names = ", ".join(col.split(":")[0] for col in columns)
+        return f"SELECT {lead}, {names} FROM unnest({arrays}) AS r({names})"
+    values = ", ".join(
+        "(" + lead + ", " + ", ".join(f"CAST(:{c}{i} AS {t})" for c, t in
+                                       (col.split(":") for col in columns)) + ")"
+        for i in range(n))
+    return f"VALUES {values}"
+
+
+@lru_cache(maxsize=64)
+def put_sql(n_blobs: int) -> sa.TextClause:
+    """Upsert a checkpoint and insert ``n_blobs`` blobs (existing versions kept), atomically.
+
+    Row parameters: ``channel<i>``, ``version<i>``, ``type<i>``, ``blob<i>`` (or the
+    arrays ``channels``, ``versions``, ``types``, ``blobs`` past ``MAX_VALUES_ROWS``).
+    """
+    if n_blobs == 0:
+        return sa.text(_UPSERT_CHECKPOINT)
+    rows = _rows(n_blobs, ("channel:text", "version:text", "type:text", "blob:bytea"),
+                 ":thread_id, :checkpoint_ns")
+    return sa.text(f"""
+    WITH blobs AS (
+        INSERT INTO {B} (thread_id, checkpoint_ns, channel, version, type, blob)
+        {rows}
+        ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING
+    )
+    {_UPSERT_CHECKPOINT}""")
+
+
+@lru_cache(maxsize=128)
+def put_writes_sql(n: int, upsert: bool) -> sa.TextClause:
+    """Insert ``n`` pending writes of one task.
+
+    Regular writes are never overwritten (a re-sent write is a no-op); with
+    ``upsert`` (special writes: errors, interrupts, ...) they replace the earlier
+    ones, as in PostgresSaver. Row parameters: ``idx<i>``, ``channel<i>``,
+    ``type<i>``, ``blob<i>`` (or arrays ``idxs``, ... past ``MAX_VALUES_ROWS``).
+    """
+    rows = _rows(n, ("idx:int", "channel:text", "type:text", "blob:bytea"),
+                 ":thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path")
+    conflict = ("DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, "
+                "blob = EXCLUDED.blob") if upsert else "DO NOTHING"
+    return sa.text(f"""
     INSERT INTO {W} (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
                      idx, channel, type, blob)
-    SELECT :thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path,
-           w.idx, w.channel, w.type, w.blob
-    FROM unnest(CAST(:idxs AS int[]), CAST(:channels AS text[]),
-                CAST(:types AS text[]), CAST(:blobs AS bytea[])) AS w(idx, channel, type, blob)
-    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
-"""
-# Regular writes are never overwritten (a re-sent write is a no-op); special
-# writes (errors, interrupts, ...) replace the earlier one, as in PostgresSaver.
-PUT_WRITES = sa.text(PUT_WRITES_SQL + " DO NOTHING")
-UPSERT_WRITES = sa.text(
-    PUT_WRITES_SQL
-    + " DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
-)
+    {rows}
+    ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {conflict}""")
+
+
+def row_params(rows: Sequence[Sequence[object]], columns: tuple[str, ...]) -> dict[str, object]:
+    """The parameters of :func:`put_sql` / :func:`put_writes_sql` for these rows."""
+    if len(rows) > MAX_VALUES_ROWS:
+        return {f"{c}s": [r[j] for r in rows] for j, c in enumerate(columns)}
+    return {f"{c}{i}": r[j] for i, r in enumerate(rows) for j, c in enumerate(columns)}
+
 
 # One row per checkpoint, with its blobs (only the versions its channel_versions
 # name) and its pending writes aggregated into arrays. ``{rows}`` selects the

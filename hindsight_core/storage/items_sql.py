@@ -11,6 +11,7 @@ another dimension are simply not in it), so the queries below and the index buil
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
@@ -260,6 +261,15 @@ def _where(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str:
     return " AND ".join(conds)
 
 
+def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str:
+    """``FROM`` + ``WHERE`` over item vectors; items are joined only when a condition
+    needs their columns (value filters, expiry)."""
+    if not filters and not omit_expired:
+        return f"FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}"
+    return (f"FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key "
+            f"WHERE {_where(n_labels, filters, omit_expired)}")
+
+
 # ---------------------------------------------------------------------- search
 
 
@@ -285,8 +295,7 @@ def vector_search_sql(
         f"""
         WITH scored AS (
             SELECT v.ns, v.key, {spec.distance_sql()} AS d
-            FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key
-            WHERE {spec.dims_predicate()} AND {_where(n_labels, filters, omit_expired)}
+            {_vectors_from(n_labels, filters, omit_expired)} AND {spec.dims_predicate()}
             ORDER BY {spec.distance_sql()} LIMIT :cand
         ), best AS (
             SELECT ns, key, min(d) AS d FROM scored GROUP BY ns, key
@@ -311,12 +320,11 @@ def hybrid_search_sql(
     ``final = relevance * decay ** score_weight`` with ``decay`` the record decay
     applied to the time since the item's last update.
     """
-    where = _where(n_labels, filters, omit_expired)
+    source = _vectors_from(n_labels, filters, omit_expired)
     kw = (
         f"""kw AS (
             SELECT v.ns, v.key, max(ts_rank(v.search_tsv, CAST(:tsq AS tsquery))) AS rank
-            FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key
-            WHERE {where} AND v.search_tsv @@ CAST(:tsq AS tsquery)
+            {source} AND v.search_tsv @@ CAST(:tsq AS tsquery)
             GROUP BY v.ns, v.key ORDER BY rank DESC LIMIT :cand)"""
         if keyword
         else "kw AS (SELECT NULL::text AS ns, NULL::text AS key, 0::real AS rank WHERE FALSE)"
@@ -325,8 +333,7 @@ def hybrid_search_sql(
     return sa.text(
         f"""
         WITH sem AS (
-            SELECT v.ns, v.key FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key
-            WHERE {spec.dims_predicate()} AND {where}
+            SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
             ORDER BY {spec.distance_sql()} LIMIT :cand
         ), {kw},
         cand AS (SELECT ns, key FROM sem UNION SELECT ns, key FROM kw),
@@ -384,7 +391,7 @@ def list_namespaces_sql(n_conditions: int, max_depth: int | None, omit_expired: 
     )
 
 
-def namespace_range(conditions: list[tuple[str, tuple[str, ...]]]) -> dict[str, str]:
+def namespace_range(conditions: Sequence[tuple[str, tuple[str, ...]]]) -> dict[str, str]:
     """The key range that can hold matches: the literal leading labels of a prefix."""
     for kind, labels in conditions:
         if kind != "prefix":

@@ -21,7 +21,6 @@ Run: ``python integrations/langgraph/file_cleanup_agent.py``
 from __future__ import annotations
 
 import json
-import os
 import re
 import tempfile
 import uuid
@@ -40,7 +39,7 @@ from langgraph.prebuilt import ToolNode, tools_condition
 
 from hindsight_adapters.langgraph import HindsightCheckpointer, LangChainLLM
 from hindsight_adapters.langgraph.reflection import MEMORY_HEADER, recall_node, reflection_node
-from hindsight_core import Memory
+from hindsight_core import Memory, Settings
 from hindsight_core.reflection import LLM, ScriptedLLM
 
 TASK = ("Clean up the project directory: delete old dated files (logs, downloads, "
@@ -193,18 +192,18 @@ def build_graph(chat_model: BaseChatModel, tools: list[BaseTool], memory: Memory
 
 
 def real_models() -> tuple[BaseChatModel, LLM] | None:
-    """The configured OpenAI-compatible model, if any (needs langchain-openai)."""
-    base_url, model = os.environ.get("HINDSIGHT_LLM_BASE_URL"), os.environ.get(
-        "HINDSIGHT_LLM_MODEL")
-    if not (base_url and model):
+    """The configured OpenAI-compatible model (``HINDSIGHT_LLM_*``), if any."""
+    settings = Settings()
+    if not settings.llm_configured:
         return None
     try:
         from langchain_openai import ChatOpenAI
     except ImportError:
         print("langchain-openai is not installed; running offline")
         return None
-    chat = ChatOpenAI(base_url=base_url, model=model,
-                      api_key=os.environ.get("HINDSIGHT_LLM_API_KEY", "none"))
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "none"
+    chat = ChatOpenAI(base_url=settings.llm_base_url, model=settings.llm_model or "",
+                      api_key=key, timeout=settings.llm_timeout)
     return chat, LangChainLLM(chat)
 
 

@@ -96,8 +96,9 @@ async def agent_demo(memory: AsyncMemory, llm: Any, reflection_llm: Any) -> str:
         for lesson_id in hmem.shown_ids:  # the lesson helped: reinforce it
             await hmem.afeedback(lesson_id, helpful=True)
         reflection = await hmem.aend_task(outcome="success")
+        lessons = [r["lesson"] for r in reflection.records] or "no new lesson"
         print(f"[agent] reflection ({reflection.distiller}): "
-              f"{[r['lesson'] for r in reflection.records] or 'no new lesson'}")
+              f"{'skipped: ' + str(reflection.error) if reflection.skipped else lessons}")
         return str(result.response.content)
     finally:
         await hmem.aclose()
