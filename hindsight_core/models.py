@@ -15,7 +15,14 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .errors import ValidationError
 
@@ -136,6 +143,24 @@ class Source(_Strict):
     task: str | None = Field(default=None, max_length=200)
     tool: str | None = Field(default=None, max_length=200)
 
+    @model_validator(mode="after")
+    def _no_nul(self) -> Source:
+        """jsonb cannot store NUL (``\\u0000``): reject it here, not as a database error."""
+
+        def walk(value: Any, path: str) -> None:
+            if isinstance(value, str) and "\x00" in value:
+                raise ValueError(f"{path} contains a NUL byte, which cannot be stored")
+            if isinstance(value, Mapping):
+                for k, v in value.items():
+                    walk(str(k), path)
+                    walk(v, f"{path}.{k}")
+            elif isinstance(value, list | tuple):
+                for i, v in enumerate(value):
+                    walk(v, f"{path}[{i}]")
+
+        walk(self.model_dump(), "source")
+        return self
+
 
 class ExperienceIn(_Strict):
     """An experience record to write.
@@ -173,6 +198,12 @@ class ExperienceIn(_Strict):
     @classmethod
     def _utc(cls, value: datetime | None) -> datetime | None:
         return to_utc(value) if value is not None else None
+
+    @field_validator("confidence", "importance")
+    @classmethod
+    def _real(cls, value: float | None) -> float | None:
+        # Stored as real (float4): 6e-106 would fail in the database with "underflow".
+        return round(value, 6) if value is not None else None
 
 
 def parse_experience(

@@ -71,7 +71,7 @@ class Settings(BaseSettings):
     )
     recall_timeout: float = Field(default=2.0, gt=0, description="Seconds before recall degrades.")
     keyword_scan_limit: int = Field(
-        default=500,
+        default=200,
         ge=10,
         le=1_000_000,
         description="Most keyword matches ranked per recall; query terms estimated to occur "

@@ -10,9 +10,11 @@ server: a subprocess (URL from ``HINDSIGHT_DATABASE_URL``) is SIGKILLed while it
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -49,11 +51,17 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home = tmp_path_factory.mktemp("faults-home")
+def server() -> Iterator[Server]:
+    # Not under pytest's tmp dir: that is 0700, and pg_ctl runs as the wheel's
+    # unprivileged user when the tests run as root.
+    home = Path(tempfile.mkdtemp(prefix="hindsight-faults-", dir="/tmp"))
+    home.chmod(0o755)
     srv = Server(home)
-    yield srv
-    embedded.stop(home)
+    try:
+        yield srv
+    finally:
+        embedded.stop(home)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _lesson(i: int) -> dict[str, Any]:

@@ -219,7 +219,7 @@ class HindsightStore(BaseStore):
         return [_result(r) for r in self.items.batch(_core_ops(ops))]
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """Natively async :meth:`batch` (psycopg async; the embedder's ``aembed``).
+        """Natively async :meth:`batch` (async database driver; the embedder's ``aembed``).
 
         Like LangGraph's ``AsyncBatchedBaseStore``, calls made in the same event-loop
         tick (e.g. ``asyncio.gather`` of many ``aput``/``aget``) run as one batch.

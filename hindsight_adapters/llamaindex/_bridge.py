@@ -13,7 +13,7 @@ On any other loop the bridge uses a sync :class:`~hindsight_core.Memory` that
 shares the same settings, embedder and database, in the default thread pool
 (``run_in_executor``): its pool is thread-safe and bound to no loop. A sync
 ``Memory`` passed in is always used that way. Nothing ever runs a loop-bound pool
-on a foreign loop, and nothing calls ``run_until_complete``.
+on a foreign loop, and no event loop is ever driven from sync code.
 """
 
 from __future__ import annotations

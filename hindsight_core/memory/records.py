@@ -98,6 +98,7 @@ class RecordFlows(MemoryBase):
         now = self._now()
         literals = [q.vector_literal(v) for v in vectors]
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
+        yield Sql(q.SET_DEDUP_EF_SEARCH)
         rows = yield Sql(q.nearest_many(self.embedder.dim), {"ns": ns, "vectors": literals})
         neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
@@ -192,7 +193,9 @@ class RecordFlows(MemoryBase):
         yield from self._ready_flow()
         vector = yield from self._embed_one_query(query)
         terms = tsquery_terms(query)
-        common = (yield from self._common_terms_flow()) if terms else frozenset()
+        # Reads only: without a timeout to set, no transaction (saves BEGIN + COMMIT).
+        ac = timeout_ms is None
+        common = (yield from self._common_terms_flow(ac)) if terms else frozenset()
         rare = [t for t in terms if t not in common]
         stmt = q.search_sql(
             self.embedder.dim,
@@ -214,7 +217,7 @@ class RecordFlows(MemoryBase):
             params[f"f{i}"] = value
         if timeout_ms is not None:
             yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": str(int(timeout_ms))})
-        rows = yield Sql(stmt, params)
+        rows = yield Sql(stmt, params, autocommit=ac)
         return [
             SearchHit(
                 record=self._record(row),
@@ -227,12 +230,13 @@ class RecordFlows(MemoryBase):
             for row in rows
         ]
 
-    def _common_terms_flow(self) -> Flow[frozenset[str]]:
+    def _common_terms_flow(self, autocommit: bool = False) -> Flow[frozenset[str]]:
         """Terms too frequent to generate keyword candidates (cached for a minute)."""
         now = time.monotonic()
         if self._common_terms is not None and now - self._common_terms[0] < 60:
             return self._common_terms[1]
-        rows = yield Sql(q.COMMON_TERMS, {"limit": self.settings.keyword_scan_limit})
+        rows = yield Sql(q.COMMON_TERMS, {"limit": self.settings.keyword_scan_limit},
+                         autocommit=autocommit)
         terms = frozenset(r["term"] for r in rows)
         self._common_terms = (now, terms)
         return terms

@@ -226,6 +226,13 @@ FILTERABLE = {
 }
 
 
+# ts_rank normalisation 1: rank / (1 + log(document length)). Without it a long text
+# that repeats a common query word outranks the short one that answers the query;
+# on LongMemEval (bench/bench_longmemeval.py) it lifted keyword-only session
+# recall@5 from 0.80 to 0.85 and hybrid session NDCG@5 from 0.928 to 0.945.
+TS_NORM = 1
+
+
 @lru_cache(maxsize=64)
 def search_sql(
     dim: int, *, scene: bool, keyword: bool, filters: tuple[str, ...], candidates: int,
@@ -261,12 +268,12 @@ def search_sql(
                 SELECT e.id, e.search_tsv FROM {T} e
                 WHERE {cond} AND e.search_tsv @@ CAST(:tsq_cand AS tsquery)
                 LIMIT {int(scan_limit)}) m
-            ORDER BY ts_rank(m.search_tsv, CAST(:tsq AS tsquery)) DESC
+            ORDER BY ts_rank(m.search_tsv, CAST(:tsq AS tsquery), {TS_NORM}) DESC
             LIMIT {int(candidates)})"""
         if keyword and keyword_candidates
         else "kw AS (SELECT NULL::uuid AS id WHERE FALSE)"
     )
-    rank = "ts_rank(e.search_tsv, CAST(:tsq AS tsquery))" if keyword else "0::real"
+    rank = f"ts_rank(e.search_tsv, CAST(:tsq AS tsquery), {TS_NORM})" if keyword else "0::real"
     return sa.text(
         f"""
         WITH sem AS (
@@ -374,5 +381,9 @@ def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:
         "decay_factor": settings.decay_factor,
         "decay_period_s": settings.decay_period_days * 86400.0,
     }
+
+# The dedup lookup only needs neighbours at cosine >= ~0.9, which HNSW finds with a
+# short candidate list; half the default ef_search halves the lookup cost of a batch.
+SET_DEDUP_EF_SEARCH = sa.text("SELECT set_config('hnsw.ef_search', '20', true)")
 
 SET_LOCAL_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, true)")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from .experiences_sql import decay_multiplier
+from .experiences_sql import TS_NORM, decay_multiplier
 
 T = "hindsight_items"
 V = "hindsight_item_vectors"
@@ -315,7 +315,8 @@ def hybrid_search_sql(
 
     Candidates: the ``:cand`` nearest vectors (ANN index) plus the ``:cand`` best
     full-text matches. Per item, ``semantic`` = best cosine similarity of its fields
-    (clamped to 0..1) and ``keyword`` = best ``ts_rank`` relative to the best
+    (clamped to 0..1) and ``keyword`` = best ``ts_rank`` (length-normalised, see
+    ``experiences_sql.TS_NORM``) relative to the best
     candidate; ``relevance = w_sem * semantic + w_kw * keyword`` and
     ``final = relevance * decay ** score_weight`` with ``decay`` the record decay
     applied to the time since the item's last update.
@@ -323,7 +324,8 @@ def hybrid_search_sql(
     source = _vectors_from(n_labels, filters, omit_expired)
     kw = (
         f"""kw AS (
-            SELECT v.ns, v.key, max(ts_rank(v.search_tsv, CAST(:tsq AS tsquery))) AS rank
+            SELECT v.ns, v.key, max(ts_rank(v.search_tsv, CAST(:tsq AS tsquery), {TS_NORM}))
+                AS rank
             {source} AND v.search_tsv @@ CAST(:tsq AS tsquery)
             GROUP BY v.ns, v.key ORDER BY rank DESC LIMIT :cand)"""
         if keyword

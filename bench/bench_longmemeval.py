@@ -1,0 +1,200 @@
+"""Retrieval quality on 60 LongMemEval_S questions: keyword-only, vector-only, hybrid.
+
+Run (first run embeds ~29k turns, about 10 minutes on 2 cores, cached under
+/tmp/hindsight-bench; later runs take a minute or two)::
+
+    nice python bench/bench_longmemeval.py
+
+Each user turn of the haystack is stored as an item (``hindsight_core.items``)
+in the question's own namespace, with the text indexed. The three rankings are the
+core's own hybrid SQL with different weights (``semantic_weight`` /
+``keyword_weight`` = 0/1, 1/0 and the defaults), so the same query is measured.
+Turn-level units are user turns (relevant: ``has_answer``; the 10 questions whose
+evidence is only in assistant turns count at session level only); session-level units are
+sessions (relevant: ``answer_session_ids``), ranked by their best turn.
+Results go to ``bench/results/longmemeval.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+
+sys.path.insert(0, str(Path(__file__).parent))
+import _common as c  # noqa: E402
+import _lme_cache as cache  # noqa: E402
+
+from hindsight_core import Memory, Settings  # noqa: E402
+from hindsight_core.items import ItemIndex, Items, PutItem  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+DB = "hindsight_bench_lme"
+KS = (5, 10)
+
+
+class CachedEmbedder:
+    """The local model, answering from the on-disk cache where it can."""
+
+    model_name = c.MODEL
+    dim = c.DIM
+    languages: frozenset[str] | None = frozenset({"en"})
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+        self._model: Any = None
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        missing = [t for t in texts if cache.key(t) not in self.table]
+        if missing:
+            if self._model is None:
+                from hindsight_core.embeddings.sentence_transformers import (
+                    SentenceTransformerEmbedder,
+                )
+                self._model = SentenceTransformerEmbedder()
+            for t, v in zip(missing, self._model.embed(missing), strict=True):
+                self.table[cache.key(t)] = np.asarray(v, dtype=np.float32)
+        return [self.table[cache.key(t)].tolist() for t in texts]
+
+    async def aembed(self, texts: Any) -> list[list[float]]:
+        return self.embed(texts)
+
+
+def _items(url: str, emb: CachedEmbedder, **weights: float) -> Items:
+    mem = Memory(("lme",), settings=Settings(database_url=url, **weights), embedder=emb)
+    return Items(mem, index=ItemIndex(dims=c.DIM, fields=("text",)))
+
+
+def load(items: Items, qs: list[dict[str, Any]]) -> float:
+    """Store every turn of every question's haystack; returns turns/s."""
+    t0, n = time.perf_counter(), 0
+    for q in qs:
+        ns = ("lme", q["question_id"])
+        ops = [
+            PutItem(ns, f"{sid}:{j}", {"text": turn["content"], "role": turn["role"],
+                                       "session": sid})
+            for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"],
+                                    strict=True)
+            for j, turn in enumerate(session) if cache.indexed(turn)
+        ]
+        for i in range(0, len(ops), 500):
+            items.batch(ops[i : i + 500])
+        n += len(ops)
+    return n / (time.perf_counter() - t0)
+
+
+def ndcg(ranked: list[str], relevant: set[str], k: int) -> float:
+    dcg = sum(1 / math.log2(i + 2) for i, x in enumerate(ranked[:k]) if x in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    return dcg / ideal if ideal else 0.0
+
+
+def metrics(ranked: list[str], relevant: set[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for k in KS:
+        top = set(ranked[:k])
+        out[f"recall_any@{k}"] = float(bool(top & relevant))
+        out[f"recall_all@{k}"] = float(relevant <= top)
+    out["ndcg@5"] = ndcg(ranked, relevant, 5)
+    return out
+
+
+def evaluate(items: Items, qs: list[dict[str, Any]]) -> dict[str, Any]:
+    turn_scores: list[dict[str, float]] = []
+    sess_scores: list[dict[str, float]] = []
+    latencies: list[float] = []
+    for q in qs:
+        ns = ("lme", q["question_id"])
+        t0 = time.perf_counter()
+        hits = items.search(ns, query=q["question"], limit=100)
+        latencies.append((time.perf_counter() - t0) * 1000)
+        keys = [h.item.key for h in hits]
+        rel_turns = {
+            f"{sid}:{j}"
+            for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"],
+                                    strict=True)
+            for j, turn in enumerate(session) if turn.get("has_answer") and cache.indexed(turn)
+        }
+        if rel_turns:
+            turn_scores.append(metrics(keys, rel_turns))
+        sessions = list(dict.fromkeys(k.rsplit(":", 1)[0] for k in keys))
+        sess_scores.append(metrics(sessions, set(q["answer_session_ids"])))
+
+    def mean(rows: list[dict[str, float]]) -> dict[str, float]:
+        return {m: round(float(np.mean([r[m] for r in rows])), 4) for m in rows[0]}
+
+    return {"turn": mean(turn_scores), "session": mean(sess_scores),
+            "turn_questions": len(turn_scores), "session_questions": len(sess_scores),
+            "search_ms": c.percentiles(latencies)}
+
+
+def table(results: dict[str, Any]) -> str:
+    cols = ["recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg@5"]
+    lines = ["| ranking | level | " + " | ".join(cols) + " |",
+             "|---|---|" + "---|" * len(cols)]
+    for mode, res in results.items():
+        for level in ("turn", "session"):
+            lines.append(f"| {mode} | {level} | "
+                         + " | ".join(f"{res[level][m]:.3f}" for m in cols) + " |")
+    return "\n".join(lines)
+
+
+MODES = {
+    "keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
+    "vector-only": {"semantic_weight": 1.0, "keyword_weight": 0.0},
+    "hybrid (defaults)": {},
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reload", action="store_true", help="rebuild the item database")
+    ap.add_argument("--weights", default="", help="extra hybrid weights to try, e.g. 0.5,0.6")
+    args = ap.parse_args()
+    qs = cache.questions()
+    emb = CachedEmbedder(cache.fill(cache.turn_texts(qs)))
+    from hindsight_core.storage import embedded
+
+    server = embedded.embedded_url(c.HOME)
+    url = sa.make_url(server).set(database=DB).render_as_string(hide_password=False)
+    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"),
+                              {"d": DB}).first()
+    load_rate = None
+    if args.reload or not exists:
+        c.fresh_database(DB)
+        loader = _items(url, emb)
+        load_rate = round(load(loader, qs))
+        loader.memory.close()
+        with sa.create_engine(url).connect() as conn:
+            conn.execute(sa.text("ANALYZE"))
+    modes = dict(MODES)
+    for w in filter(None, args.weights.split(",")):
+        modes[f"hybrid {float(w):.2f}/{1 - float(w):.2f}"] = {
+            "semantic_weight": float(w), "keyword_weight": 1 - float(w)}
+    results: dict[str, Any] = {}
+    for mode, weights in modes.items():
+        items = _items(url, emb, **weights)
+        results[mode] = evaluate(items, qs)
+        items.memory.close()
+        print(mode, json.dumps(results[mode]), flush=True)
+    print(table(results))
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "longmemeval.json").write_text(json.dumps({
+        "machine": c.machine(), "nice": os.nice(0), "questions": len(qs),
+        "load_turns_per_s": load_rate, "settings": Settings().model_dump(include={
+            "semantic_weight", "keyword_weight", "score_weight", "keyword_scan_limit"}),
+        "results": results, "table": table(results)}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
