@@ -8,21 +8,14 @@ objects is the adapter's job (``hindsight_adapters.langgraph.checkpoint``).
 Each operation is a flow (see ``memory/flow.py``) written once and run by
 :class:`Checkpoints` (sync) or :class:`AsyncCheckpoints` (asyncio) on the pool of
 a :class:`~hindsight_core.Memory` / :class:`~hindsight_core.AsyncMemory`. Single
-statement operations run in autocommit mode (one round trip each).
+statement operations run in autocommit mode on warm connections (one round trip
+each; see ``memory/fastpath.py``).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
-
-import psycopg
-import sqlalchemy as sa
-from psycopg.rows import dict_row
-from sqlalchemy.dialects.postgresql import psycopg as pg_dialect
 
 from .checkpoint_flows import (
     PRUNE_STRATEGIES,
@@ -40,124 +33,38 @@ from .checkpoint_flows import (
     thread_stats_flow,
 )
 from .embeddings import Embedder
-from .errors import DatabaseError, DatabaseUnavailableError
-from .memory.flow import Flow, Migrate, Sql, run_async, run_sync
-from .storage.engine import db_errors
+from .memory.fastpath import AsyncWarmConnections, WarmConnections
+from .memory.flow import Flow, Migrate, run_async, run_sync
 
 __all__ = ["PRUNE_STRATEGIES", "AsyncCheckpoints", "BlobIn", "CheckpointRow", "Checkpoints",
            "WriteIn"]
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-
     from .memory.aio import AsyncMemory
     from .memory.sync import Memory
 
 _NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
-_DIALECT = pg_dialect.dialect()
 
 
 # ---------------------------------------------------------------------- front ends
 
 
 class _Base:
-    """Set-up state and a few warm connections kept between calls.
+    """Set-up state; single-statement flows run on the memory's warm connections
+    (``memory/fastpath.py``: autocommit, no pre-ping, one retry on a broken one)."""
 
-    A checkpointer makes many small calls; checking a connection out of the pool
-    for each costs a pre-ping round trip. Connections used within the last
-    ``KEEP_WARM`` seconds are kept checked out (at most ``WARM_MAX``) and reused
-    without a ping; a warm connection found broken is dropped and the call is
-    retried once on a fresh (pinged) one. They are still the memory's pool's
-    connections.
-    """
-
-    KEEP_WARM = 10.0
-    WARM_MAX = 2
     _migrated: bool
+    _pool: WarmConnections | AsyncWarmConnections | None = None
 
-    def _init_warm(self) -> None:
-        self._warm: list[tuple[float, Any]] = []
-        self._warm_lock = threading.Lock()
-
-    def _take_warm(self) -> tuple[Any | None, list[Any]]:
-        """A warm connection (or None) and the cold ones to give back to the pool."""
-        now = time.monotonic()
-        with self._warm_lock:
-            cold = [c for used, c in self._warm if now - used >= self.KEEP_WARM]
-            self._warm = [(used, c) for used, c in self._warm if now - used < self.KEEP_WARM]
-            return (self._warm.pop()[1] if self._warm else None), cold
-
-    def _give_warm(self, conn: Any) -> bool:
-        with self._warm_lock:
-            if len(self._warm) < self.WARM_MAX:
-                self._warm.append((time.monotonic(), conn))
-                return True
-        return False
-
-    def _drain(self) -> list[Any]:
-        with self._warm_lock:
-            conns = [c for _, c in self._warm]
-            self._warm.clear()
-        return conns
+    @property
+    def _warm(self) -> list[tuple[float, Any]]:
+        """The warm connections (``(last used, connection)``), for tests."""
+        return self._pool._warm if self._pool is not None else []
 
     def _ready(self) -> Flow[None]:
         if not self._migrated:
             yield Migrate()
             self._migrated = True
-
-
-@lru_cache(maxsize=256)
-def _pyformat(statement: sa.TextClause) -> str:
-    """A statement as psycopg runs it (``%(name)s`` parameters)."""
-    return str(statement.compile(dialect=_DIALECT))
-
-
-def _map_error(exc: Exception) -> DatabaseError:
-    first = (str(exc).strip().splitlines() or ["unknown error"])[0]
-    if isinstance(exc, psycopg.OperationalError):
-        return DatabaseUnavailableError(f"the database cannot be reached: {first}")
-    return DatabaseError(f"database error: {first}")
-
-
-# Single-statement flows run straight on the pooled connection's psycopg driver
-# (autocommit): SQLAlchemy's execution layer would cost more than the statement.
-def _drive(flow: Flow[Any], conn: sa.Connection) -> Any:
-    driver = conn.connection.driver_connection
-    assert driver is not None
-    reply: Any = None
-    with driver.cursor(row_factory=dict_row) as cur:
-        while True:
-            try:
-                req = flow.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            assert isinstance(req, Sql), "checkpoint flows only run SQL"
-            cur.execute(_pyformat(req.statement), req.params)
-            reply = cur.fetchall() if req.fetch == "all" and cur.description else []
-
-
-async def _adrive(flow: Flow[Any], conn: AsyncConnection) -> Any:
-    # Connected already: reaching the driver does no I/O (and needs no greenlet).
-    sync_conn = conn.sync_connection
-    assert sync_conn is not None
-    driver = sync_conn.connection.driver_connection
-    assert driver is not None
-    reply: Any = None
-    async with driver.cursor(row_factory=dict_row) as cur:
-        while True:
-            try:
-                req = flow.send(reply)
-            except StopIteration as stop:
-                return stop.value
-            assert isinstance(req, Sql), "checkpoint flows only run SQL"
-            await cur.execute(_pyformat(req.statement), req.params)
-            reply = await cur.fetchall() if req.fetch == "all" and cur.description else []
-
-
-def _disconnected(exc: BaseException, conn: Any) -> bool:
-    return isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) or bool(
-        getattr(conn, "closed", False) or getattr(conn, "invalidated", False)
-    )
 
 
 class Checkpoints(_Base):
@@ -170,61 +77,24 @@ class Checkpoints(_Base):
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
         self._migrated = False
-        self._init_warm()
-        # When the memory's pool is disposed (memory.close()), warm connections are
-        # closed too: the old pool is gone, so giving them back would leak them.
-        sa.event.listen(memory.engine, "engine_disposed", self._on_dispose)
-
-    def _on_dispose(self, _engine: sa.Engine) -> None:
-        for conn in self._drain():
-            conn.invalidate()
-            conn.close()
+        self._pool: WarmConnections | None = None
 
     def _run(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
         """Run a flow: ``atomic`` ones in a transaction, the rest in autocommit mode
         on a warm connection (one statement each, so each is atomic anyway)."""
         if not self._migrated:
             self.setup()
+        engine = self.memory.engine
         if atomic:
-            return run_sync(make(), self.memory.engine, _NO_EMBEDDER)
-        conn, cold = self._take_warm()
-        for c in cold:
-            c.close()
-        try:
-            if conn is not None:
-                try:
-                    result = _drive(make(), conn)
-                except BaseException as exc:
-                    broken = _disconnected(exc, conn)
-                    if broken:
-                        conn.invalidate()
-                    conn.close()
-                    if not broken:
-                        raise
-                else:
-                    self._release(conn)
-                    return result
-            with db_errors():
-                conn = self.memory.engine.connect()
-                conn.execution_options(isolation_level="AUTOCOMMIT")
-            try:
-                result = _drive(make(), conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._release(conn)
-            return result
-        except psycopg.Error as exc:
-            raise _map_error(exc) from exc
-
-    def _release(self, conn: sa.Connection) -> None:
-        if not self._give_warm(conn):
-            conn.close()
+            return run_sync(make(), engine, _NO_EMBEDDER)
+        if self._pool is None or self._pool.engine is not engine:
+            self._pool = WarmConnections(engine)
+        return self._pool.run(make, _NO_EMBEDDER)
 
     def close(self) -> None:
         """Return the warm connections to the pool."""
-        for conn in self._drain():
-            conn.close()
+        if self._pool is not None:
+            self._pool.close()
 
     def setup(self) -> None:
         """Apply migrations (idempotent; also done on first use)."""
@@ -326,63 +196,22 @@ class AsyncCheckpoints(_Base):
     def __init__(self, memory: AsyncMemory) -> None:
         self.memory = memory
         self._migrated = False
-        self._init_warm()
-        self._hooked: AsyncEngine | None = None
-
-    def _on_dispose(self, _engine: sa.Engine) -> None:
-        # Runs inside AsyncEngine.dispose()'s greenlet, where the sync facade can
-        # close a connection of the async driver.
-        for conn in self._drain():
-            conn.sync_connection.invalidate()
-            conn.sync_connection.close()
+        self._pool: AsyncWarmConnections | None = None
 
     async def _run(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
         if not self._migrated:
             await self.setup()
         engine = await self.memory._get_engine()
-        if self._hooked is not engine:
-            sa.event.listen(engine.sync_engine, "engine_disposed", self._on_dispose)
-            self._hooked = engine
         if atomic:
             return await run_async(make(), engine, _NO_EMBEDDER)
-        conn, cold = self._take_warm()
-        for c in cold:
-            await c.close()
-        try:
-            if conn is not None:
-                try:
-                    result = await _adrive(make(), conn)
-                except BaseException as exc:
-                    broken = _disconnected(exc, conn)
-                    if broken:
-                        await conn.invalidate()
-                    await conn.close()
-                    if not broken:
-                        raise
-                else:
-                    await self._release(conn)
-                    return result
-            with db_errors():
-                conn = await engine.connect()
-            try:
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-                result = await _adrive(make(), conn)
-            except BaseException:
-                await conn.close()
-                raise
-            await self._release(conn)
-            return result
-        except psycopg.Error as exc:
-            raise _map_error(exc) from exc
-
-    async def _release(self, conn: AsyncConnection) -> None:
-        if not self._give_warm(conn):
-            await conn.close()
+        if self._pool is None or self._pool.engine is not engine:
+            self._pool = AsyncWarmConnections(engine)
+        return await self._pool.run(make, _NO_EMBEDDER)
 
     async def aclose(self) -> None:
         """Return the warm connections to the pool."""
-        for conn in self._drain():
-            await conn.close()
+        if self._pool is not None:
+            await self._pool.aclose()
 
     async def setup(self) -> None:
         self._migrated = False

@@ -78,6 +78,13 @@ class Settings(BaseSettings):
         "in more records than this (table statistics) do not generate keyword candidates, "
         "but still count in the keyword score. Keeps recall fast at 100k+ records.",
     )
+    min_relevance: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="Relevance floor: recall and hybrid item search leave out hits whose "
+        "fused relevance (semantic_weight x semantic + keyword_weight x keyword) is below it.",
+    )
 
     # --- reflection (LLM) ----------------------------------------------------------
     llm_base_url: str | None = None

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
+import workers
+
 from hindsight_core import Memory
 from hindsight_core.memory.records import embedding_text
 from hindsight_core.models import ExperienceIn
-
-import workers
 
 PARAPHRASES = [
     "Check the extension before deleting files",

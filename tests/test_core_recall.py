@@ -140,3 +140,48 @@ async def test_sync_and_async_rank_identically(stocked: Memory, settings, embedd
         assert (await amem.recall("deploy")).hits
     finally:
         await amem.aclose()
+
+
+def test_min_relevance_floor_drops_weak_hits(stocked: Memory, settings: Settings, embedder,  # type: ignore[no-untyped-def]
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from hindsight_core.items import ItemIndex, Items, PutItem
+
+    monkeypatch.setenv("HINDSIGHT_MIN_RELEVANCE", "0.25")
+    assert Settings().min_relevance == 0.25
+    query = "release the new version to prod"
+    every = stocked.search(query, top_k=5)
+    assert len(every) == 5  # default floor 0.0: nothing is dropped
+    rel = sorted(h.breakdown.relevance for h in every)
+    floor = (rel[0] + rel[-1]) / 2
+    floored = Memory(stocked.namespace, embedder=embedder, clock=stocked.clock,
+                     settings=settings.model_copy(update={"min_relevance": floor}))
+    try:
+        kept = floored.search(query, top_k=5)
+        assert kept and len(kept) < len(every)
+        assert all(h.breakdown.relevance >= floor for h in kept)
+        assert [h.record.id for h in kept] == [
+            h.record.id for h in every if h.breakdown.relevance >= floor]
+    finally:
+        floored.close()
+    # item hybrid search applies the floor to its fused relevance; vector ranking does not
+    ns, q = ("floor", *stocked.namespace), "deploy the release with its migration"
+    index = ItemIndex(dims=embedder.dim, fields=("text",))
+    plain = Items(stocked, index=index)
+    plain.batch([PutItem(ns, "a", {"text": "run the migration before the deploy"}),
+                 PutItem(ns, "b", {"text": "a recipe for banana bread"})])
+    unfloored = plain.search(ns, query=q, limit=5)
+    assert [h.item.key for h in unfloored] == ["a", "b"]
+    item_floor = sum(h.breakdown.relevance for h in unfloored if h.breakdown) / 2
+    mem = Memory(stocked.namespace, embedder=embedder, clock=stocked.clock,
+                 settings=settings.model_copy(update={"min_relevance": item_floor}))
+    items = Items(mem, index=index)
+    try:
+        hits = items.search(ns, query=q, limit=5)
+        assert [h.item.key for h in hits] == ["a"]
+        assert hits[0].breakdown is not None and hits[0].breakdown.relevance >= item_floor
+        vector = items.search(ns, query=q, limit=5, ranking="vector")
+        assert [h.item.key for h in vector] == ["a", "b"]
+    finally:
+        items.close()
+        plain.close()
+        mem.close()

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from _clock import Clock, clocked_memory
 
 from hindsight_core import AsyncMemory, Memory, NotFoundError, Settings, ValidationError
 
@@ -21,20 +22,10 @@ RECORDS = [
 ]
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, 12, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clocked(settings: Settings, embedder: Any, namespace: tuple[str, str]):  # type: ignore[no-untyped-def]
-    clock = Clock()
-    mem = Memory(namespace, settings=settings, embedder=embedder, clock=clock)
-    yield mem, clock
-    mem.close()
+    with clocked_memory(namespace, settings, embedder) as pair:
+        yield pair
 
 
 def test_namespaces_scenes_and_counts(memory: Memory) -> None:

@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("langgraph.checkpoint.conformance")
 
+from _lg_checkpoint_util import async_saver  # noqa: E402
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
 from langgraph.checkpoint.conformance.report import ProgressCallbacks  # noqa: E402
 
-from hindsight_adapters.langgraph import HindsightCheckpointer  # noqa: E402
-from hindsight_core import AsyncMemory, Settings  # noqa: E402
+from hindsight_core import Settings  # noqa: E402
 
 ALL_CAPABILITIES = {
     "put", "put_writes", "get_tuple", "list", "delete_thread",
@@ -26,12 +26,8 @@ ALL_CAPABILITIES = {
 async def test_conformance_full_level(settings: Settings) -> None:
     @checkpointer_test(name="HindsightCheckpointer")
     async def hindsight_saver():  # type: ignore[no-untyped-def]
-        memory = AsyncMemory(settings=settings)
-        saver = HindsightCheckpointer(memory)
-        await saver.asetup()
-        yield saver
-        await saver.aclose()
-        await memory.aclose()
+        async with async_saver(settings) as saver:
+            yield saver
 
     report = await validate(hindsight_saver, progress=ProgressCallbacks.quiet())
     results = report.results

@@ -11,6 +11,7 @@ import pytest
 
 pytest.importorskip("langgraph")
 
+from _lg_checkpoint_util import async_saver, sync_saver  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.base.id import uuid6  # noqa: E402
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # noqa: E402
@@ -18,7 +19,7 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
 from hindsight_adapters.langgraph import HindsightCheckpointer  # noqa: E402
-from hindsight_core import AsyncMemory, Memory, Settings  # noqa: E402
+from hindsight_core import Settings  # noqa: E402
 
 
 class State(TypedDict):
@@ -28,22 +29,14 @@ class State(TypedDict):
 
 @pytest.fixture
 def saver(settings: Settings) -> Iterator[HindsightCheckpointer]:
-    memory = Memory(settings=settings)
-    cp = HindsightCheckpointer(memory)
-    cp.setup()
-    yield cp
-    cp.close()
-    memory.close()
+    with sync_saver(settings) as cp:
+        yield cp
 
 
 @pytest.fixture
 async def asaver(settings: Settings) -> AsyncIterator[HindsightCheckpointer]:
-    memory = AsyncMemory(settings=settings)
-    cp = HindsightCheckpointer(memory)
-    await cp.asetup()
-    yield cp
-    await cp.aclose()
-    await memory.aclose()
+    async with async_saver(settings) as cp:
+        yield cp
 
 
 def _thread() -> dict[str, Any]:

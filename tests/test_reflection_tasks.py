@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
+from _clock import clocked_memory
 
 from hindsight_core import AsyncMemory, Memory, NotFoundError, Settings, ValidationError
 from hindsight_core.reflection import (
@@ -22,20 +23,10 @@ from hindsight_core.reflection import (
 )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, 12, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 @pytest.fixture
 def clocked(settings: Settings, embedder, namespace):  # type: ignore[no-untyped-def]
-    clock = Clock()
-    mem = Memory(namespace, settings=settings, embedder=embedder, clock=clock)
-    yield mem, clock
-    mem.close()
+    with clocked_memory(namespace, settings, embedder) as pair:
+        yield pair
 
 
 def test_task_log_start_log_end_then_reflect_drops_it(clocked) -> None:  # type: ignore[no-untyped-def]

@@ -20,38 +20,31 @@ asyncio pool (each created on first use, for the same database).
 
 from __future__ import annotations
 
-import json
-import math
 import random
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    get_checkpoint_id,
-    get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from hindsight_core import AsyncMemory, Memory, Settings
-from hindsight_core.checkpoints import (
-    AsyncCheckpoints,
-    BlobIn,
-    CheckpointRow,
-    Checkpoints,
-    WriteIn,
-)
+from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
+
+from ._checkpoint_convert import get_args, list_args, put_args, to_tuple, writes_args
 
 __all__ = ["HindsightCheckpointer"]
+
+T = TypeVar("T")
+M = TypeVar("M", Memory, AsyncMemory)
 
 
 class _Backends:
@@ -72,23 +65,29 @@ class _Backends:
 
     @property
     def sync(self) -> Checkpoints:
-        if self._sync is None:
-            with self._lock:
-                if self._sync is None:
-                    mem = Memory(settings=self.settings, database_url=self.database_url)
-                    self.owned.append(mem)
-                    self._sync = Checkpoints(mem)
-        return self._sync
+        """The blocking storage; on its own pool unless a ``Memory`` was given."""
+        return self._lazy("_sync", lambda: Checkpoints(self._own(Memory)))
 
     @property
     def aio(self) -> AsyncCheckpoints:
-        if self._async is None:
+        """The asyncio storage; on its own pool unless an ``AsyncMemory`` was given."""
+        return self._lazy("_async", lambda: AsyncCheckpoints(self._own(AsyncMemory)))
+
+    def _lazy(self, attr: str, make: Callable[[], T]) -> T:
+        """``self.<attr>``, first set to ``make()`` if it is None (once, under the lock)."""
+        value: T | None = getattr(self, attr)
+        if value is None:
             with self._lock:
-                if self._async is None:
-                    mem = AsyncMemory(settings=self.settings, database_url=self.database_url)
-                    self.owned.append(mem)
-                    self._async = AsyncCheckpoints(mem)
-        return self._async
+                value = getattr(self, attr)
+                if value is None:
+                    value = make()
+                    setattr(self, attr, value)
+        return value
+
+    def _own(self, kind: type[M]) -> M:
+        mem = kind(settings=self.settings, database_url=self.database_url)
+        self.owned.append(mem)
+        return mem
 
 
 class HindsightCheckpointer(BaseCheckpointSaver[str]):
@@ -188,118 +187,6 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         """The core's sync checkpoint storage (bytes and JSON)."""
         return self._backends.sync
 
-    # ------------------------------------------------------------------ conversion
-
-    def _put_args(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> tuple[tuple[Any, ...], RunnableConfig]:
-        conf = config["configurable"]
-        thread_id = conf["thread_id"]
-        ns = conf.get("checkpoint_ns") or ""
-        inline: dict[str, Any] = {}
-        apart: dict[str, Any] = {}
-        for k, v in checkpoint["channel_values"].items():
-            if isinstance(v, _DeltaSnapshot):
-                apart[k], inline[k] = v, True
-            elif _inline(v):
-                inline[k] = v
-            else:
-                apart[k] = v
-        dumps = self.serde.dumps_typed
-        blobs: list[BlobIn] = [
-            (k, str(ver), *dumps(apart[k])) for k, ver in new_versions.items() if k in apart
-        ]
-        row = {**checkpoint, "channel_values": inline}
-        meta = json.dumps(
-            get_serializable_checkpoint_metadata(config, metadata),
-            separators=(",", ":"),
-            default=str,
-        ).replace("\\u0000", "")
-        args = (
-            str(thread_id),
-            ns,
-            checkpoint["id"],
-            conf.get("checkpoint_id"),
-            json.dumps(row, separators=(",", ":")),
-            meta,
-            blobs,
-        )
-        next_config: RunnableConfig = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
-        return args, next_config
-
-    def _writes_args(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        conf = config["configurable"]
-        dumps = self.serde.dumps_typed
-        rows: list[WriteIn] = [
-            (WRITES_IDX_MAP.get(ch, i), ch, *dumps(v)) for i, (ch, v) in enumerate(writes)
-        ]
-        upsert = all(ch in WRITES_IDX_MAP for ch, _ in writes)
-        return (
-            (
-                str(conf["thread_id"]),
-                conf.get("checkpoint_ns") or "",
-                conf["checkpoint_id"],
-                task_id,
-                rows,
-            ),
-            {"task_path": task_path, "upsert": upsert},
-        )
-
-    def _tuple(self, row: CheckpointRow) -> CheckpointTuple:
-        loads = self.serde.loads_typed
-        values = dict(row.checkpoint.get("channel_values") or {})
-        for channel, type_, data in row.blobs:
-            values[channel] = loads((type_, data))
-        checkpoint: Checkpoint = {**row.checkpoint, "channel_values": values}  # type: ignore[typeddict-item]
-        base = {"thread_id": row.thread_id, "checkpoint_ns": row.checkpoint_ns}
-        return CheckpointTuple(
-            config={"configurable": {**base, "checkpoint_id": row.checkpoint_id}},
-            checkpoint=checkpoint,
-            metadata=row.metadata,  # type: ignore[arg-type]
-            parent_config={"configurable": {**base, "checkpoint_id": row.parent_checkpoint_id}}
-            if row.parent_checkpoint_id
-            else None,
-            pending_writes=[(tid, ch, loads((t, d))) for tid, ch, t, d in row.writes],
-        )
-
-    @staticmethod
-    def _list_args(
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> dict[str, Any]:
-        conf = (config or {}).get("configurable", {})
-        return {
-            "thread_id": str(conf["thread_id"]) if conf.get("thread_id") is not None else None,
-            "checkpoint_ns": conf.get("checkpoint_ns"),
-            "checkpoint_id": get_checkpoint_id(config) if config else None,
-            "metadata": filter or None,
-            "before": get_checkpoint_id(before) if before else None,
-            "limit": limit,
-        }
-
-    @staticmethod
-    def _get_args(config: RunnableConfig) -> tuple[str, str, str | None]:
-        conf = config["configurable"]
-        return str(conf["thread_id"]), conf.get("checkpoint_ns") or "", get_checkpoint_id(config)
-
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         """``<int + 1, 32 digits>.<random>``, the same scheme as ``PostgresSaver``."""
         if current is None:
@@ -313,8 +200,8 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
     # ------------------------------------------------------------------ sync API
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        row = self._backends.sync.get(*self._get_args(config))
-        return self._tuple(row) if row else None
+        row = self._backends.sync.get(*get_args(config))
+        return to_tuple(self.serde, row) if row else None
 
     def list(
         self,
@@ -324,8 +211,8 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        for row in self._backends.sync.list(**self._list_args(config, filter, before, limit)):
-            yield self._tuple(row)
+        for row in self._backends.sync.list(**list_args(config, filter, before, limit)):
+            yield to_tuple(self.serde, row)
 
     def put(
         self,
@@ -334,7 +221,7 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        args, next_config = self._put_args(config, checkpoint, metadata, new_versions)
+        args, next_config = put_args(self.serde, config, checkpoint, metadata, new_versions)
         self._backends.sync.put(*args)
         return next_config
 
@@ -345,7 +232,7 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        args, kwargs = self._writes_args(config, writes, task_id, task_path)
+        args, kwargs = writes_args(self.serde, config, writes, task_id, task_path)
         self._backends.sync.put_writes(*args, **kwargs)
 
     def delete_thread(self, thread_id: str) -> None:
@@ -363,8 +250,8 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
     # ------------------------------------------------------------------ async API
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        row = await self._backends.aio.get(*self._get_args(config))
-        return self._tuple(row) if row else None
+        row = await self._backends.aio.get(*get_args(config))
+        return to_tuple(self.serde, row) if row else None
 
     async def alist(
         self,
@@ -374,9 +261,9 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        rows = await self._backends.aio.list(**self._list_args(config, filter, before, limit))
+        rows = await self._backends.aio.list(**list_args(config, filter, before, limit))
         for row in rows:
-            yield self._tuple(row)
+            yield to_tuple(self.serde, row)
 
     async def aput(
         self,
@@ -385,7 +272,7 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        args, next_config = self._put_args(config, checkpoint, metadata, new_versions)
+        args, next_config = put_args(self.serde, config, checkpoint, metadata, new_versions)
         await self._backends.aio.put(*args)
         return next_config
 
@@ -396,7 +283,7 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        args, kwargs = self._writes_args(config, writes, task_id, task_path)
+        args, kwargs = writes_args(self.serde, config, writes, task_id, task_path)
         await self._backends.aio.put_writes(*args, **kwargs)
 
     async def adelete_thread(self, thread_id: str) -> None:
@@ -410,12 +297,3 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await self._backends.aio.prune(thread_ids, strategy)
-
-
-def _inline(value: Any) -> bool:
-    """Whether a channel value stays in the checkpoint row (JSON-safe primitives)."""
-    if value is None or isinstance(value, bool | int):
-        return True
-    if isinstance(value, float):
-        return math.isfinite(value)
-    return isinstance(value, str) and "\x00" not in value

@@ -145,9 +145,7 @@ class HindsightStore(BaseStore):
         ``pipeline`` and ``pool_config`` are accepted for compatibility and ignored
         (Hindsight pools connections itself; size via ``settings.pool_size``).
         """
-        kwargs.pop("pipeline", None)
-        kwargs.pop("pool_config", None)
-        store = cls(conn_string, index=index, ttl=ttl, ranking=ranking, **kwargs)
+        store = cls._compatible(conn_string, index=index, ttl=ttl, ranking=ranking, **kwargs)
         try:
             yield store
         finally:
@@ -159,13 +157,19 @@ class HindsightStore(BaseStore):
                                 ttl: TTLConfig | None = None, ranking: Ranking = "hybrid",
                                 **kwargs: Any) -> AsyncIterator[HindsightStore]:
         """Async twin of :meth:`from_conn_string` (closes the async pool on exit)."""
-        kwargs.pop("pipeline", None)
-        kwargs.pop("pool_config", None)
-        store = cls(conn_string, index=index, ttl=ttl, ranking=ranking, **kwargs)
+        store = cls._compatible(conn_string, index=index, ttl=ttl, ranking=ranking, **kwargs)
         try:
             yield store
         finally:
             await store.aclose()
+
+    @classmethod
+    def _compatible(cls, conn_string: str, **kwargs: Any) -> HindsightStore:
+        """``cls(conn_string, **kwargs)`` without ``PostgresStore``'s ``pipeline`` and
+        ``pool_config``, which are ignored."""
+        kwargs.pop("pipeline", None)
+        kwargs.pop("pool_config", None)
+        return cls(conn_string, **kwargs)
 
     @property
     def amemory(self) -> AsyncMemory:

@@ -50,8 +50,18 @@ def _trajectory(reflection: Any, data: TrajectoryIn) -> Any:
     )
 
 
-def _llm(reflection: Any, memory: AsyncMemory) -> Any:
-    return reflection.llm_from_settings(memory.settings)
+async def _run(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace, method: str
+               ) -> tuple[Any, bool]:
+    """Call ``AsyncReflector.<method>`` on the trajectory with the configured LLM, if any.
+
+    Returns:
+        The result, and whether an LLM was configured.
+    """
+    reflection = _module()
+    llm = reflection.llm_from_settings(memory.settings)
+    reflector = reflection.AsyncReflector(memory, llm=llm)
+    result = await getattr(reflector, method)(_trajectory(reflection, data), namespace=namespace)
+    return result, llm is not None
 
 
 def as_jsonable(value: Any) -> Any:
@@ -66,11 +76,7 @@ def as_jsonable(value: Any) -> Any:
 async def reflect(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
                   ) -> ReflectOutcome:
     """Distill a finished run into lessons and store them."""
-    reflection = _module()
-    llm = _llm(reflection, memory)
-    result = await reflection.AsyncReflector(memory, llm=llm).reflect(
-        _trajectory(reflection, data), namespace=namespace
-    )
+    result, has_llm = await _run(memory, data, namespace, "reflect")
     return ReflectOutcome(
         written=[WriteOutcome(id=str(w.id), status=w.status, similarity=w.similarity)
                  for w in result.written],
@@ -79,18 +85,14 @@ async def reflect(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
         skipped=result.skipped,
         error=result.error,
         distiller=result.distiller,
-        note=None if llm is not None else NO_LLM_REFLECT,
+        note=None if has_llm else NO_LLM_REFLECT,
     )
 
 
 async def review(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
                  ) -> ReviewOutcome:
     """Reinforce the used lessons of a run, decay the unused (and merge, with an LLM)."""
-    reflection = _module()
-    llm = _llm(reflection, memory)
-    result = await reflection.AsyncReflector(memory, llm=llm).review(
-        _trajectory(reflection, data), namespace=namespace
-    )
+    result, has_llm = await _run(memory, data, namespace, "review")
     detail = as_jsonable(result)
     return ReviewOutcome(detail=detail if isinstance(detail, dict) else {"result": detail},
-                         llm=llm is not None, note=None if llm is not None else NO_LLM_REVIEW)
+                         llm=has_llm, note=None if has_llm else NO_LLM_REVIEW)

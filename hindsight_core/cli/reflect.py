@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,17 +61,27 @@ def _reflector(namespace: str, rule_based: bool) -> tuple[Any, str]:
     return Reflector(memory, llm), note
 
 
-@app.command()
-def reflect(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool = RuleOpt,
-            as_json: bool = JsonOpt) -> None:
-    """Distill a finished run (trajectory JSON) into 0-3 lessons and store them."""
+def _run(file: str, namespace: str, rule_based: bool,
+         action: Callable[[Any, dict[str, Any]], Any]) -> tuple[Any, str]:
+    """Load FILE's trajectory, call ``action(reflector, trajectory)``, close the memory.
+
+    Returns:
+        The action's result and the note on which distiller was used.
+    """
     with cli_errors():
         data = _load(file)
         reflector, note = _reflector(namespace, rule_based)
         try:
-            result = reflector.reflect(data)
+            return action(reflector, data), note
         finally:
             reflector.memory.close()
+
+
+@app.command()
+def reflect(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool = RuleOpt,
+            as_json: bool = JsonOpt) -> None:
+    """Distill a finished run (trajectory JSON) into 0-3 lessons and store them."""
+    result, note = _run(file, namespace, rule_based, lambda r, data: r.reflect(data))
     if as_json:
         emit_json(result)
     else:
@@ -90,13 +101,7 @@ def reflect(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool
 def review(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool = RuleOpt,
            as_json: bool = JsonOpt) -> None:
     """Review a run: reinforce used records, decay unused ones, merge near-duplicates."""
-    with cli_errors():
-        data = _load(file)
-        reflector, note = _reflector(namespace, rule_based)
-        try:
-            result = reflector.review(data)
-        finally:
-            reflector.memory.close()
+    result, note = _run(file, namespace, rule_based, lambda r, data: r.review(data))
     if as_json:
         emit_json(result)
         return

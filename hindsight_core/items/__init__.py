@@ -24,10 +24,10 @@ from typing import Any, Literal
 from ..embeddings import Embedder
 from ..errors import ConfigurationError, DatabaseError
 from ..memory.aio import AsyncMemory
+from ..memory.fastpath import WarmConnections
 from ..memory.flow import run_async, run_sync
 from ..memory.sync import Memory
 from ..models import Item, ItemHit, Namespace
-from ._fast import WarmConnections
 from .flows import ItemFlows, Result, parse_filter
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
 from .paths import field_texts, texts_at, tokenize

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..memory.flow import Embed, Migrate, Sql
+from ..memory.terms import CommonTerms
 from ..models import Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..storage import experiences_sql as eq
 from ..storage import items_sql as q
@@ -88,6 +89,7 @@ class ItemFlows:
     ranking: Ranking
     omit_expired: bool
     _ready: bool
+    _terms: CommonTerms | None = None  # common search terms of item vectors (cached)
 
     def _now(self) -> datetime:  # pragma: no cover - provided by the front end
         raise NotImplementedError
@@ -232,14 +234,19 @@ class ItemFlows:
                                              breakdown=None), r["ttl_minutes"]) for r in rows]
         terms = tsquery_terms(op.query or "")
         settings = self._settings()
+        if self._terms is None:
+            self._terms = CommonTerms(q.V)
+        rare = yield from self._terms.rare(terms, settings.keyword_scan_limit, ac)
         params.update({
             "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-            "tsq": eq.tsquery_literal(terms),
+            "tsq": eq.tsquery_literal(terms), "tsq_cand": eq.tsquery_literal(rare),
             "w_sem": settings.semantic_weight, "w_kw": settings.keyword_weight,
-            "score_weight": settings.score_weight, **eq.params_for_decay(settings, now),
+            "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
+            **eq.params_for_decay(settings, now),
         })
-        rows = yield Sql(q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired,
-                                             bool(terms)), params, autocommit=ac)
+        stmt = q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired, bool(terms),
+                                   bool(rare), settings.keyword_scan_limit)
+        rows = yield Sql(stmt, params, autocommit=ac)
         return [(ItemHit.model_construct(
             item=_item(r), score=float(r["final"]),
             breakdown=ScoreBreakdown.model_construct(

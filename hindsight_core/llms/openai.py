@@ -9,6 +9,7 @@ parsed defensively by the caller either way.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any, Literal
 
 import httpx
@@ -90,40 +91,49 @@ class OpenAICompatibleLLM:
             model=str(data.get("model") or self.model_name),
         )
 
+    def _attempts(self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None
+                  ) -> Generator[dict[str, Any], httpx.Response, LLMResponse]:
+        """The request bodies to post, each sent the previous one's response: after a 400
+        about ``response_format``, the next weaker mode (remembered). Returns the answer."""
+        mode = self.response_format
+        while True:
+            resp = yield self._payload(messages, json_schema, mode)
+            nxt = self._retry_mode(resp, json_schema, mode)
+            if nxt is None:
+                return self._parse(resp)
+            mode = self.response_format = nxt
+
+    def _unreachable(self, exc: httpx.HTTPError) -> LLMError:
+        return LLMError(f"cannot reach chat endpoint {self.base_url}: {exc}")
+
     # ------------------------------------------------------------------ I/O
 
     def complete(self, messages: list[dict[str, str]], *,
                  json_schema: dict[str, Any] | None = None) -> LLMResponse:
         """Send the chat; raises :class:`LLMError` on any failure."""
-        mode: ResponseFormat | None = self.response_format
+        attempts = self._attempts(messages, json_schema)
         try:
             with httpx.Client(**self._client_args) as client:
+                body = next(attempts)
                 while True:
-                    assert mode is not None
-                    resp = client.post(f"{self.base_url}/chat/completions",
-                                       json=self._payload(messages, json_schema, mode))
-                    nxt = self._retry_mode(resp, json_schema, mode)
-                    if nxt is None:
-                        break
-                    mode = self.response_format = nxt
+                    resp = client.post(f"{self.base_url}/chat/completions", json=body)
+                    body = attempts.send(resp)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
         except httpx.HTTPError as exc:
-            raise LLMError(f"cannot reach chat endpoint {self.base_url}: {exc}") from exc
-        return self._parse(resp)
+            raise self._unreachable(exc) from exc
 
     async def acomplete(self, messages: list[dict[str, str]], *,
                         json_schema: dict[str, Any] | None = None) -> LLMResponse:
         """Async :meth:`complete`."""
-        mode: ResponseFormat | None = self.response_format
+        attempts = self._attempts(messages, json_schema)
         try:
             async with httpx.AsyncClient(**self._client_args) as client:
+                body = next(attempts)
                 while True:
-                    assert mode is not None
-                    resp = await client.post(f"{self.base_url}/chat/completions",
-                                             json=self._payload(messages, json_schema, mode))
-                    nxt = self._retry_mode(resp, json_schema, mode)
-                    if nxt is None:
-                        break
-                    mode = self.response_format = nxt
+                    resp = await client.post(f"{self.base_url}/chat/completions", json=body)
+                    body = attempts.send(resp)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
         except httpx.HTTPError as exc:
-            raise LLMError(f"cannot reach chat endpoint {self.base_url}: {exc}") from exc
-        return self._parse(resp)
+            raise self._unreachable(exc) from exc

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from ..errors import HindsightError, ValidationError
 from ..models import Experience, MaintenanceReport, Namespace, SearchHit, Stats, WriteResult
 from ..storage.engine import create_async
+from .fastpath import AsyncWarmConnections
 from .flow import Flow, R, run_async
 from .inspect import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress
@@ -31,6 +32,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         super().__init__(*args, **kwargs)
         self._engine = engine
         self._owns_engine = engine is None
+        self._warm: AsyncWarmConnections | None = None
 
     async def _get_engine(self) -> AsyncEngine:
         if self._engine is None:
@@ -53,8 +55,20 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def _run(self, flow: Flow[R]) -> R:
         return await run_async(flow, await self._get_engine(), self.embedder)
 
+    async def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
+        """Run a flow of autocommit reads on a warm connection (``fastpath.py``)."""
+        if not self._ready:
+            return await self._run(make())
+        engine = await self._get_engine()
+        warm = self._warm
+        if warm is None or warm.engine is not engine:
+            warm = self._warm = AsyncWarmConnections(engine)
+        return await warm.run(make, self.embedder)  # type: ignore[no-any-return]
+
     async def aclose(self) -> None:
         """Close the connection pool (if this object created it)."""
+        if self._warm is not None:
+            await self._warm.aclose()
         if self._engine is not None and self._owns_engine:
             await self._engine.dispose()
             self._engine = None
@@ -79,7 +93,8 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def search(self, query: str, *, namespace: Namespace | str | None = None,
                      scene: str | None = None, top_k: int = 5,
                      filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
-        return await self._run(self._search_flow(query, namespace, scene, top_k, filters))
+        return await self._run_fast(
+            lambda: self._search_flow(query, namespace, scene, top_k, filters))
 
     async def recall(self, query: str, *, namespace: Namespace | str | None = None,
                      scene: str | None = None, top_k: int = 5) -> RecallResult:

@@ -1,7 +1,9 @@
 """What :class:`Memory` and :class:`AsyncMemory` share: configuration and set-up.
 
 The operations themselves are flows (see ``flow.py``) defined in the mixins of
-``records.py`` and ``lifecycle.py``; this class holds the state they need.
+``records.py`` (write), ``recall_flows.py`` (search, get, list), ``curation.py``
+(feedback and curation), ``lifecycle.py`` (whole store) and ``inspect.py`` (the
+inspector's views); this class holds the state they need.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..settings import Settings
 from ..storage import experiences_sql as q
 from ..text import cjk_share
 from .flow import Embed, Flow, Migrate, Sql
+from .terms import CommonTerms
 
 log = logging.getLogger("hindsight")
 
@@ -58,8 +61,8 @@ class MemoryBase:
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_lock = threading.Lock()  # a Memory may be shared by threads
-        # (monotonic time fetched, terms too common to generate keyword candidates)
-        self._common_terms: tuple[float, frozenset[str]] | None = None
+        # terms too common to generate keyword candidates (cached for a minute)
+        self._common_terms = CommonTerms(q.T)
 
     # ------------------------------------------------------------------ plumbing
 
@@ -122,6 +125,7 @@ class MemoryBase:
         if cached is not None:
             return cached
         (vector,) = yield Embed([query])
+        vector = q.QueryVector(vector)  # carries its SQL literal, formatted once
         with self._cache_lock:
             self._query_cache[query] = vector
             if len(self._query_cache) > QUERY_CACHE_SIZE:

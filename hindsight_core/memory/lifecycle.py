@@ -28,7 +28,7 @@ from ..storage import tasks_sql
 from ..text import search_document, tokens
 from .base import MemoryBase
 from .flow import Embed, Flow, Sql
-from .records import embedding_text
+from .inputs import embedding_text
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` during long operations."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,6 +20,7 @@ from ..models import (
     WriteResult,
 )
 from ..storage.engine import create_sync_engine
+from .fastpath import WarmConnections
 from .flow import Flow, R, run_sync
 from .inspect import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, export_line
@@ -48,6 +49,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         self._engine = engine
         self._owns_engine = engine is None
         self._engine_lock = threading.Lock()
+        self._warm: WarmConnections | None = None
 
     @property
     def engine(self) -> sa.Engine:
@@ -65,8 +67,21 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def _run(self, flow: Flow[R]) -> R:
         return run_sync(flow, self.engine, self.embedder)
 
+    def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
+        """Run a flow of autocommit reads on a warm connection (``fastpath.py``) once
+        set up; ``make`` builds the flow (again, if a warm connection was broken)."""
+        if not self._ready:
+            return self._run(make())
+        engine = self.engine
+        warm = self._warm
+        if warm is None or warm.engine is not engine:
+            warm = self._warm = WarmConnections(engine)
+        return warm.run(make, self.embedder)  # type: ignore[no-any-return]
+
     def close(self) -> None:
         """Close the connection pool (if this object created it)."""
+        if self._warm is not None:
+            self._warm.close()
         if self._engine is not None and self._owns_engine:
             self._engine.dispose()
         self._engine = None if self._owns_engine else self._engine
@@ -114,7 +129,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
                 ``source.task``, ``source.tool``.
         """
-        return self._run(self._search_flow(query, namespace, scene, top_k, filters))
+        return self._run_fast(lambda: self._search_flow(query, namespace, scene, top_k, filters))
 
     def recall(self, query: str, *, namespace: Namespace | str | None = None,
                scene: str | None = None, top_k: int = 5) -> RecallResult:

@@ -11,9 +11,10 @@ means (retry, skip, report) and the drivers stay dumb.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import HindsightError, LLMError
 from ..memory.flow import Flow
@@ -52,58 +53,72 @@ def _as_response(reply: Any) -> LLMResponse:
     raise LLMError(f"the model returned {type(reply).__name__}, not an LLMResponse")
 
 
+def _need(llm: LLM | None) -> LLM:
+    if llm is None:
+        raise LLMError("no LLM configured")
+    return llm
+
+
+class _Stepper(Generic[R]):
+    """The loop :func:`drive_sync` and :func:`drive_async` share: send each reply (or
+    throw each failure) into the flow until it returns; the drivers only do the I/O."""
+
+    def __init__(self, flow: RFlow[R]) -> None:
+        self._flow = flow
+        self.reply: Any = None
+        self.result: Any = None
+        self._error: BaseException | None = None
+
+    def next(self) -> Ask | Store | None:
+        """The flow's next request, or None once it has returned (see ``result``)."""
+        reply, error = self.reply, self._error
+        self.reply, self._error = None, None
+        try:
+            return self._flow.throw(error) if error is not None else self._flow.send(reply)
+        except StopIteration as stop:
+            self.result = stop.value
+            return None
+
+    @contextmanager
+    def answering(self, req: Ask | Store) -> Iterator[None]:
+        """Throw a failure to answer ``req`` back into the flow: any exception of a
+        model call (provider failures vary), only a ``HindsightError`` of a memory flow."""
+        passed_back = Exception if isinstance(req, Ask) else HindsightError
+        try:
+            yield
+        except Exception as exc:
+            if not isinstance(exc, passed_back):
+                raise
+            self._error = exc
+
+
 def drive_sync(flow: RFlow[R], memory: Memory, llm: LLM | None) -> R:
     """Run a reflection flow with blocking I/O."""
-    reply: Any = None
-    error: BaseException | None = None
+    step = _Stepper(flow)
     try:
-        while True:
-            try:
-                req = flow.throw(error) if error is not None else flow.send(reply)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            reply, error = None, None
-            if isinstance(req, Ask):
-                if llm is None:
-                    error = LLMError("no LLM configured")
-                    continue
-                try:
-                    reply = _as_response(llm.complete(req.messages, json_schema=req.json_schema))
-                except Exception as exc:  # any provider failure goes back to the flow
-                    error = exc
-            else:
-                try:
-                    reply = memory._run(req.flow)
-                except HindsightError as exc:
-                    error = exc
+        while (req := step.next()) is not None:
+            with step.answering(req):
+                if isinstance(req, Ask):
+                    reply = _need(llm).complete(req.messages, json_schema=req.json_schema)
+                    step.reply = _as_response(reply)
+                else:
+                    step.reply = memory._run(req.flow)
+        return step.result  # type: ignore[no-any-return]
     finally:
         flow.close()
 
 
 async def drive_async(flow: RFlow[R], memory: AsyncMemory, llm: LLM | None) -> R:
     """Run a reflection flow with asyncio I/O."""
-    reply: Any = None
-    error: BaseException | None = None
+    step = _Stepper(flow)
     try:
-        while True:
-            try:
-                req = flow.throw(error) if error is not None else flow.send(reply)
-            except StopIteration as stop:
-                return stop.value  # type: ignore[no-any-return]
-            reply, error = None, None
-            if isinstance(req, Ask):
-                if llm is None:
-                    error = LLMError("no LLM configured")
-                    continue
-                try:
-                    reply = _as_response(
-                        await llm.acomplete(req.messages, json_schema=req.json_schema))
-                except Exception as exc:  # any provider failure goes back to the flow
-                    error = exc
-            else:
-                try:
-                    reply = await memory._run(req.flow)
-                except HindsightError as exc:
-                    error = exc
+        while (req := step.next()) is not None:
+            with step.answering(req):
+                if isinstance(req, Ask):
+                    reply = await _need(llm).acomplete(req.messages, json_schema=req.json_schema)
+                    step.reply = _as_response(reply)
+                else:
+                    step.reply = await memory._run(req.flow)
+        return step.result  # type: ignore[no-any-return]
     finally:
         flow.close()

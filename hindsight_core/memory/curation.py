@@ -1,0 +1,159 @@
+"""Flows that curate experience records: feedback, forget, archive, restore,
+critical, edit and merge. Each writes one event and (but forget) returns the record."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import NotFoundError, ValidationError
+from ..models import Experience, Namespace, parse_id
+from ..storage import experiences_sql as q
+from ..text import search_document, tokens
+from .flow import Embed, Flow, Sql
+from .inputs import RecordInput, embedding_text, validate_records
+from .recall_flows import RecallFlows
+
+
+class CurationFlows(RecallFlows):
+    """Feedback and curation of experience records (flows; see ``flow.py``).
+
+    Built on :class:`RecallFlows`: every change reads the record back.
+    """
+
+    # ------------------------------------------------------------------ feedback
+
+    def _mark_used_flow(
+        self, record_id: object, helpful: bool, namespace: Namespace | str | None
+    ) -> Flow[Experience]:
+        ns = self._ns(namespace)
+        rid = parse_id(record_id)
+        if not isinstance(helpful, bool):
+            raise ValidationError("helpful must be true or false", field="helpful")
+        yield from self._ready_flow()
+        now = self._now()
+        stmt = q.MARK_HELPFUL if helpful else q.MARK_UNHELPFUL
+        rows = yield Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
+                                **self._decay_params(now)})
+        if not rows:
+            raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
+        yield from self._event(ns, rid, "used" if helpful else "unhelpful", now)
+        return (yield from self._get_flow(rid, namespace))
+
+    def _event(
+        self, ns: str, rid: uuid.UUID | None, kind: str, now: Any,
+        detail: dict[str, Any] | None = None,
+    ) -> Flow[None]:
+        yield Sql(q.INSERT_EVENT, {"ns": ns, "record_id": rid, "kind": kind, "now": now,
+                                   "detail": json.dumps(detail or {})}, fetch="none")
+
+    # ------------------------------------------------------------------ curation
+
+    def _change_flow(
+        self, record_id: object, kind: str, namespace: Namespace | str | None, **extra: Any
+    ) -> Flow[Experience | None]:
+        """forget / archive / restore / critical: one statement, one event."""
+        ns = self._ns(namespace)
+        rid = parse_id(record_id)
+        yield from self._ready_flow()
+        now = self._now()
+        stmt = {"forget": q.DELETE, "archive": q.ARCHIVE, "restore": q.RESTORE,
+                "critical": q.SET_CRITICAL}[kind]
+        rows = yield Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
+        if not rows:
+            exists = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self._decay_params(now)})
+            if not exists:
+                raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
+            state = "archived" if kind == "archive" else "live"
+            raise ValidationError(f"record {rid} is already {state}", field="id")
+        yield from self._event(ns, rid, kind, now, extra or None)
+        if kind == "forget":
+            return None
+        return (yield from self._get_flow(rid, namespace))
+
+    def _curate_flow(
+        self, record_id: object, kind: str, namespace: Namespace | str | None, **extra: Any
+    ) -> Flow[Experience]:
+        """archive / restore / critical, returning the changed record."""
+        record = yield from self._change_flow(record_id, kind, namespace, **extra)
+        assert record is not None  # only "forget" returns None
+        return record
+
+    def _edit_flow(
+        self, record_id: object, changes: Mapping[str, Any], namespace: Namespace | str | None
+    ) -> Flow[Experience]:
+        """Change fields of a record; the embedding is recomputed."""
+        allowed = {"scene", "trigger", "action", "outcome", "lesson", "importance", "critical"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise ValidationError(
+                f"{sorted(unknown)[0]}: cannot be edited (editable: {', '.join(sorted(allowed))})",
+                field=sorted(unknown)[0],
+            )
+        current = yield from self._get_flow(record_id, namespace)
+        merged = {k: getattr(current, k) for k in allowed} | dict(changes)
+        (rec,) = validate_records([merged], self.settings)
+        self._warn_language([rec.lesson])
+        (vector,) = yield Embed([embedding_text(rec)])
+        now = self._now()
+        yield Sql(q.EDIT, {
+            "ns": self._ns(namespace), "id": current.id, "now": now, "scene": rec.scene,
+            "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
+            "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
+            "embedding": q.vector_literal(vector),
+            "search_tsv": q.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
+                                                                     rec.scene))),
+        })
+        yield from self._event(self._ns(namespace), current.id, "edited", now)
+        return (yield from self._get_flow(current.id, namespace))
+
+    def _merge_flow(
+        self,
+        record_ids: Iterable[object],
+        into: RecordInput,
+        namespace: Namespace | str | None,
+    ) -> Flow[Experience]:
+        """Replace several records by one more general lesson that links back to them.
+
+        The sources are archived (restorable) with ``merged_into`` pointing at the new
+        record; the new record's ``merged_from`` lists them, its ``occurrences`` and
+        ``use_count`` are their sums. Written as is: no dedup against the sources.
+        """
+        ns = self._ns(namespace)
+        ids = [parse_id(r, field=f"ids[{i}]") for i, r in enumerate(record_ids)]
+        if len(set(ids)) < 2:
+            raise ValidationError("merge needs at least two distinct record ids", field="ids")
+        (rec,) = validate_records([into], self.settings)
+        yield from self._ready_flow()
+        now = self._now()
+        sources = yield Sql(q.GET, {"ns": ns, "ids": ids, **self._decay_params(now)})
+        live = {r["id"]: r for r in sources if r["archived_at"] is None}
+        missing = [str(i) for i in ids if i not in live]
+        if missing:
+            raise NotFoundError(
+                f"cannot merge: no live record {', '.join(missing)} in namespace {self._show(ns)}"
+            )
+        (vector,) = yield Embed([embedding_text(rec)])
+        new_id = self._new_id()
+        yield Sql(q.INSERT, {
+            "ns": ns, "id": new_id, "scene": rec.scene, "trigger": rec.trigger,
+            "action": rec.action, "outcome": rec.outcome, "lesson": rec.lesson,
+            "confidence": rec.confidence, "importance": rec.importance,
+            "critical": rec.critical or any(r["critical"] for r in live.values()),
+            "source": json.dumps(rec.source.model_dump(exclude_none=True)),
+            "score": max(r["decayed_score"] for r in live.values()),
+            "use_count": sum(r["use_count"] for r in live.values()),
+            "occurrences": sum(r["occurrences"] for r in live.values()),
+            "last_used_at": now, "created_at": now, "updated_at": now, "archived_at": None,
+            "merged_into": None, "merged_from": ids, "embedding": q.vector_literal(vector),
+            "search_tsv": q.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
+                                                                     rec.scene))),
+        }, fetch="none")
+        yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})
+        yield from self._event(ns, new_id, "merge", now, {"from": [str(i) for i in ids]})
+        return (yield from self._get_flow(new_id, namespace))
+
+
+__all__ = ["CurationFlows"]

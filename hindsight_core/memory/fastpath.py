@@ -1,0 +1,311 @@
+"""The fast path: flows that need no transaction, on warm pooled connections.
+
+Most calls of a memory, an item store or a checkpointer are one statement (a get,
+a search, a put). Through the generic drivers (``flow.run_sync`` / ``run_async``)
+each costs a pool checkout with a pre-ping round trip, BEGIN and COMMIT round
+trips, and SQLAlchemy's execution layer. Flows whose statements are each a unit of
+work can instead run here:
+
+- statements run in autocommit mode, straight on the pooled psycopg connection
+  (``%(name)s`` text compiled once per statement and cached);
+- psycopg prepares a statement on the server after ``PREPARE_THRESHOLD`` runs on a
+  connection (no re-planning of the long recall query);
+- connections used within the last ``KEEP_WARM`` seconds stay checked out (at most
+  ``WARM_MAX``) and are reused without a ping;
+- a warm connection found broken is dropped and the whole flow retried once on a
+  fresh, pinged connection; other errors are mapped to :mod:`hindsight_core.errors`.
+
+Warm connections remain connections of the engine's pool: ``close()`` gives them
+back, and disposing of the engine closes them. The connection is taken at the
+flow's first ``Sql`` request, so embedding a query holds no connection.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, Generic, TypeVar
+
+import psycopg
+import sqlalchemy as sa
+from psycopg.rows import dict_row
+from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from ..embeddings import Embedder
+from ..errors import (
+    DatabaseError,
+    DatabaseUnavailableError,
+    HindsightError,
+    VectorExtensionMissingError,
+)
+from ..storage.engine import VECTOR_HELP, db_errors
+from .flow import Embed, Flow, Sql
+
+__all__ = ["AsyncWarmConnections", "WarmConnections", "driver_error", "pyformat"]
+
+_DIALECT = pg_psycopg.dialect()
+C = TypeVar("C", sa.Connection, AsyncConnection)
+MakeFlow = Callable[[], Flow[Any]]
+
+
+@lru_cache(maxsize=1024)
+def pyformat(statement: sa.TextClause) -> str:
+    """A ``sa.text()`` statement as psycopg runs it (``%(name)s`` parameters)."""
+    return str(statement.compile(dialect=_DIALECT))
+
+
+def driver_error(exc: psycopg.Error) -> HindsightError:
+    """Map a psycopg error to Hindsight's hierarchy (as ``translate_db_error`` does)."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else "unknown error"
+    state = exc.sqlstate or ""
+    if 'type "vector" does not exist' in text:
+        return VectorExtensionMissingError(VECTOR_HELP)
+    if state == "57014":
+        return DatabaseError(f"the statement was cancelled (timeout): {first}")
+    if state.startswith("40"):
+        return DatabaseError(
+            f"the transaction was rolled back, nothing was written; retry: {first}")
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and (
+            not state or state[:2] in ("08", "53") or state.startswith("57P")):
+        return DatabaseUnavailableError(f"the database cannot be reached: {first}")
+    return DatabaseError(f"database error: {first}")
+
+
+def _driver(conn: sa.Connection | AsyncConnection) -> Any:
+    # Connected already: reaching the driver does no I/O (and needs no greenlet).
+    sync = conn.sync_connection if isinstance(conn, AsyncConnection) else conn
+    return None if sync is None else sync.connection.driver_connection
+
+
+def _broken(exc: BaseException, conn: sa.Connection | AsyncConnection) -> bool:
+    """Whether ``exc`` on ``conn`` means the connection is unusable (not the statement)."""
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and not exc.sqlstate:
+        return True
+    try:
+        driver = _driver(conn)
+    except Exception:  # noqa: BLE001 - a closed/invalidated facade: broken
+        return True
+    return driver is None or bool(driver.closed or driver.broken)
+
+
+class _Warm(Generic[C]):
+    """The list of warm connections, shared by the sync and async variants."""
+
+    KEEP_WARM = 10.0
+    WARM_MAX = 2
+
+    def __init__(self) -> None:
+        self._warm: list[tuple[float, C]] = []
+        self._lock = threading.Lock()
+
+    def drain(self) -> list[C]:
+        """Forget every warm connection; the caller gives them back or closes them."""
+        with self._lock:
+            conns = [c for _, c in self._warm]
+            self._warm.clear()
+        return conns
+
+    def _take(self) -> tuple[C | None, list[C]]:
+        """A warm connection (or None) and the cold ones to give back to the pool."""
+        now = time.monotonic()
+        with self._lock:
+            cold = [c for used, c in self._warm if now - used >= self.KEEP_WARM]
+            self._warm = [(u, c) for u, c in self._warm if now - u < self.KEEP_WARM]
+            return (self._warm.pop()[1] if self._warm else None), cold
+
+    def _keep(self, conn: C) -> bool:
+        with self._lock:
+            if len(self._warm) < self.WARM_MAX:
+                self._warm.append((time.monotonic(), conn))
+                return True
+        return False
+
+
+class WarmConnections(_Warm[sa.Connection]):
+    """Run flows on recently used autocommit connections of ``engine`` (blocking I/O)."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        super().__init__()
+        self.engine = engine
+        sa.event.listen(engine, "engine_disposed", self._on_dispose)
+
+    def _on_dispose(self, _engine: sa.Engine) -> None:
+        # The old pool is gone: giving these back would leak them.
+        for conn in self.drain():
+            conn.invalidate()
+            conn.close()
+
+    def close(self) -> None:
+        """Give the warm connections back to the pool."""
+        for conn in self.drain():
+            conn.close()
+
+    def _connect(self) -> sa.Connection:
+        with db_errors():
+            conn = self.engine.connect()
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+        return conn
+
+    def run(self, make: MakeFlow, embedder: Embedder) -> Any:
+        """Run ``make()``'s flow; on a broken warm connection, once more on a fresh one."""
+        conn, cold = self._take()
+        for c in cold:
+            c.close()
+        if conn is not None:
+            try:
+                return self._drive(make(), conn, embedder)
+            except _Retry:
+                pass
+        return self._drive(make(), None, embedder)
+
+    def _drive(self, flow: Flow[Any], conn: sa.Connection | None, embedder: Embedder) -> Any:
+        warm = conn is not None
+        reply: Any = None
+        cur: psycopg.Cursor[dict[str, Any]] | None = None
+        try:
+            while True:
+                try:
+                    req = flow.send(reply)
+                except StopIteration as stop:
+                    if conn is not None:
+                        if cur is not None:
+                            cur.close()
+                        if not self._keep(conn):
+                            conn.close()
+                        conn = None
+                    return stop.value
+                if isinstance(req, Embed):
+                    reply = embedder.embed(req.texts) if req.texts else []
+                    continue
+                if not isinstance(req, Sql):  # pragma: no cover - only once set up
+                    raise AssertionError(f"unexpected request {req!r} on the fast path")
+                if conn is None:
+                    conn = self._connect()
+                if cur is None:
+                    cur = _driver(conn).cursor(row_factory=dict_row)
+                try:
+                    reply = _execute(cur, req)
+                except psycopg.Error as exc:
+                    error = driver_error(exc)
+                    if _broken(exc, conn):
+                        conn.invalidate()
+                        if warm:
+                            raise _Retry(error) from exc
+                    raise error from exc
+        finally:
+            flow.close()
+            if conn is not None:  # an error: not kept warm
+                conn.close()
+
+
+def _execute(cur: psycopg.Cursor[dict[str, Any]], req: Sql) -> list[dict[str, Any]]:
+    sql = pyformat(req.statement)  # type: ignore[arg-type]
+    if isinstance(req.params, list):
+        cur.executemany(sql, req.params)
+        return []
+    cur.execute(sql, req.params)
+    return cur.fetchall() if req.fetch == "all" and cur.description else []
+
+
+class _Retry(Exception):
+    """A warm connection was found broken: run the flow again on a fresh one."""
+
+    def __init__(self, error: HindsightError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class AsyncWarmConnections(_Warm[AsyncConnection]):
+    """:class:`WarmConnections` for asyncio (psycopg's async driver)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        super().__init__()
+        self.engine = engine
+        sa.event.listen(engine.sync_engine, "engine_disposed", self._on_dispose)
+
+    def _on_dispose(self, _engine: sa.Engine) -> None:
+        # Runs inside AsyncEngine.dispose()'s greenlet, where the sync facade can
+        # close a connection of the async driver.
+        for conn in self.drain():
+            sync = conn.sync_connection
+            if sync is not None:
+                sync.invalidate()
+                sync.close()
+
+    async def aclose(self) -> None:
+        """Give the warm connections back to the pool."""
+        for conn in self.drain():
+            await conn.close()
+
+    async def _connect(self) -> AsyncConnection:
+        with db_errors():
+            conn = await self.engine.connect()
+            try:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+            except BaseException:
+                await conn.close()
+                raise
+        return conn
+
+    async def run(self, make: MakeFlow, embedder: Embedder) -> Any:
+        """Run ``make()``'s flow; on a broken warm connection, once more on a fresh one."""
+        conn, cold = self._take()
+        for c in cold:
+            await c.close()
+        if conn is not None:
+            try:
+                return await self._drive(make(), conn, embedder)
+            except _Retry:
+                pass
+        return await self._drive(make(), None, embedder)
+
+    async def _drive(self, flow: Flow[Any], conn: AsyncConnection | None,
+                     embedder: Embedder) -> Any:
+        warm = conn is not None
+        reply: Any = None
+        cur: psycopg.AsyncCursor[dict[str, Any]] | None = None
+        try:
+            while True:
+                try:
+                    req = flow.send(reply)
+                except StopIteration as stop:
+                    if conn is not None:
+                        if cur is not None:
+                            await cur.close()
+                        if not self._keep(conn):
+                            await conn.close()
+                        conn = None
+                    return stop.value
+                if isinstance(req, Embed):
+                    reply = await embedder.aembed(req.texts) if req.texts else []
+                    continue
+                if not isinstance(req, Sql):  # pragma: no cover - only once set up
+                    raise AssertionError(f"unexpected request {req!r} on the fast path")
+                if conn is None:
+                    conn = await self._connect()
+                if cur is None:
+                    cur = _driver(conn).cursor(row_factory=dict_row)
+                try:
+                    sql = pyformat(req.statement)  # type: ignore[arg-type]
+                    if isinstance(req.params, list):
+                        await cur.executemany(sql, req.params)
+                        reply = []
+                    else:
+                        await cur.execute(sql, req.params)
+                        reply = (await cur.fetchall()
+                                 if req.fetch == "all" and cur.description else [])
+                except psycopg.Error as exc:
+                    error = driver_error(exc)
+                    if _broken(exc, conn):
+                        await conn.invalidate()
+                        if warm:
+                            raise _Retry(error) from exc
+                    raise error from exc
+        finally:
+            flow.close()
+            if conn is not None:
+                await conn.close()

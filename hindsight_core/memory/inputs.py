@@ -1,0 +1,120 @@
+"""Caller input: argument checks, record validation and the text embedded for a record.
+
+Pure functions shared by the write, recall and curation flows; no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import ValidationError
+from ..models import ExperienceIn, parse_experience
+from ..settings import Settings
+from ..storage import experiences_sql as q
+
+MAX_QUERY_CHARS = 10_000
+MAX_TOP_K = 100
+MAX_BATCH = 10_000
+RecordInput = ExperienceIn | Mapping[str, Any]
+
+
+def embedding_text(record: ExperienceIn) -> str:
+    """What is embedded for a record: the lesson (without closing punctuation, which
+    moves a short sentence's vector a lot), then its trigger."""
+    return f"{record.lesson.rstrip(' .。!！;；')}\n{record.trigger}"
+
+
+def validate_records(records: Sequence[RecordInput], settings: Settings) -> list[ExperienceIn]:
+    """Parse a batch of records, naming the bad entry (``records[i]``) in errors.
+
+    Raises:
+        ValidationError: not a list, too many entries, or an entry is malformed.
+    """
+    if isinstance(records, Mapping | ExperienceIn) or not isinstance(records, Sequence):
+        raise ValidationError("records must be a list of records", field="records")
+    if len(records) > MAX_BATCH:
+        raise ValidationError(
+            f"records has {len(records)} entries; write at most {MAX_BATCH} per call",
+            field="records",
+        )
+    parsed = []
+    for i, record in enumerate(records):
+        try:
+            parsed.append(
+                parse_experience(
+                    record,
+                    lesson_max_chars=settings.lesson_max_chars,
+                    field_max_chars=settings.field_max_chars,
+                )
+            )
+        except ValidationError as exc:
+            if len(records) == 1:
+                raise
+            raise ValidationError(f"records[{i}]: {exc}", field=f"records[{i}]") from None
+    return parsed
+
+
+def check_query(query: object) -> str:
+    if not isinstance(query, str):
+        raise ValidationError(f"query must be a string, got {type(query).__name__}", field="query")
+    if "\x00" in query:
+        raise ValidationError("query contains a NUL byte", field="query")
+    query = query.strip()
+    if not query:
+        raise ValidationError("query is empty", field="query")
+    if len(query) > MAX_QUERY_CHARS:
+        raise ValidationError(
+            f"query is {len(query)} characters; at most {MAX_QUERY_CHARS}", field="query"
+        )
+    return query
+
+
+def check_top_k(top_k: object) -> int:
+    try:
+        value = int(str(top_k)) if not isinstance(top_k, bool) else None
+    except ValueError:
+        value = None
+    if value is None or not 1 <= value <= MAX_TOP_K:
+        raise ValidationError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}",
+                              field="top_k")
+    return value
+
+
+def check_page(limit: object, offset: object) -> tuple[int, int]:
+    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
+        raise ValidationError(f"limit must be an integer from 1 to 10000, got {limit!r}",
+                              field="limit")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise ValidationError(f"offset must be a non-negative integer, got {offset!r}",
+                              field="offset")
+    return limit, offset
+
+
+def check_filters(filters: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
+    if filters is None:
+        return []
+    if not isinstance(filters, Mapping):
+        raise ValidationError("filters must be a mapping of field to value", field="filters")
+    out = []
+    for name in sorted(filters):
+        if name not in q.FILTERABLE:
+            raise ValidationError(
+                f"filters.{name}: cannot filter on this field "
+                f"(filterable: {', '.join(q.FILTERABLE)})",
+                field=f"filters.{name}",
+            )
+        value = filters[name]
+        kind = q.FILTERABLE[name][1]
+        if kind == "bool" and not isinstance(value, bool):
+            raise ValidationError(f"filters.{name} must be true or false", field=f"filters.{name}")
+        if kind == "text" and (not isinstance(value, str) or "\x00" in value):
+            raise ValidationError(f"filters.{name} must be a string", field=f"filters.{name}")
+        out.append((name, value))
+    return out
+
+
+__all__ = [
+    "MAX_BATCH", "MAX_QUERY_CHARS", "MAX_TOP_K", "RecordInput", "check_filters", "check_page",
+    "check_query", "check_top_k", "embedding_text", "validate_records",
+]

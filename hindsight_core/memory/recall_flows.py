@@ -1,0 +1,130 @@
+"""Flows that read experience records: hybrid search, get by id, list a page."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..errors import NotFoundError, ValidationError
+from ..models import Experience, Namespace, ScoreBreakdown, SearchHit, parse_id
+from ..storage import experiences_sql as q
+from ..text import tsquery_terms
+from .base import MemoryBase
+from .flow import Flow, Sql
+from .inputs import check_filters, check_page, check_query, check_top_k
+
+
+class RecallFlows(MemoryBase):
+    """Search, get and list experience records (flows; see ``flow.py``)."""
+
+    # ------------------------------------------------------------------ search
+
+    def _search_flow(
+        self,
+        query: str,
+        namespace: Namespace | str | None,
+        scene: str | None,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        timeout_ms: int | None = None,
+    ) -> Flow[list[SearchHit]]:
+        ns = self._ns(namespace)
+        query = check_query(query)
+        top_k = check_top_k(top_k)
+        if scene is not None and (not isinstance(scene, str) or not scene.strip()):
+            raise ValidationError("scene must be a non-empty string or None", field="scene")
+        filter_items = check_filters(filters)
+        yield from self._ready_flow()
+        vector = yield from self._embed_one_query(query)
+        terms = tsquery_terms(query)
+        # Reads only: without a timeout to set, no transaction (saves BEGIN + COMMIT).
+        ac = timeout_ms is None
+        common = (yield from self._common_terms_flow(ac)) if terms else frozenset()
+        rare = [t for t in terms if t not in common]
+        stmt = q.search_sql(
+            self.embedder.dim,
+            scene=scene is not None,
+            keyword=bool(terms),
+            filters=tuple(name for name, _ in filter_items),
+            candidates=max(40, top_k * 4),
+            scan_limit=self.settings.keyword_scan_limit,
+            keyword_candidates=bool(rare),
+            min_relevance=self.settings.min_relevance > 0,
+        )
+        params: dict[str, Any] = {
+            "ns": ns, "scene": scene and scene.strip(), "qvec": q.vector_literal(vector),
+            "tsq": q.tsquery_literal(terms), "tsq_cand": q.tsquery_literal(rare),
+            "top_k": top_k,
+            "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,
+            "score_weight": self.settings.score_weight, **self._decay_params(self._now()),
+            "min_relevance": self.settings.min_relevance,
+        }
+        for i, (_, value) in enumerate(filter_items):
+            params[f"f{i}"] = value
+        if timeout_ms is not None:
+            yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": str(int(timeout_ms))})
+        rows = yield Sql(stmt, params, autocommit=ac)
+        return [
+            SearchHit(
+                record=self._record(row),
+                score=row["final"],
+                breakdown=ScoreBreakdown(
+                    semantic=row["semantic"], keyword=row["keyword"],
+                    relevance=row["relevance"], decay=row["decayed_score"], final=row["final"],
+                ),
+            )
+            for row in rows
+        ]
+
+    def _common_terms_flow(self, autocommit: bool = False) -> Flow[frozenset[str]]:
+        """Terms too frequent to generate keyword candidates (cached for a minute)."""
+        return (yield from self._common_terms.flow(self.settings.keyword_scan_limit,
+                                                   autocommit))
+
+    # ------------------------------------------------------------------ read
+
+    def _get_flow(self, record_id: object, namespace: Namespace | str | None) -> Flow[Experience]:
+        ns = self._ns(namespace)
+        rid = parse_id(record_id)
+        yield from self._ready_flow()
+        rows = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self._decay_params(self._now())})
+        if not rows:
+            raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
+        return self._record(rows[0])
+
+    def _list_flow(
+        self,
+        namespace: Namespace | str | None,
+        *,
+        scene: str | None = None,
+        archived: bool | None = False,
+        order_by: str = "created_at",
+        descending: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+        all_namespaces: bool = False,
+    ) -> Flow[list[Experience]]:
+        ns = None if all_namespaces else self._ns(namespace)
+        if order_by not in q.SORTABLE:
+            raise ValidationError(
+                f"order_by must be one of {', '.join(q.SORTABLE)}; got {order_by!r}",
+                field="order_by",
+            )
+        limit, offset = check_page(limit, offset)
+        yield from self._ready_flow()
+        stmt = q.list_sql(
+            order_by=order_by, descending=descending, scene=scene is not None,
+            archived=archived, all_ns=all_namespaces,
+        )
+        rows = yield Sql(stmt, {
+            "ns": ns, "scene": scene, "limit": limit, "offset": offset,
+            **self._decay_params(self._now()),
+        })
+        return [self._record(r) for r in rows]
+
+    @staticmethod
+    def _show(ns: str) -> str:
+        return "(" + ", ".join(repr(p) for p in ns.split("\x1f")) + ")"
+
+
+__all__ = ["RecallFlows"]
