@@ -25,7 +25,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+console = Console(soft_wrap=True)  # long lines stay whole when piped (no terminal width)
 err_console = Console(stderr=True)
 
 T = TypeVar("T")
