@@ -36,12 +36,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..embeddings import Embedder
 from ..errors import (
-    DatabaseError,
-    DatabaseUnavailableError,
     HindsightError,
-    VectorExtensionMissingError,
 )
-from ..storage.engine import VECTOR_HELP, db_errors
+from ..storage.engine import db_errors, translate_db_error
 from .flow import Embed, Flow, Sql
 
 __all__ = ["AsyncWarmConnections", "WarmConnections", "driver_error", "pyformat"]
@@ -58,21 +55,8 @@ def pyformat(statement: sa.TextClause) -> str:
 
 
 def driver_error(exc: psycopg.Error) -> HindsightError:
-    """Map a psycopg error to Hindsight's hierarchy (as ``translate_db_error`` does)."""
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else "unknown error"
-    state = exc.sqlstate or ""
-    if 'type "vector" does not exist' in text:
-        return VectorExtensionMissingError(VECTOR_HELP)
-    if state == "57014":
-        return DatabaseError(f"the statement was cancelled (timeout): {first}")
-    if state.startswith("40"):
-        return DatabaseError(
-            f"the transaction was rolled back, nothing was written; retry: {first}")
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError) and (
-            not state or state[:2] in ("08", "53") or state.startswith("57P")):
-        return DatabaseUnavailableError(f"the database cannot be reached: {first}")
-    return DatabaseError(f"database error: {first}")
+    """Map a psycopg error to Hindsight's hierarchy (``storage.engine.translate_db_error``)."""
+    return translate_db_error(exc)
 
 
 def _driver(conn: sa.Connection | AsyncConnection) -> Any:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
@@ -78,25 +79,30 @@ def create_async(settings: Settings, url: str | None = None) -> AsyncEngine:
 
 
 def translate_db_error(exc: Exception) -> HindsightError:
-    """Map a driver or SQLAlchemy error to Hindsight's hierarchy."""
-    text = str(getattr(exc, "orig", None) or exc)
+    """Map a psycopg, SQLAlchemy or OS error to Hindsight's hierarchy (the one place)."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig)
     if 'type "vector" does not exist' in text or (
         "extension" in text and "vector" in text and "not available" in text
     ):
         return VectorExtensionMissingError(VECTOR_HELP)
-    sqlstate = str(getattr(getattr(exc, "orig", None), "sqlstate", None) or "")
+    sqlstate = str(getattr(orig, "sqlstate", None) or "")
     if sqlstate == "57014":  # query_canceled: psycopg files it under OperationalError
         return DatabaseError(f"the statement was cancelled (timeout): {_first_line(text)}")
     if sqlstate.startswith("40"):  # deadlock / serialization failure: the server is fine
         return DatabaseError(
             f"the transaction was rolled back, nothing was written; retry: {_first_line(text)}"
         )
-    if isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) or isinstance(
-        exc, sa_exc.DBAPIError
-    ) and exc.connection_invalidated:
-        return DatabaseUnavailableError(f"the database cannot be reached: {_first_line(text)}")
     if isinstance(exc, sa_exc.TimeoutError):
         return DatabaseUnavailableError("no database connection was free in time (pool timeout)")
+    connection_error = isinstance(
+        orig, psycopg.OperationalError | psycopg.InterfaceError | OSError
+    ) or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
+    # No state (a failed connect) or connection exception / resources / shutdown classes.
+    if (connection_error and (not sqlstate or sqlstate[:2] in ("08", "53")
+                              or sqlstate.startswith("57P"))) or (
+            isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated):
+        return DatabaseUnavailableError(f"the database cannot be reached: {_first_line(text)}")
     return DatabaseError(f"database error: {_first_line(text)}")
 
 
@@ -104,7 +110,7 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
-DB_ERRORS = (sa_exc.SQLAlchemyError, OSError)
+DB_ERRORS = (sa_exc.SQLAlchemyError, psycopg.Error, OSError)
 
 
 @contextmanager
