@@ -132,7 +132,7 @@ def test_merge_keeps_links(mem: Memory) -> None:
         mem.merge([a, b], rec("again"))
 
 
-def test_export_import_round_trip(mem: Memory, settings: Settings, embedder, clock: Clock  # type: ignore[no-untyped-def]
+def test_export_import_round_trip(mem: Memory, fresh_db: str, embedder, clock: Clock  # type: ignore[no-untyped-def]
                                   ) -> None:
     ids = [r.id for r in mem.write_many([rec("Pin the numpy version"),
                                          rec("检查扩展名再删除文件", source={"agent": "a1"}),
@@ -142,7 +142,8 @@ def test_export_import_round_trip(mem: Memory, settings: Settings, embedder, clo
     buf = io.StringIO()
     assert mem.export(buf) == 3
     lines = buf.getvalue().splitlines()
-    target = Memory(("restored",) + mem.namespace, settings=settings, embedder=embedder,
+    # into another database: ids and namespaces are kept
+    target = Memory(("restored",), settings=Settings(database_url=fresh_db), embedder=embedder,
                     clock=clock)
     try:
         # import keeps ids, namespaces and lifecycle state
@@ -152,6 +153,9 @@ def test_export_import_round_trip(mem: Memory, settings: Settings, embedder, clo
             assert target.get(rid, namespace=mem.namespace).model_dump() == mem.get(
                 rid).model_dump()
         assert target.search("numpy", namespace=mem.namespace)[0].record.id == ids[0]
+        # importing the same file again keeps what is stored and says so
+        again = target.import_records(lines)
+        assert again["imported"] == 0 and again["already_present"] == 3
     finally:
         target.close()
 

@@ -167,6 +167,8 @@ def import_(
         emit_json(report)
     else:
         console.print(f"imported {report['imported']} records"
+                      + (f"; {report['already_present']} were already present (kept)"
+                         if report["already_present"] else "")
                       + (f"; skipped lines {report['skipped_lines']}"
                          if report["skipped_lines"] else ""))
 

@@ -143,17 +143,24 @@ class LifecycleFlows(MemoryBase):
             records.append(record)
         yield from self._ready_flow()
         now = self._now()
-        imported = 0
+        done = 0
+        existing = 0
         for start in range(0, len(records), REINDEX_BATCH):
             batch = records[start : start + REINDEX_BATCH]
-            vectors = yield Embed([embedding_text(r) for r in batch])
-            params = [_import_params(r, v, now) for r, v in zip(batch, vectors, strict=True)]
-            yield Sql(q.INSERT, params, fetch="none")
-            imported += len(batch)
+            # Records already stored (same namespace and id) are kept as they are.
+            present = yield Sql(q.EXISTING_IDS, {"ids": [r.id for r in batch]})
+            stored = {(row["ns"], row["id"]) for row in present}
+            new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
+            existing += len(batch) - len(new)
+            if new:
+                vectors = yield Embed([embedding_text(r) for r in new])
+                params = [_import_params(r, v, now) for r, v in zip(new, vectors, strict=True)]
+                yield Sql(q.INSERT, params, fetch="none")
+            done += len(batch)
             if progress:
-                progress(imported, len(records))
-        return {"read": len(records) + len(skipped), "imported": len(records),
-                "skipped_lines": skipped}
+                progress(done, len(records))
+        return {"read": len(records) + len(skipped), "imported": len(records) - existing,
+                "already_present": existing, "skipped_lines": skipped}
 
     def _reindex_flow(self, progress: Progress | None = None) -> Flow[int]:
         """Re-embed every record with the configured model and rebuild the index."""

@@ -366,6 +366,7 @@ REINDEX_UPDATE = sa.text(
     f"UPDATE {T} SET embedding = CAST(:embedding AS vector) WHERE ns = :ns AND id = :id"
 )
 COUNT_ALL = sa.text(f"SELECT count(*) FROM {T}")
+EXISTING_IDS = sa.text(f"SELECT ns, id FROM {T} WHERE id = ANY(CAST(:ids AS uuid[]))")
 
 
 def vector_literal(v: list[float]) -> str:
