@@ -20,7 +20,9 @@ from ..memory.flow import Embed, Migrate, Sql
 from ..memory.terms import CommonTerms
 from ..models import Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..storage import experiences_sql as eq
+from ..storage import fulltext_sql as fts
 from ..storage import items_sql as q
+from ..storage.items_filters_sql import FilterSpec, filter_params
 from ..text import tokens, tsquery_terms
 from .ops import (
     GetItem,
@@ -48,7 +50,7 @@ def _item(row: dict[str, Any]) -> Item:
     )
 
 
-def parse_filter(flt: Any) -> tuple[q.FilterSpec, list[Any]]:
+def parse_filter(flt: Any) -> tuple[FilterSpec, list[Any]]:
     """Validate a filter: ``{key: value}`` or ``{key: {"$op": value, ...}}``, AND-ed."""
     if flt is None:
         return (), []
@@ -213,7 +215,7 @@ class ItemFlows:
         spec_f, values = parse_filter(op.filter)
         params: dict[str, Any] = {
             "limit": op.limit, "offset": op.offset, "now": now,
-            **q.prefix_params(ns_key(prefix)), **q.filter_params(spec_f, values),
+            **q.prefix_params(ns_key(prefix)), **filter_params(spec_f, values),
         }
         if op.limit == 0:
             return []
@@ -239,7 +241,7 @@ class ItemFlows:
         rare = yield from self._terms.rare(terms, settings.keyword_scan_limit, ac)
         params.update({
             "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-            "tsq": eq.tsquery_literal(terms), "tsq_cand": eq.tsquery_literal(rare),
+            "tsq": fts.tsquery_literal(terms), "tsq_cand": fts.tsquery_literal(rare),
             "w_sem": settings.semantic_weight, "w_kw": settings.keyword_weight,
             "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
             **eq.params_for_decay(settings, now),
@@ -293,7 +295,7 @@ class ItemFlows:
                 "v_ns": [f[0] for f in fields], "v_keys": [f[1] for f in fields],
                 "v_fields": [f[2] for f in fields],
                 "v_embs": [eq.vector_literal(v) for v in vectors],
-                "v_tsv": [eq.tsvector_literal(tokens(f[3])) for f in fields],
+                "v_tsv": [fts.tsvector_literal(tokens(f[3])) for f in fields],
                 "r_ns": [k[0] for k, _, _ in upserts], "r_keys": [k[1] for k, _, _ in upserts],
             }, fetch="none", autocommit=ac)
 

@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..storage import experiences_sql as q
+from ..storage import fulltext_sql as fts
 from ..text import search_document, tokens
 from .flow import Embed, Flow, Sql
 from .inputs import RecordInput, embedding_text, validate_records
@@ -103,7 +104,7 @@ class CurationFlows(RecallFlows):
             "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
             "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
             "embedding": q.vector_literal(vector),
-            "search_tsv": q.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
+            "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
         })
         yield from self._event(self._ns(namespace), current.id, "edited", now)
@@ -148,7 +149,7 @@ class CurationFlows(RecallFlows):
             "occurrences": sum(r["occurrences"] for r in live.values()),
             "last_used_at": now, "created_at": now, "updated_at": now, "archived_at": None,
             "merged_into": None, "merged_from": ids, "embedding": q.vector_literal(vector),
-            "search_tsv": q.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
+            "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
         }, fetch="none")
         yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})

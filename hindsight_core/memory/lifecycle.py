@@ -24,6 +24,7 @@ from ..models import (
     validate_namespace,
 )
 from ..storage import experiences_sql as q
+from ..storage import fulltext_sql as fts
 from ..storage import tasks_sql
 from ..text import search_document, tokens
 from .base import MemoryBase
@@ -205,5 +206,5 @@ def _import_params(r: ExportedRecord, vector: list[float], now: datetime) -> dic
         "updated_at": r.updated_at or now, "archived_at": r.archived_at,
         "merged_into": r.merged_into, "merged_from": r.merged_from,
         "embedding": q.vector_literal(vector),
-        "search_tsv": q.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
+        "search_tsv": fts.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
     }

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..models import Namespace, WriteResult, raise_validation
 from ..storage import experiences_sql as q
+from ..storage import fulltext_sql as fts
 from ..text import merge_veto, search_document, tokens
 from .base import MemoryBase
 from .curation import CurationFlows
@@ -115,7 +116,7 @@ class WriteFlows(MemoryBase):
                     "created_at": created, "updated_at": now, "archived_at": None,
                     "merged_into": None, "merged_from": [],
                     "embedding": literals[i],
-                    "search_tsv": q.tsvector_literal(
+                    "search_tsv": fts.tsvector_literal(
                         tokens(search_document(rec.lesson, rec.trigger, rec.scene))
                     ),
                 })

@@ -3,7 +3,7 @@
 Recall (experience records) and item search bound their keyword scan the same way:
 terms that ANALYZE's statistics put in more rows than ``keyword_scan_limit`` do not
 generate keyword candidates (they still count in the keyword score). The set comes
-from ``pg_stats`` (:func:`storage.experiences_sql.common_terms_sql`) and is cached
+from ``pg_stats`` (:func:`storage.fulltext_sql.common_terms_sql`) and is cached
 for a minute, so a search costs no extra round trip most of the time.
 """
 
@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Sequence
 
-from ..storage.experiences_sql import common_terms_sql
+from ..storage.fulltext_sql import common_terms_sql
 from .flow import Flow, Sql
 
 

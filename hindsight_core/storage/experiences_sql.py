@@ -13,6 +13,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from .fulltext_sql import TS_NORM
+
 T = "hindsight_experiences"
 
 COLUMNS = (
@@ -226,13 +228,6 @@ FILTERABLE = {
 }
 
 
-# ts_rank normalisation 1: rank / (1 + log(document length)). Without it a long text
-# that repeats a common query word outranks the short one that answers the query;
-# on LongMemEval (bench/bench_longmemeval.py) it lifted keyword-only session
-# recall@5 from 0.80 to 0.85 and hybrid session NDCG@5 from 0.928 to 0.945.
-TS_NORM = 1
-
-
 @lru_cache(maxsize=64)
 def search_sql(
     dim: int, *, scene: bool, keyword: bool, filters: tuple[str, ...], candidates: int,
@@ -244,7 +239,7 @@ def search_sql(
     Candidates are the ``candidates`` nearest by vector (HNSW) plus the best
     ``candidates`` by full-text rank among at most ``scan_limit`` records matching
     ``:tsq_cand`` (the query's terms minus those common in the table, see
-    :data:`COMMON_TERMS`); each candidate then gets both scores: ``semantic``
+    :func:`fulltext_sql.common_terms_sql`); each candidate then gets both scores: ``semantic``
     (cosine similarity, clamped to 0..1) and ``keyword`` (``ts_rank`` against all
     of the query's terms, relative to the best among the candidates). They are
     fused with the configured weights and bent by the decayed score.
@@ -308,28 +303,6 @@ def search_sql(
     )
 
 
-@lru_cache(maxsize=8)
-def common_terms_sql(table: str) -> sa.TextClause:
-    """Terms of ``table.search_tsv`` so frequent (estimated rows above ``:limit``, from
-    ANALYZE's statistics) that they would make a keyword scan rank thousands of rows;
-    recall and item search leave them out of keyword candidate generation (they still
-    count in the score). Shared through ``memory.terms.CommonTerms``."""
-    return sa.text(
-        f"""
-        SELECT m.term FROM pg_stats s,
-            unnest(CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs)
-                AS m(term, freq)
-        WHERE s.schemaname = current_schema() AND s.tablename = '{table}'
-          AND s.attname = 'search_tsv' AND m.term IS NOT NULL
-          AND m.freq * (SELECT GREATEST(c.reltuples, 0) FROM pg_class c
-                        WHERE c.oid = CAST('{table}' AS regclass)) > :limit
-        """
-    )
-
-
-COMMON_TERMS = common_terms_sql(T)
-
-
 def stats_sql() -> sa.TextClause:
     """Counts for ``stats``; ``:ns`` NULL means every namespace."""
     in_ns = "(CAST(:ns AS text) IS NULL OR ns = :ns)"
@@ -385,23 +358,6 @@ class QueryVector(list[float]):
     def __init__(self, values: list[float]) -> None:
         super().__init__(values)
         self.literal = vector_literal(values)
-
-
-def tsvector_literal(tokens: list[str]) -> str:
-    """A tsvector literal with positions, bypassing PostgreSQL's parser.
-
-    Tokens come from ``text.tokens`` and hold only letters and digits, so they need
-    no escaping; they are quoted anyway so that no token is read as an operator.
-    """
-    positions: dict[str, list[int]] = {}
-    for pos, tok in enumerate(tokens[:16000], start=1):
-        positions.setdefault(tok, []).append(min(pos, 16383))
-    return " ".join(f"'{t}':{','.join(map(str, p[:256]))}" for t, p in positions.items())
-
-
-def tsquery_literal(terms: list[str]) -> str | None:
-    """An OR query over the terms, or ``None`` when there are none."""
-    return " | ".join(f"'{t}'" for t in terms) or None
 
 
 def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:

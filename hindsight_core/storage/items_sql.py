@@ -10,7 +10,6 @@ another dimension are simply not in it), so the queries below and the index buil
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -18,7 +17,9 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from .experiences_sql import TS_NORM, decay_multiplier
+from .experiences_sql import decay_multiplier
+from .fulltext_sql import TS_NORM
+from .items_filters_sql import FilterSpec, filter_conditions
 
 T = "hindsight_items"
 V = "hindsight_item_vectors"
@@ -207,53 +208,6 @@ def prefix_params(ns_key: str | None) -> dict[str, Any]:
     return {"pfx": ns_key, "pfx_lo": ns_key + SEP, "pfx_hi": ns_key + chr(ord(SEP) + 1)}
 
 
-Op = Literal["$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]
-_CMP = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
-FilterSpec = tuple[tuple[str, Op, str], ...]
-"""(key, operator, kind) with kind 'json', 'number' or 'text'; values are bound apart."""
-
-
-def _field(key: str, i: int) -> str:
-    if "." in key:  # a literal top-level key wins, else the nested path
-        return f"COALESCE(i.value -> CAST(:fk{i} AS text), i.value #> CAST(:fp{i} AS text[]))"
-    return f"(i.value -> CAST(:fk{i} AS text))"
-
-
-def filter_conditions(spec: FilterSpec) -> list[str]:
-    """SQL for value filters; numbers compare as numbers, strings as text."""
-    out = []
-    for i, (key, op, kind) in enumerate(spec):
-        e = _field(key, i)
-        if op in ("$eq", "$ne"):
-            out.append(f"{e} {'=' if op == '$eq' else '!='} CAST(:fv{i} AS jsonb)")
-        elif kind == "number":
-            out.append(f"(CASE WHEN jsonb_typeof({e}) = 'number' THEN CAST({e} AS numeric) END)"
-                       f" {_CMP[op]} CAST(:fv{i} AS numeric)")
-        elif kind == "text":
-            out.append(f"(CASE WHEN jsonb_typeof({e}) = 'string' THEN {e} #>> '{{}}' END)"
-                       f" {_CMP[op]} CAST(:fv{i} AS text)")
-        else:
-            out.append(f"({e} #>> '{{}}') {_CMP[op]} CAST(:fv{i} AS text)")
-    return out
-
-
-def filter_params(spec: FilterSpec, values: list[Any]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for i, ((key, op, kind), value) in enumerate(zip(spec, values, strict=True)):
-        params[f"fk{i}"] = key
-        if "." in key:
-            params[f"fp{i}"] = key.split(".")
-        if op in ("$eq", "$ne"):
-            params[f"fv{i}"] = json.dumps(value)
-        elif kind == "number":
-            params[f"fv{i}"] = str(value)
-        elif kind == "text":
-            params[f"fv{i}"] = value
-        else:
-            params[f"fv{i}"] = json.dumps(value)
-    return params
-
-
 def _where(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str:
     conds = [prefix_condition(n_labels), *filter_conditions(filters)]
     if omit_expired:
@@ -317,11 +271,11 @@ def hybrid_search_sql(
     Candidates: the ``:cand`` nearest vectors (ANN index) plus the ``:cand`` best
     full-text matches among at most ``scan_limit`` vectors matching ``:tsq_cand``
     (the query's terms minus those common in the table, see
-    ``experiences_sql.common_terms_sql``; none when ``keyword_candidates`` is false).
+    ``fulltext_sql.common_terms_sql``; none when ``keyword_candidates`` is false).
     Every candidate then gets both scores, from all of its fields in one join: per
     item, ``semantic`` = best cosine similarity of its fields (clamped to 0..1) and
     ``keyword`` = best ``ts_rank`` against all of the query's terms (``:tsq``,
-    length-normalised, see ``experiences_sql.TS_NORM``) relative to the best
+    length-normalised, see ``fulltext_sql.TS_NORM``) relative to the best
     candidate; ``relevance = w_sem * semantic + w_kw * keyword`` and
     ``final = relevance * decay ** score_weight`` with ``decay`` the record decay
     applied to the time since the item's last update. Items whose relevance is
