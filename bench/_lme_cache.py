@@ -1,8 +1,9 @@
 """Embeddings of the LongMemEval haystack turns, computed once and kept under /tmp.
 
-``python bench/_lme_cache.py`` fills the cache (about 10 minutes on 2 busy cores);
-the benchmark calls :func:`load` and embeds only what is missing. Chunks are saved
-as they are done, so an interrupted run resumes where it stopped.
+``python bench/_lme_cache.py`` fills the cache (user and assistant turns, ~29k
+texts: about 25 minutes on 2 busy cores); the benchmark calls :func:`load` and
+embeds only what is missing. Chunks are saved as they are done, so an interrupted
+run resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -64,14 +65,15 @@ def fill(texts: list[str]) -> dict[str, np.ndarray]:
     return have
 
 
-def indexed(turn: dict[str, Any]) -> bool:
-    """User turns are indexed (as in the benchmark's BM25 baseline); assistant turns,
-    four times longer on average, would quadruple the embedding time."""
-    return turn["role"] == "user" and bool(turn["content"].strip())
+def indexed(turn: dict[str, Any], roles: tuple[str, ...] = ("user", "assistant")) -> bool:
+    """Whether a turn is stored: non-empty, and of one of ``roles``."""
+    return turn["role"] in roles and bool(turn["content"].strip())
 
 
-def turn_texts(qs: list[dict[str, Any]]) -> list[str]:
-    return [t["content"] for q in qs for s in q["haystack_sessions"] for t in s if indexed(t)]
+def turn_texts(qs: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "assistant")
+               ) -> list[str]:
+    return [t["content"] for q in qs for s in q["haystack_sessions"] for t in s
+            if indexed(t, roles)]
 
 
 if __name__ == "__main__":

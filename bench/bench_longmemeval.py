@@ -1,18 +1,19 @@
 """Retrieval quality on 60 LongMemEval_S questions: keyword-only, vector-only, hybrid.
 
-Run (first run embeds ~29k turns, about 10 minutes on 2 cores, cached under
-/tmp/hindsight-bench; later runs take a minute or two)::
+Run (the first run embeds ~29k turns, about 25 minutes on 2 cores, cached under
+/tmp/hindsight-bench; later runs take a few minutes)::
 
-    nice python bench/bench_longmemeval.py
+    nice python bench/bench_longmemeval.py                # user and assistant turns
+    nice python bench/bench_longmemeval.py --turns user   # user turns only
 
-Each user turn of the haystack is stored as an item (``hindsight_core.items``)
-in the question's own namespace, with the text indexed. The three rankings are the
-core's own hybrid SQL with different weights (``semantic_weight`` /
-``keyword_weight`` = 0/1, 1/0 and the defaults), so the same query is measured.
-Turn-level units are user turns (relevant: ``has_answer``; the 10 questions whose
-evidence is only in assistant turns count at session level only); session-level units are
-sessions (relevant: ``answer_session_ids``), ranked by their best turn.
-Results go to ``bench/results/longmemeval.json``.
+Each turn of the haystack is stored as an item (``hindsight_core.items``) in the
+question's own namespace, with the text indexed. The three rankings are the core's
+own hybrid SQL with different weights (``semantic_weight`` / ``keyword_weight`` =
+0/1, 1/0 and the defaults), so the same query is measured. Turn-level units are the
+stored turns (relevant: ``has_answer``; with ``--turns user`` the 10 questions whose
+evidence is only in assistant turns count at session level only); session-level
+units are sessions (relevant: ``answer_session_ids``), ranked by their best turn.
+Results go to ``bench/results/longmemeval.json`` (``longmemeval_user.json``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from hindsight_core import Memory, Settings  # noqa: E402
 from hindsight_core.items import ItemIndex, Items, PutItem  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
-DB = "hindsight_bench_lme"
+DB = "hindsight_bench_lme"  # + "_all" for user and assistant turns
 KS = (5, 10)
 
 
@@ -73,7 +74,7 @@ def _items(url: str, emb: CachedEmbedder, **weights: float) -> Items:
     return Items(mem, index=ItemIndex(dims=c.DIM, fields=("text",)))
 
 
-def load(items: Items, qs: list[dict[str, Any]]) -> float:
+def load(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> float:
     """Store every turn of every question's haystack; returns turns/s."""
     t0, n = time.perf_counter(), 0
     for q in qs:
@@ -83,7 +84,7 @@ def load(items: Items, qs: list[dict[str, Any]]) -> float:
                                        "session": sid})
             for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"],
                                     strict=True)
-            for j, turn in enumerate(session) if cache.indexed(turn)
+            for j, turn in enumerate(session) if cache.indexed(turn, roles)
         ]
         for i in range(0, len(ops), 500):
             items.batch(ops[i : i + 500])
@@ -107,7 +108,7 @@ def metrics(ranked: list[str], relevant: set[str]) -> dict[str, float]:
     return out
 
 
-def evaluate(items: Items, qs: list[dict[str, Any]]) -> dict[str, Any]:
+def evaluate(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> dict[str, Any]:
     turn_scores: list[dict[str, float]] = []
     sess_scores: list[dict[str, float]] = []
     latencies: list[float] = []
@@ -121,7 +122,8 @@ def evaluate(items: Items, qs: list[dict[str, Any]]) -> dict[str, Any]:
             f"{sid}:{j}"
             for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"],
                                     strict=True)
-            for j, turn in enumerate(session) if turn.get("has_answer") and cache.indexed(turn)
+            for j, turn in enumerate(session)
+            if turn.get("has_answer") and cache.indexed(turn, roles)
         }
         if rel_turns:
             turn_scores.append(metrics(keys, rel_turns))
@@ -158,22 +160,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reload", action="store_true", help="rebuild the item database")
     ap.add_argument("--weights", default="", help="extra hybrid weights to try, e.g. 0.5,0.6")
+    ap.add_argument("--turns", choices=("all", "user"), default="all",
+                    help="store user and assistant turns (default) or user turns only")
     args = ap.parse_args()
+    roles = ("user",) if args.turns == "user" else ("user", "assistant")
+    suffix = "_user" if args.turns == "user" else ""
     qs = cache.questions()
-    emb = CachedEmbedder(cache.fill(cache.turn_texts(qs)))
+    emb = CachedEmbedder(cache.fill(cache.turn_texts(qs, roles)))
     from hindsight_core.storage import embedded
 
+    db = DB + ("" if args.turns == "user" else "_all")
     server = embedded.embedded_url(c.HOME)
-    url = sa.make_url(server).set(database=DB).render_as_string(hide_password=False)
+    url = sa.make_url(server).set(database=db).render_as_string(hide_password=False)
     admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"),
-                              {"d": DB}).first()
+                              {"d": db}).first()
     load_rate = None
     if args.reload or not exists:
-        c.fresh_database(DB)
+        c.fresh_database(db)
         loader = _items(url, emb)
-        load_rate = round(load(loader, qs))
+        load_rate = round(load(loader, qs, roles))
         loader.memory.close()
         with sa.create_engine(url).connect() as conn:
             conn.execute(sa.text("ANALYZE"))
@@ -184,13 +191,13 @@ def main() -> None:
     results: dict[str, Any] = {}
     for mode, weights in modes.items():
         items = _items(url, emb, **weights)
-        results[mode] = evaluate(items, qs)
+        results[mode] = evaluate(items, qs, roles)
         items.memory.close()
         print(mode, json.dumps(results[mode]), flush=True)
     print(table(results))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "longmemeval.json").write_text(json.dumps({
-        "machine": c.machine(), "nice": os.nice(0), "questions": len(qs),
+    (RESULTS / f"longmemeval{suffix}.json").write_text(json.dumps({
+        "machine": c.machine(), "nice": os.nice(0), "questions": len(qs), "turns": args.turns,
         "load_turns_per_s": load_rate, "settings": Settings().model_dump(include={
             "semantic_weight", "keyword_weight", "score_weight", "keyword_scan_limit"}),
         "results": results, "table": table(results)}, indent=2))

@@ -31,9 +31,49 @@ def test_two_processes_running_setup_at_once_on_an_empty_database(fresh_db: str)
     with engine.connect() as conn:
         assert migrate.current_revision(conn) == migrate.head_revision()
         indexes = conn.execute(sa.text(
-            "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'hindsight_experiences_hnsw%'"
+            "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'hindsight_experiences_halfvec%'"
         )).scalar()
         assert indexes == 1
+    engine.dispose()
+
+
+def _vector_indexes(conn: sa.Connection) -> list[str]:
+    return sorted(conn.execute(sa.text(
+        "SELECT indexname FROM pg_indexes WHERE tablename = 'hindsight_experiences' "
+        "AND indexdef LIKE '%USING hnsw%'")).scalars())
+
+
+def test_migration_0006_rebuilds_the_vector_index_in_half_precision(
+    fresh_db: str, embedder: object
+) -> None:
+    """A database from before 0006 (full-precision index) is upgraded on first use: the
+    index is rebuilt on ``halfvec`` from the stored rows, the old one dropped."""
+    from alembic import command
+
+    mem = Memory(("mig",), settings=Settings(database_url=fresh_db), embedder=embedder)
+    rec = mem.write({"scene": "deploy", "trigger": "migrations pending",
+                     "lesson": "Run migrations before restarting the web tier"})
+    mem.close()
+    engine = sa.create_engine(fresh_db)
+    with engine.connect() as conn:
+        assert _vector_indexes(conn) == ["hindsight_experiences_halfvec_384"]
+        command.downgrade(migrate._config(conn), "0005")
+        conn.commit()
+        assert _vector_indexes(conn) == ["hindsight_experiences_hnsw_384"]
+    mem = Memory(("mig",), settings=Settings(database_url=fresh_db), embedder=embedder)
+    hits = mem.search("restart web servers after migrating the schema", top_k=1)
+    mem.close()
+    assert [h.record.id for h in hits] == [rec.id]
+    with engine.connect() as conn:
+        assert migrate.current_revision(conn) == migrate.head_revision()
+        assert _vector_indexes(conn) == ["hindsight_experiences_halfvec_384"]
+        conn.execute(sa.text("SET enable_seqscan = off"))  # one row: make the planner use it
+        plan = "\n".join(conn.execute(sa.text(
+            "EXPLAIN SELECT id FROM hindsight_experiences WHERE archived_at IS NULL "
+            "ORDER BY embedding::halfvec(384) <=> "
+            "(SELECT embedding::halfvec(384) FROM hindsight_experiences LIMIT 1) LIMIT 3"
+        )).scalars())
+        assert "hindsight_experiences_halfvec_384" in plan
     engine.dispose()
 
 

@@ -23,6 +23,7 @@ from ..storage import experiences_sql as eq
 from ..storage import fulltext_sql as fts
 from ..storage import items_sql as q
 from ..storage.items_filters_sql import FilterSpec, filter_params
+from ..storage.vectors import vector_literal, vector_param
 from ..text import tokens, tsquery_terms
 from .ops import (
     GetItem,
@@ -226,7 +227,7 @@ class ItemFlows:
                      r["ttl_minutes"]) for r in rows]
         spec = self.index.spec
         ranking = op.ranking or self.ranking
-        params["qvec"] = eq.vector_literal(qvec)
+        params["qvec"] = vector_param(qvec)
         n_fields = max(1, len(self.index.fields))
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
@@ -294,7 +295,7 @@ class ItemFlows:
                 "ttls": [ttl for _, _, ttl in upserts],
                 "v_ns": [f[0] for f in fields], "v_keys": [f[1] for f in fields],
                 "v_fields": [f[2] for f in fields],
-                "v_embs": [eq.vector_literal(v) for v in vectors],
+                "v_embs": [vector_literal(v) for v in vectors],
                 "v_tsv": [fts.tsvector_literal(tokens(f[3])) for f in fields],
                 "r_ns": [k[0] for k, _, _ in upserts], "r_keys": [k[1] for k, _, _ in upserts],
             }, fetch="none", autocommit=ac)

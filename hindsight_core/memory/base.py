@@ -21,6 +21,7 @@ from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import Experience, Namespace, now_utc, ns_from_key, ns_key, validate_namespace
 from ..settings import Settings
 from ..storage import experiences_sql as q
+from ..storage.vectors import QueryVector
 from ..text import cjk_share
 from .flow import Embed, Flow, Migrate, Sql
 from .terms import CommonTerms
@@ -113,6 +114,8 @@ class MemoryBase:
         if rows and rows[0]["value"] == want or not rows:
             present = yield Sql(q.index_exists_sql(want["dim"]))
             if not present:
+                # Over stored rows the build takes ~20 s per 100k: not a query's timeout.
+                yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": "0"})
                 yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
         self._ready = True
 
@@ -125,7 +128,7 @@ class MemoryBase:
         if cached is not None:
             return cached
         (vector,) = yield Embed([query])
-        vector = q.QueryVector(vector)  # carries its SQL literal, formatted once
+        vector = QueryVector(vector)  # carries its statement parameter, encoded once
         with self._cache_lock:
             self._query_cache[query] = vector
             if len(self._query_cache) > QUERY_CACHE_SIZE:

@@ -12,6 +12,7 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
+from ..storage.vectors import vector_param
 from ..text import search_document, tokens
 from .flow import Embed, Flow, Sql
 from .inputs import RecordInput, embedding_text, validate_records
@@ -103,7 +104,7 @@ class CurationFlows(RecallFlows):
             "ns": self._ns(namespace), "id": current.id, "now": now, "scene": rec.scene,
             "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
             "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
-            "embedding": q.vector_literal(vector),
+            "embedding": vector_param(vector),
             "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
         })
@@ -148,7 +149,7 @@ class CurationFlows(RecallFlows):
             "use_count": sum(r["use_count"] for r in live.values()),
             "occurrences": sum(r["occurrences"] for r in live.values()),
             "last_used_at": now, "created_at": now, "updated_at": now, "archived_at": None,
-            "merged_into": None, "merged_from": ids, "embedding": q.vector_literal(vector),
+            "merged_into": None, "merged_from": ids, "embedding": vector_param(vector),
             "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
         }, fetch="none")

@@ -26,6 +26,7 @@ from ..models import (
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import tasks_sql
+from ..storage.vectors import vector_param
 from ..text import search_document, tokens
 from .base import MemoryBase
 from .flow import Embed, Flow, Sql
@@ -181,7 +182,7 @@ class LifecycleFlows(MemoryBase):
             texts = [f"{r['lesson']}\n{r['trigger']}" for r in rows]
             vectors = yield Embed(texts)
             yield Sql(q.REINDEX_UPDATE, [
-                {"ns": r["ns"], "id": r["id"], "embedding": q.vector_literal(v)}
+                {"ns": r["ns"], "id": r["id"], "embedding": vector_param(v)}
                 for r, v in zip(rows, vectors, strict=True)
             ], fetch="none")
             done += len(rows)
@@ -190,6 +191,7 @@ class LifecycleFlows(MemoryBase):
                 progress(done, total)
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
+        yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": "0"})  # the index is built over every record
         yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
         self._ready = True
         return done
@@ -205,6 +207,6 @@ def _import_params(r: ExportedRecord, vector: list[float], now: datetime) -> dic
         "last_used_at": r.last_used_at, "created_at": r.created_at or now,
         "updated_at": r.updated_at or now, "archived_at": r.archived_at,
         "merged_into": r.merged_into, "merged_from": r.merged_from,
-        "embedding": q.vector_literal(vector),
+        "embedding": vector_param(vector),
         "search_tsv": fts.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
     }

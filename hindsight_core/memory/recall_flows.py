@@ -9,6 +9,7 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, ScoreBreakdown, SearchHit, parse_id
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
+from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .flow import Flow, Sql
@@ -53,7 +54,7 @@ class RecallFlows(MemoryBase):
             min_relevance=self.settings.min_relevance > 0,
         )
         params: dict[str, Any] = {
-            "ns": ns, "scene": scene and scene.strip(), "qvec": q.vector_literal(vector),
+            "ns": ns, "scene": scene and scene.strip(), "qvec": vector_param(vector),
             "tsq": fts.tsquery_literal(terms), "tsq_cand": fts.tsquery_literal(rare),
             "top_k": top_k,
             "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,

@@ -17,6 +17,7 @@ import numpy as np
 from ..models import Namespace, WriteResult, raise_validation
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
+from ..storage.vectors import vector_param, vectors_param
 from ..text import merge_veto, search_document, tokens
 from .base import MemoryBase
 from .curation import CurationFlows
@@ -56,16 +57,17 @@ class WriteFlows(MemoryBase):
         self._warn_language([p.lesson for p in parsed])
         vectors = yield Embed([embedding_text(p) for p in parsed])
         now = self._now()
-        literals = [q.vector_literal(v) for v in vectors]
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
         yield Sql(q.SET_DEDUP_EF_SEARCH)
-        rows = yield Sql(q.nearest_many(self.embedder.dim), {"ns": ns, "vectors": literals})
+        rows = yield Sql(q.nearest_many(self.embedder.dim), {
+            "ns": ns, "vectors": vectors_param(vectors), "n": len(vectors)})
         neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
         for row in rows:
             neighbours[row["i"] - 1].append(row)
 
         matrix = np.asarray(vectors, dtype=np.float32)
         sims = matrix @ matrix.T
+        threshold = self.settings.dedup_threshold
         results: list[WriteResult] = []
         inserts: list[int] = []  # indexes into parsed
         insert_ids: dict[int, uuid.UUID] = {}
@@ -77,11 +79,17 @@ class WriteFlows(MemoryBase):
                 if self.same_meaning(rec.lesson, n["lesson"], n["similarity"]):
                     target = (n["id"], float(n["similarity"]), None)
                     break
-            for j in inserts:
-                sim = float(sims[i, j])
-                better = target is None or sim > target[1]
-                if better and self.same_meaning(rec.lesson, parsed[j].lesson, sim):
+            # Records inserted earlier in this batch: only those above the threshold
+            # are checked, most similar first (a Python loop over every earlier insert
+            # cost ~0.15 s per 1,000-record batch).
+            row = sims[i, inserts]
+            for k in np.argsort(-row, kind="stable")[: int((row >= threshold).sum())]:
+                j, sim = inserts[k], float(row[k])
+                if target is not None and sim <= target[1]:
+                    break
+                if self.same_meaning(rec.lesson, parsed[j].lesson, sim):
                     target = (insert_ids[j], sim, j)
+                    break
             if target is None:
                 inserts.append(i)
                 insert_ids[i] = self._new_id()
@@ -115,7 +123,7 @@ class WriteFlows(MemoryBase):
                     "last_used_at": now if insert_extra[i] else None,
                     "created_at": created, "updated_at": now, "archived_at": None,
                     "merged_into": None, "merged_from": [],
-                    "embedding": literals[i],
+                    "embedding": vector_param(vectors[i]),
                     "search_tsv": fts.tsvector_literal(
                         tokens(search_document(rec.lesson, rec.trigger, rec.scene))
                     ),

@@ -2,8 +2,10 @@
 
 Nothing here executes anything; ``memory.flows`` yields these statements and the
 sync or async driver runs them. Vector columns have no fixed dimension, so every
-vector expression is written as ``embedding::vector(<dim>)`` to match the HNSW
-expression index that ``ensure_index_sql`` creates for the configured model.
+vector expression is written as ``embedding::vector(<dim>)``. The HNSW index that
+``ensure_index_sql`` creates for the configured model is on the half-precision
+``embedding::halfvec(<dim>)`` (:func:`ann`): nearest-neighbour ORDER BYs use that
+expression, scores are computed from the full-precision vectors.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .fulltext_sql import TS_NORM
+from .vectors import unpack_sql
 
 T = "hindsight_experiences"
 
@@ -51,15 +54,32 @@ LOCK_NAMESPACE = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsig
 
 
 def vec(dim: int, expr: str = "e.embedding") -> str:
-    """A vector column or parameter cast to the indexed dimension."""
+    """A vector column or parameter cast to the configured dimension (for scores)."""
     return f"(({expr})::vector({int(dim)}))"
+
+
+def ann(dim: int, expr: str = "e.embedding") -> str:
+    """The indexed expression: ``expr`` in half precision (for nearest-neighbour order).
+
+    Half precision halves the index (198 → ~100 MB at 100k records of 384 dims), makes
+    an HNSW insert ~27 % cheaper (1,000 inserts at 100k: 1.0 s vs 1.37 s) and lets
+    models of up to 4,000 dimensions be indexed (2,000 in full precision); the index's
+    recall against exact search was no lower (0.997 vs 0.992 @5 on 150 queries).
+    """
+    return f"(({expr})::halfvec({int(dim)}))"
+
+
+def index_name(dim: int) -> str:
+    """The HNSW index for ``dim`` dimensions (migration 0006 replaced the
+    full-precision ``hindsight_experiences_hnsw_<dim>``)."""
+    return f"hindsight_experiences_halfvec_{int(dim)}"
 
 
 def ensure_index_sql(dim: int) -> sa.TextClause:
     """The HNSW (cosine) index for vectors of ``dim`` dimensions."""
     return sa.text(
-        f"CREATE INDEX IF NOT EXISTS hindsight_experiences_hnsw_{int(dim)} ON {T} "
-        f"USING hnsw ({vec(dim, 'embedding')} vector_cosine_ops) WHERE archived_at IS NULL"
+        f"CREATE INDEX IF NOT EXISTS {index_name(dim)} ON {T} "
+        f"USING hnsw ({ann(dim, 'embedding')} halfvec_cosine_ops) WHERE archived_at IS NULL"
     )
 
 
@@ -68,34 +88,34 @@ def index_exists_sql(dim: int) -> sa.TextClause:
     EXISTS``, which takes a SHARE lock on the table even when the index is there: held to
     the end of a first write, it deadlocked against concurrent writers)."""
     return sa.text(
-        f"SELECT 1 FROM pg_class WHERE relname = 'hindsight_experiences_hnsw_{int(dim)}' "
+        f"SELECT 1 FROM pg_class WHERE relname = '{index_name(dim)}' "
         "AND relkind = 'i' AND pg_table_is_visible(oid)"
     )
 
 
 def drop_index_sql(dim: int) -> sa.TextClause:
-    return sa.text(f"DROP INDEX IF EXISTS hindsight_experiences_hnsw_{int(dim)}")
+    return sa.text(f"DROP INDEX IF EXISTS {index_name(dim)}")
 
 
 @lru_cache(maxsize=8)
 def nearest_many(dim: int, k: int = 3) -> sa.TextClause:
     """The ``k`` nearest live records, in one namespace, for each of many vectors.
 
-    The text array is cast to ``vector(dim)[]`` once, up front: casting ``q.v`` inside
-    the lateral subquery re-parsed the 384-number literal for every row compared
-    (a 1,000-record batch against 1,000 stored records took 40 s instead of 0.1 s).
+    ``:vectors`` is a :func:`vectors.vectors_param` of ``:n`` vectors, unpacked once,
+    up front (``MATERIALIZED``): converting inside the lateral subquery would redo it
+    for every row compared (with text literals, a 1,000-record batch against 1,000
+    stored records took 40 s instead of 0.1 s).
     """
     q = "q.v"
     return sa.text(
         f"""
+        WITH q AS MATERIALIZED ({unpack_sql("vectors", dim, "CAST(:n AS int)")})
         SELECT q.i AS i, n.id, n.lesson, n.similarity
-        FROM unnest(CAST(CAST(:vectors AS text[]) AS vector({int(dim)})[]))
-            WITH ORDINALITY AS q(v, i)
-        CROSS JOIN LATERAL (
+        FROM q CROSS JOIN LATERAL (
             SELECT e.id, e.lesson, 1 - ({vec(dim)} <=> {q}) AS similarity
             FROM {T} e
             WHERE e.ns = :ns AND e.archived_at IS NULL
-            ORDER BY {vec(dim)} <=> {q}
+            ORDER BY {ann(dim)} <=> {ann(dim, q)}
             LIMIT {int(k)}
         ) n
         ORDER BY q.i, n.similarity DESC
@@ -288,7 +308,7 @@ def search_sql(
         f"""
         WITH sem AS (
             SELECT {scored} FROM {T} e WHERE {cond}
-            ORDER BY {vec(dim)} <=> {qv} LIMIT {int(candidates)}
+            ORDER BY {ann(dim)} <=> {ann(dim, qv)} LIMIT {int(candidates)}
         ), {ranked}
         SELECT {COLUMNS}, decayed_score, semantic, keyword,
             :w_sem * semantic + :w_kw * keyword AS relevance,
@@ -340,24 +360,6 @@ REINDEX_UPDATE = sa.text(
 )
 COUNT_ALL = sa.text(f"SELECT count(*) FROM {T}")
 EXISTING_IDS = sa.text(f"SELECT ns, id FROM {T} WHERE id = ANY(CAST(:ids AS uuid[]))")
-
-
-def vector_literal(v: list[float]) -> str:
-    """pgvector's text form of a vector."""
-    if isinstance(v, QueryVector):
-        return v.literal
-    return "[" + ",".join(f"{x:.7g}" for x in v) + "]"
-
-
-class QueryVector(list[float]):
-    """A (cached) query vector that keeps its literal: formatting 384 numbers costs
-    ~0.1 ms, a noticeable share of a 2 ms recall when the vector is reused."""
-
-    __slots__ = ("literal",)
-
-    def __init__(self, values: list[float]) -> None:
-        super().__init__(values)
-        self.literal = vector_literal(values)
 
 
 def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:

@@ -61,9 +61,14 @@ def upgrade(connection: sa.Connection) -> None:
     try:
         connection.commit()
         if current_revision(connection) != head_revision():
+            # A migration may build an index over every stored row (0006: ~20 s per
+            # 100k records): the configured statement timeout is for queries.
+            connection.execute(sa.text("SET statement_timeout = 0"))
             connection.commit()
             command.upgrade(_config(connection), "head")
         connection.commit()
     finally:
+        connection.rollback()
+        connection.execute(sa.text("RESET statement_timeout"))
         connection.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _LOCK_KEY})
         connection.commit()

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from .experiences_sql import T, vec
+from .experiences_sql import T, ann, vec
 
 
 @lru_cache(maxsize=8)
@@ -31,7 +31,7 @@ def near_pairs_sql(dim: int, neighbours: int = 5) -> sa.TextClause:
             SELECT e.id, 1 - ({vec(dim)} <=> {vec(dim, 'a.embedding')}) AS similarity
             FROM {T} e
             WHERE e.ns = :ns AND e.scene = :scene AND e.archived_at IS NULL AND e.id <> a.id
-            ORDER BY {vec(dim)} <=> {vec(dim, 'a.embedding')}
+            ORDER BY {ann(dim)} <=> {ann(dim, 'a.embedding')}
             LIMIT {int(neighbours)}
         ) n
         WHERE n.similarity >= :threshold AND a.id < n.id

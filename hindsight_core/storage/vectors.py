@@ -1,0 +1,93 @@
+"""Vectors as statement parameters: ``real[]`` in PostgreSQL's binary format.
+
+A vector travels as a one-dimensional float4 array, built with numpy and cast to
+``vector`` in SQL (pgvector casts ``real[]`` to ``vector``). Formatting 384 numbers
+as pgvector's text literal cost ~0.09 ms in Python and as much again to parse on the
+server: 0.1 s of a 1,000-record ``write_many`` and ~7 % of a recall. The array's
+type (``float4[]``) is built into PostgreSQL, so its OID is fixed, unlike pgvector's
+own types, whose OIDs differ from one database to the next.
+
+A batch of vectors is one flat array; :func:`unpack_sql` slices it back into vectors.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+import psycopg
+from psycopg.adapt import Dumper
+from psycopg.pq import Format
+
+_FLOAT4_OID = 700
+_FLOAT4_ARRAY_OID = 1021
+
+
+class Float4Array:
+    """Numbers to send as a ``real[]`` parameter (binary, encoded once)."""
+
+    __slots__ = ("payload", "size")
+
+    def __init__(self, values: Sequence[float] | np.ndarray) -> None:
+        flat = np.asarray(values, dtype=np.float32).ravel()
+        # Binary array: ndim, has-nulls, element type, then (length, lower bound) per
+        # dimension, then (byte length, value) per element.
+        cells = np.empty(flat.size, dtype=[("len", ">i4"), ("value", ">f4")])
+        cells["len"] = 4
+        cells["value"] = flat
+        self.size = int(flat.size)
+        self.payload = struct.pack(">iiiii", 1, 0, _FLOAT4_OID, self.size, 1) + cells.tobytes()
+
+    def __repr__(self) -> str:
+        return f"Float4Array(<{self.size} numbers>)"
+
+
+class _Float4ArrayDumper(Dumper):
+    format = Format.BINARY
+    oid = _FLOAT4_ARRAY_OID
+
+    def dump(self, obj: Float4Array) -> bytes:
+        return obj.payload
+
+
+# Process-wide: every psycopg connection (sync or async, through SQLAlchemy or not)
+# created afterwards sends Float4Array parameters this way.
+psycopg.adapters.register_dumper(Float4Array, _Float4ArrayDumper)
+
+
+class QueryVector(list[float]):
+    """A (cached) query vector that keeps its parameter, encoded once."""
+
+    __slots__ = ("param",)
+
+    def __init__(self, values: list[float]) -> None:
+        super().__init__(values)
+        self.param = Float4Array(values)
+
+
+def vector_param(vector: Sequence[float] | np.ndarray) -> Float4Array:
+    """One vector, for ``CAST(:param AS vector)``."""
+    if isinstance(vector, QueryVector):
+        return vector.param
+    return Float4Array(vector)
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form of a vector (for ``text[]`` batches of item vectors)."""
+    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
+
+
+def vectors_param(vectors: Sequence[Sequence[float]] | np.ndarray) -> Float4Array:
+    """Many vectors of the same dimension, flattened, for :func:`unpack_sql`."""
+    return Float4Array(np.asarray(vectors, dtype=np.float32))
+
+
+def unpack_sql(param: str, dim: int, count: str) -> str:
+    """Rows ``(v vector(dim), i)``: the vectors of a :func:`vectors_param`, numbered
+    from 1; ``count`` is the SQL for how many there are."""
+    d = int(dim)
+    return (
+        f"SELECT CAST((CAST(:{param} AS real[]))[(g.i - 1) * {d} + 1 : g.i * {d}] "
+        f"AS vector({d})) AS v, g.i FROM generate_series(1, {count}) AS g(i)"
+    )
