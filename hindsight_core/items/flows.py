@@ -23,7 +23,7 @@ from ..storage import experiences_sql as eq
 from ..storage import fulltext_sql as fts
 from ..storage import items_sql as q
 from ..storage.items_filters_sql import FilterSpec, filter_params
-from ..storage.vectors import vector_literal, vector_param
+from ..storage.vectors import vector_param, vectors_param
 from ..text import tokens, tsquery_terms
 from .ops import (
     GetItem,
@@ -295,7 +295,7 @@ class ItemFlows:
                 "ttls": [ttl for _, _, ttl in upserts],
                 "v_ns": [f[0] for f in fields], "v_keys": [f[1] for f in fields],
                 "v_fields": [f[2] for f in fields],
-                "v_embs": [vector_literal(v) for v in vectors],
+                "v_embs": vectors_param(vectors), "v_dim": len(vectors[0]) if vectors else 0,
                 "v_tsv": [fts.tsvector_literal(tokens(f[3])) for f in fields],
                 "r_ns": [k[0] for k, _, _ in upserts], "r_keys": [k[1] for k, _, _ in upserts],
             }, fetch="none", autocommit=ac)

@@ -37,6 +37,9 @@ class Float4Array:
         cells["len"] = 4
         cells["value"] = flat
         self.size = int(flat.size)
+        if not self.size:  # an empty array has no dimensions
+            self.payload = struct.pack(">iii", 0, 0, _FLOAT4_OID)
+            return
         self.payload = struct.pack(">iiiii", 1, 0, _FLOAT4_OID, self.size, 1) + cells.tobytes()
 
     def __repr__(self) -> str:
@@ -73,13 +76,9 @@ def vector_param(vector: Sequence[float] | np.ndarray) -> Float4Array:
     return Float4Array(vector)
 
 
-def vector_literal(vector: Sequence[float]) -> str:
-    """pgvector's text form of a vector (for ``text[]`` batches of item vectors)."""
-    return "[" + ",".join(f"{x:.7g}" for x in vector) + "]"
-
-
 def vectors_param(vectors: Sequence[Sequence[float]] | np.ndarray) -> Float4Array:
-    """Many vectors of the same dimension, flattened, for :func:`unpack_sql`."""
+    """Many vectors of the same dimension, flattened, for :func:`unpack_sql` (or
+    sliced by hand: vector ``i``, from 1, is elements ``(i - 1) * dim + 1 .. i * dim``)."""
     return Float4Array(np.asarray(vectors, dtype=np.float32))
 
 
