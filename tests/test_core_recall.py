@@ -3,11 +3,22 @@ namespace isolation, degrading on failure; sync and async agree."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import time
 
+import numpy as np
 import pytest
+import sqlalchemy as sa
 
-from hindsight_core import AsyncMemory, Memory, NotFoundError, Settings, ValidationError
+from hindsight_core import (
+    AsyncMemory,
+    CallableEmbedder,
+    Memory,
+    NotFoundError,
+    Settings,
+    ValidationError,
+)
 
 LESSONS = [
     {"scene": "file-cleanup", "trigger": "deleting files whose names contain dates",
@@ -184,4 +195,60 @@ def test_min_relevance_floor_drops_weak_hits(stocked: Memory, settings: Settings
     finally:
         items.close()
         plain.close()
+        mem.close()
+
+
+def _choose(mem: Memory, exact: bool, scene: str | None = None) -> None:
+    """Pin recall's scan choice for the memory's namespace (normally a cached count)."""
+    mem._scan_choice._cached[(mem._ns(None), scene)] = (time.monotonic(), exact)
+
+
+@pytest.mark.parametrize("scene", [None, "api"])
+def test_exact_scan_and_index_scan_rank_alike(stocked: Memory, scene: str | None) -> None:
+    """The two fixed-shape recall statements (exact scan for small namespaces, HNSW for
+    the rest) return the same hits with the same scores."""
+    stocked.write_many([
+        {"scene": "api", "trigger": f"calling endpoint number {i}",
+         "lesson": f"Cache the response of endpoint {i} for a minute"} for i in range(60)
+    ])
+    results = []
+    for exact in (True, False):
+        _choose(stocked, exact, scene)
+        hits = stocked.search("the payment API keeps failing with rate limit errors",
+                              top_k=5, scene=scene)
+        results.append([(h.record.id, round(h.score, 6)) for h in hits])
+    assert len(results[0]) == 5
+    assert results[0] == results[1]
+
+
+def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
+    fresh_db: str,
+) -> None:
+    def by_first_line(texts: list[str]) -> np.ndarray:
+        """A random vector per lesson (the first line of a record's embedding text)."""
+        seeds = [int(hashlib.sha1(t.split("\n")[0].encode()).hexdigest()[:8], 16) for t in texts]
+        return np.stack([np.random.default_rng(s).standard_normal(16) for s in seeds])
+
+    emb = CallableEmbedder(by_first_line, dim=16, model_name="random-16")
+    settings = Settings(database_url=fresh_db)
+    big = Memory(("big",), settings=settings, embedder=emb)
+    small = Memory(("small",), settings=settings, embedder=emb)
+    big.write_many([{"scene": "s", "trigger": f"case {i}", "lesson": f"Lesson number {i}"}
+                    for i in range(2100)])
+    small.write_many([{"scene": "s", "trigger": f"case {i}", "lesson": f"Lesson number {i}"}
+                      for i in range(60)])
+    engine = sa.create_engine(fresh_db)
+    with engine.connect() as conn:
+        conn.execute(sa.text("ANALYZE hindsight_experiences"))
+        conn.commit()
+    engine.dispose()
+    assert small._run(small._scan_choice.flow(small._ns(None), None)) is True
+    assert big._run(big._scan_choice.flow(big._ns(None), None)) is False
+    # each finds what it holds: the query "is" a record's lesson, so its vector is
+    # the record's, and the record comes first
+    for mem in (big, small):
+        for target in mem.list_records(limit=5):
+            hits = mem.search(target.lesson, top_k=3)
+            assert hits[0].record.id == target.id
+            assert hits[0].breakdown.semantic == pytest.approx(1.0, abs=1e-5)
         mem.close()

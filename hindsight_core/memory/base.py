@@ -24,6 +24,7 @@ from ..storage import experiences_sql as q
 from ..storage.vectors import QueryVector
 from ..text import cjk_share
 from .flow import Embed, Flow, Migrate, Sql
+from .scan import ScanChoice
 from .terms import CommonTerms
 
 log = logging.getLogger("hindsight")
@@ -64,6 +65,8 @@ class MemoryBase:
         self._cache_lock = threading.Lock()  # a Memory may be shared by threads
         # terms too common to generate keyword candidates (cached for a minute)
         self._common_terms = CommonTerms(q.T)
+        # exact scan or HNSW index, per namespace and scene (cached for a minute)
+        self._scan_choice = ScanChoice()
 
     # ------------------------------------------------------------------ plumbing
 

@@ -30,7 +30,7 @@ from typing import Any, Generic, TypeVar
 
 import psycopg
 import sqlalchemy as sa
-from psycopg.rows import dict_row
+from psycopg.rows import RowMaker
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -170,7 +170,7 @@ class WarmConnections(_Warm[sa.Connection]):
                 if conn is None:
                     conn = self._connect()
                 if cur is None:
-                    cur = _driver(conn).cursor(row_factory=dict_row)
+                    cur = _driver(conn).cursor(row_factory=_dict_rows)
                 try:
                     reply = _execute(cur, req)
                 except psycopg.Error as exc:
@@ -184,6 +184,22 @@ class WarmConnections(_Warm[sa.Connection]):
             flow.close()
             if conn is not None:  # an error: not kept warm
                 conn.close()
+
+
+def _dict_rows(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]
+               ) -> RowMaker[dict[str, Any]]:
+    """Rows as dicts, like psycopg's ``dict_row``, with the column names read straight
+    from the result: ``dict_row`` builds a ``Column`` object per column per statement
+    through ``cursor.description`` (~0.08 ms for a recall's 25 columns)."""
+    res = cursor.pgresult
+    if res is None or not res.nfields:
+        return lambda values: {}
+    names = [(res.fname(i) or b"").decode() for i in range(res.nfields)]
+
+    def make(values: Any) -> dict[str, Any]:
+        return dict(zip(names, values, strict=True))
+
+    return make
 
 
 def _execute(cur: psycopg.Cursor[dict[str, Any]], req: Sql) -> list[dict[str, Any]]:
@@ -272,7 +288,7 @@ class AsyncWarmConnections(_Warm[AsyncConnection]):
                 if conn is None:
                     conn = await self._connect()
                 if cur is None:
-                    cur = _driver(conn).cursor(row_factory=dict_row)
+                    cur = _driver(conn).cursor(row_factory=_dict_rows)
                 try:
                     sql = pyformat(req.statement)  # type: ignore[arg-type]
                     if isinstance(req.params, list):

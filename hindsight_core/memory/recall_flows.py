@@ -43,6 +43,7 @@ class RecallFlows(MemoryBase):
         ac = timeout_ms is None
         common = (yield from self._common_terms_flow(ac)) if terms else frozenset()
         rare = [t for t in terms if t not in common]
+        exact = yield from self._scan_choice.flow(ns, scene and scene.strip(), ac)
         stmt = q.search_sql(
             self.embedder.dim,
             scene=scene is not None,
@@ -52,6 +53,7 @@ class RecallFlows(MemoryBase):
             scan_limit=self.settings.keyword_scan_limit,
             keyword_candidates=bool(rare),
             min_relevance=self.settings.min_relevance > 0,
+            exact=exact,
         )
         params: dict[str, Any] = {
             "ns": ns, "scene": scene and scene.strip(), "qvec": vector_param(vector),

@@ -43,6 +43,11 @@ class CommonTerms:
             self._cached = (now, limit, terms)
         return terms
 
+    def clear(self) -> None:
+        """Forget the cached set (the next search reads the statistics again)."""
+        with self._lock:
+            self._cached = None
+
     def rare(self, terms: Sequence[str], limit: int, autocommit: bool = False
              ) -> Flow[list[str]]:
         """``terms`` minus the common ones (no round trip when ``terms`` is empty)."""
