@@ -26,6 +26,7 @@ from ..errors import ConfigurationError, DatabaseError
 from ..memory.aio import AsyncMemory
 from ..memory.fastpath import WarmConnections
 from ..memory.flow import run_async, run_sync
+from ..memory.scan import ScanChoice
 from ..memory.sync import Memory
 from ..models import Item, ItemHit, Namespace
 from .flows import ItemFlows, Result, parse_filter
@@ -89,6 +90,7 @@ class _ItemsBase(ItemFlows):
         self.ranking = ranking
         self.omit_expired = omit_expired
         self._ready = False
+        self._scan_choice = ScanChoice()
 
     @property
     def embedder(self) -> Embedder:

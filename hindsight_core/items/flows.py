@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..memory.flow import Embed, Migrate, Sql
+from ..memory.scan import ScanChoice
 from ..memory.terms import CommonTerms
 from ..models import Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..storage import experiences_sql as eq
@@ -93,6 +94,7 @@ class ItemFlows:
     omit_expired: bool
     _ready: bool
     _terms: CommonTerms | None = None  # common search terms of item vectors (cached)
+    _scan_choice: ScanChoice  # exact scan or ANN index, per namespace prefix (cached)
 
     def _now(self) -> datetime:  # pragma: no cover - provided by the front end
         raise NotImplementedError
@@ -247,8 +249,11 @@ class ItemFlows:
             "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
             **eq.params_for_decay(settings, now),
         })
+        exact = yield from self._scan_choice.flow(
+            (ns_key(prefix), len(prefix)), q.exact_scan_sql(len(prefix)),
+            q.prefix_params(ns_key(prefix)), ac)
         stmt = q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired, bool(terms),
-                                   bool(rare), settings.keyword_scan_limit)
+                                   bool(rare), settings.keyword_scan_limit, exact)
         rows = yield Sql(stmt, params, autocommit=ac)
         return [(ItemHit.model_construct(
             item=_item(r), score=float(r["final"]),

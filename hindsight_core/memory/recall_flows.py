@@ -43,7 +43,10 @@ class RecallFlows(MemoryBase):
         ac = timeout_ms is None
         common = (yield from self._common_terms_flow(ac)) if terms else frozenset()
         rare = [t for t in terms if t not in common]
-        exact = yield from self._scan_choice.flow(ns, scene and scene.strip(), ac)
+        scene_key = scene and scene.strip()
+        exact = yield from self._scan_choice.flow(
+            (ns, scene_key), q.exact_scan_sql(scene is not None), {"ns": ns, "scene": scene_key},
+            ac)
         stmt = q.search_sql(
             self.embedder.dim,
             scene=scene is not None,

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from .experiences_sql import decay_multiplier
+from .experiences_sql import decay_multiplier, exact_scan_gate
 from .fulltext_sql import TS_NORM
 from .items_filters_sql import FilterSpec, filter_conditions
 
@@ -228,10 +228,15 @@ def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str
 
 # ---------------------------------------------------------------------- search
 
-# Hybrid search scans a namespace prefix exactly (no ANN index) when it holds at most
-# this many vectors and under this share of the table.
-EXACT_SCAN_MAX = 2000
-EXACT_SCAN_SHARE = 0.2
+
+
+@lru_cache(maxsize=32)
+def exact_scan_sql(n_labels: int) -> sa.TextClause:
+    """Whether hybrid search under the prefix ``:pfx`` should find its semantic
+    candidates by an exact scan (same bounds as recall, see
+    ``experiences_sql.exact_scan_gate``)."""
+    return sa.text(exact_scan_gate(
+        f"SELECT 1 FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}", V))
 
 
 @lru_cache(maxsize=256)
@@ -271,7 +276,7 @@ def vector_search_sql(
 @lru_cache(maxsize=256)
 def hybrid_search_sql(
     spec: VectorSpec, n_labels: int, filters: FilterSpec, omit_expired: bool, keyword: bool,
-    keyword_candidates: bool | None = None, scan_limit: int = 1000,
+    keyword_candidates: bool | None = None, scan_limit: int = 1000, exact: bool = False,
 ) -> sa.TextClause:
     """The core's fusion for items: semantic + keyword, bent by recency decay.
 
@@ -290,15 +295,13 @@ def hybrid_search_sql(
 
     The scan bound keeps search fast when a query word occurs in most items: ranking
     every full-text match made hybrid search 3x slower than a vector search at
-    2,000 items and grew linearly with the table. When the namespace prefix holds no
-    more than ``:cand`` vectors, or is a small part of a larger table (at most
-    ``EXACT_SCAN_MAX`` vectors and under ``EXACT_SCAN_SHARE`` of the table; counted by
-    a bounded primary-key range scan), the semantic candidates are found by an exact
-    scan of the prefix, without the ANN index (``+ 0`` keeps the planner off it): the
-    filtered HNSW scan (iterative, ``strict_order``) would walk most of the index
-    to find ``:cand`` rows of a small prefix, and stop short at
-    ``hnsw.max_scan_tuples`` (LongMemEval, top 100 in a ~500-turn namespace of a
-    29k-row table: p50 ~10 ms, p95 up to 0.5 s).
+    2,000 items and grew linearly with the table. ``exact`` (decided by
+    :func:`exact_scan_sql`, cached by ``memory.scan.ScanChoice``): the semantic
+    candidates come from an exact scan of the prefix, without the ANN index (``+ 0``
+    keeps the planner off it), as a filtered HNSW scan (iterative, ``strict_order``)
+    would walk most of the index to find ``:cand`` rows of a small prefix, and stop
+    short at ``hnsw.max_scan_tuples`` (LongMemEval, top 100 in a ~500-turn namespace
+    of a 29k-row table: p95 49 ms instead of 12).
     """
     source = _vectors_from(n_labels, filters, omit_expired)
     if keyword_candidates is None:
@@ -319,22 +322,9 @@ def hybrid_search_sql(
     cosine = VectorSpec(spec.dims, "cosine", "vector")
     return sa.text(
         f"""
-        WITH n AS (
-            SELECT count(*) AS n FROM (
-                SELECT 1 FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}
-                LIMIT GREATEST(:cand, {EXACT_SCAN_MAX}) + 1) x
-        ), exact AS (
-            SELECT n <= :cand OR (n <= {EXACT_SCAN_MAX} AND n < {EXACT_SCAN_SHARE} * (
-                SELECT c.reltuples FROM pg_class c WHERE c.oid = CAST('{V}' AS regclass)
-            )) AS yes FROM n
-        ), sem AS (
-            (SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
-               AND (SELECT yes FROM exact)
-             ORDER BY {spec.distance_sql()} + 0 LIMIT :cand)
-            UNION ALL
-            (SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
-               AND NOT (SELECT yes FROM exact)
-             ORDER BY {spec.distance_sql()} LIMIT :cand)
+        WITH sem AS (
+            SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
+            ORDER BY {spec.distance_sql()}{" + 0" if exact else ""} LIMIT :cand
         ), {kw},
         cand AS (SELECT ns, key FROM sem UNION SELECT ns, key FROM kw),
         ranked AS (
