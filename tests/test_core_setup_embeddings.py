@@ -135,3 +135,32 @@ def test_memory_built_from_settings_uses_the_endpoint(endpoint: str, fresh_db: s
     with Memory(("remote",), settings=settings) as mem:
         assert mem.write({"trigger": "t", "lesson": "A lesson"}).status == "inserted"
         assert mem.stats().embedding_model == "m" and mem.stats().embedding_dim == 3
+
+
+def test_models_of_up_to_4000_dimensions_are_indexed(fresh_db: str) -> None:
+    """The half-precision HNSW index takes vectors pgvector cannot index in full
+    precision (over 2,000 dimensions), e.g. 3,072 like text-embedding-3-large."""
+    import numpy as np
+
+    from hindsight_core import CallableEmbedder
+
+    rng = np.random.default_rng(5)
+    table: dict[str, np.ndarray] = {}
+
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.stack([table.setdefault(t.split("\n")[0], rng.standard_normal(3072))
+                         for t in texts])
+
+    mem = Memory(("wide",), settings=Settings(database_url=fresh_db),
+                 embedder=CallableEmbedder(embed, dim=3072, model_name="wide-3072"))
+    lessons = ["Pin the base image digest", "Rotate the signing keys yearly",
+               "Cap the retry budget per job"]
+    ids = [mem.write({"scene": "ops", "trigger": "t", "lesson": lesson}).id
+           for lesson in lessons]
+    for lesson, rid in zip(lessons, ids, strict=True):
+        assert mem.search(lesson, top_k=1)[0].record.id == rid
+    mem.close()
+    engine = sa.create_engine(fresh_db)
+    with engine.connect() as conn:
+        assert _vector_indexes(conn) == ["hindsight_experiences_halfvec_3072"]
+    engine.dispose()
