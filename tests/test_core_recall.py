@@ -19,7 +19,7 @@ from hindsight_core import (
     Settings,
     ValidationError,
 )
-from hindsight_core.storage import experiences_sql
+from hindsight_core.storage import scan_sql
 
 LESSONS = [
     {"scene": "file-cleanup", "trigger": "deleting files whose names contain dates",
@@ -246,7 +246,7 @@ def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
     def exact(mem: Memory) -> bool:
         ns = mem._ns(None)
         return bool(mem._run(mem._scan_choice.flow(
-            (ns, None), experiences_sql.exact_scan_sql(False), {"ns": ns, "scene": None})))
+            (ns, None), scan_sql.recall_exact_scan_sql(False), {"ns": ns, "scene": None})))
 
     assert exact(small) is True
     assert exact(big) is False

@@ -23,6 +23,7 @@ from ..models import Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..storage import experiences_sql as eq
 from ..storage import fulltext_sql as fts
 from ..storage import items_sql as q
+from ..storage import scan_sql
 from ..storage.items_filters_sql import FilterSpec, filter_params
 from ..storage.vectors import vector_param, vectors_param
 from ..text import tokens, tsquery_terms
@@ -250,7 +251,7 @@ class ItemFlows:
             **eq.params_for_decay(settings, now),
         })
         exact = yield from self._scan_choice.flow(
-            (ns_key(prefix), len(prefix)), q.exact_scan_sql(len(prefix)),
+            (ns_key(prefix), len(prefix)), scan_sql.items_exact_scan_sql(len(prefix)),
             q.prefix_params(ns_key(prefix)), ac)
         stmt = q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired, bool(terms),
                                    bool(rare), settings.keyword_scan_limit, exact)

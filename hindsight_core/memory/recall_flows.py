@@ -9,6 +9,7 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, ScoreBreakdown, SearchHit, parse_id
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
+from ..storage import scan_sql
 from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
@@ -50,8 +51,8 @@ class RecallFlows(MemoryBase):
         rare = [t for t in terms if t not in common]
         scene_key = scene and scene.strip()
         exact = yield from self._scan_choice.flow(
-            (ns, scene_key), q.exact_scan_sql(scene is not None), {"ns": ns, "scene": scene_key},
-            ac)
+            (ns, scene_key), scan_sql.recall_exact_scan_sql(scene is not None),
+            {"ns": ns, "scene": scene_key}, ac)
         stmt = q.search_sql(
             self.embedder.dim,
             scene=scene is not None,

@@ -1,7 +1,7 @@
 """How a search finds semantic candidates in a namespace: exact scan or ANN index.
 
-A small namespace in a large table is ranked exactly (``experiences_sql.exact_scan_sql``
-and ``items_sql.exact_scan_sql`` decide with a bounded count); everything else goes
+A small namespace in a large table is ranked exactly (``storage.scan_sql`` decides with
+a bounded count); everything else goes
 through the HNSW index. The answer is cached per namespace (and scene) for a minute:
 counting up to 2,000 rows on every search cost up to 1 ms, and with the answer known
 the search statement needs no branch on it. A namespace that grows or shrinks past

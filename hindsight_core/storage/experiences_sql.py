@@ -248,35 +248,6 @@ FILTERABLE = {
 }
 
 
-# A namespace (and scene) with at most this many live records, under this share of the
-# table, is ranked by an exact scan: a filtered HNSW scan would walk much of the index
-# to find its records (and stop short at hnsw.max_scan_tuples). Item search uses the
-# same bounds (items_sql.exact_scan_sql).
-EXACT_SCAN_MAX = 2000
-EXACT_SCAN_SHARE = 0.2
-EXACT_SCAN_ALWAYS = 40
-
-
-def exact_scan_gate(rows_sql: str, table: str) -> str:
-    """One row, ``exact``: whether the rows ``rows_sql`` selects (one namespace's) are
-    few enough, and a small enough share of ``table``, to scan exactly."""
-    return f"""
-        SELECT n <= {EXACT_SCAN_ALWAYS} OR (n <= {EXACT_SCAN_MAX} AND n < {EXACT_SCAN_SHARE}
-            * (SELECT c.reltuples FROM pg_class c WHERE c.oid = CAST('{table}' AS regclass)))
-            AS exact
-        FROM (SELECT count(*) AS n FROM ({rows_sql} LIMIT {EXACT_SCAN_MAX + 1}) x) n
-        """
-
-
-@lru_cache(maxsize=4)
-def exact_scan_sql(scene: bool) -> sa.TextClause:
-    """Whether recall in ``:ns`` (and ``:scene``) should find its semantic candidates
-    by an exact scan rather than the HNSW index (``memory.scan.ScanChoice`` caches
-    the answer for a minute)."""
-    cond = "e.ns = :ns AND e.archived_at IS NULL" + (" AND e.scene = :scene" if scene else "")
-    return sa.text(exact_scan_gate(f"SELECT 1 FROM {T} e WHERE {cond}", T))
-
-
 @lru_cache(maxsize=64)
 def search_sql(
     dim: int, *, scene: bool, keyword: bool, filters: tuple[str, ...], candidates: int,
@@ -286,7 +257,7 @@ def search_sql(
     """Hybrid recall in one round trip.
 
     ``exact``: semantic candidates by an exact scan of the namespace, ordered by the
-    full-precision distance, which no index serves (see :func:`exact_scan_sql`);
+    full-precision distance, which no index serves (see ``scan_sql``);
     else ordered by the half-precision distance the HNSW index serves. The keyword
     candidates' tsquery is a sub-select, whose selectivity the planner does not
     estimate from the value: a custom plan for rare terms looked cheaper than the

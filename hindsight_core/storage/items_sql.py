@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
-from .experiences_sql import decay_multiplier, exact_scan_gate
+from .experiences_sql import decay_multiplier
 from .fulltext_sql import TS_NORM
 from .items_filters_sql import FilterSpec, filter_conditions
 
@@ -229,16 +229,6 @@ def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str
 # ---------------------------------------------------------------------- search
 
 
-
-@lru_cache(maxsize=32)
-def exact_scan_sql(n_labels: int) -> sa.TextClause:
-    """Whether hybrid search under the prefix ``:pfx`` should find its semantic
-    candidates by an exact scan (same bounds as recall, see
-    ``experiences_sql.exact_scan_gate``)."""
-    return sa.text(exact_scan_gate(
-        f"SELECT 1 FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}", V))
-
-
 @lru_cache(maxsize=256)
 def list_sql(n_labels: int, filters: FilterSpec, omit_expired: bool) -> sa.TextClause:
     """Search without a query: newest update first."""
@@ -296,7 +286,7 @@ def hybrid_search_sql(
     The scan bound keeps search fast when a query word occurs in most items: ranking
     every full-text match made hybrid search 3x slower than a vector search at
     2,000 items and grew linearly with the table. ``exact`` (decided by
-    :func:`exact_scan_sql`, cached by ``memory.scan.ScanChoice``): the semantic
+    ``scan_sql.items_exact_scan_sql``, cached by ``memory.scan.ScanChoice``): the semantic
     candidates come from an exact scan of the prefix, without the ANN index (``+ 0``
     keeps the planner off it), as a filtered HNSW scan (iterative, ``strict_order``)
     would walk most of the index to find ``:cand`` rows of a small prefix, and stop

@@ -1,0 +1,47 @@
+"""SQL that decides how a search finds semantic candidates: exact scan or ANN index.
+
+A namespace (and scene, or item prefix) with at most ``EXACT_SCAN_MAX`` rows, under
+``EXACT_SCAN_SHARE`` of its table, is ranked by an exact scan: a filtered HNSW scan
+would walk much of the index to find its rows (and stop short at
+``hnsw.max_scan_tuples``). Up to ``EXACT_SCAN_ALWAYS`` rows are always scanned
+exactly. The answer is a bounded count; ``memory.scan.ScanChoice`` caches it.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import sqlalchemy as sa
+
+from .experiences_sql import T
+from .items_sql import V, prefix_condition
+
+EXACT_SCAN_MAX = 2000
+EXACT_SCAN_SHARE = 0.2
+EXACT_SCAN_ALWAYS = 40
+
+
+def _gate(rows_sql: str, table: str) -> sa.TextClause:
+    """One row, ``exact``: whether the rows ``rows_sql`` selects are few enough, and a
+    small enough share of ``table``, to scan exactly."""
+    return sa.text(
+        f"""
+        SELECT n <= {EXACT_SCAN_ALWAYS} OR (n <= {EXACT_SCAN_MAX} AND n < {EXACT_SCAN_SHARE}
+            * (SELECT c.reltuples FROM pg_class c WHERE c.oid = CAST('{table}' AS regclass)))
+            AS exact
+        FROM (SELECT count(*) AS n FROM ({rows_sql} LIMIT {EXACT_SCAN_MAX + 1}) x) n
+        """
+    )
+
+
+@lru_cache(maxsize=4)
+def recall_exact_scan_sql(scene: bool) -> sa.TextClause:
+    """Whether recall in ``:ns`` (and ``:scene``) should scan exactly."""
+    cond = "e.ns = :ns AND e.archived_at IS NULL" + (" AND e.scene = :scene" if scene else "")
+    return _gate(f"SELECT 1 FROM {T} e WHERE {cond}", T)
+
+
+@lru_cache(maxsize=32)
+def items_exact_scan_sql(n_labels: int) -> sa.TextClause:
+    """Whether hybrid item search under the prefix ``:pfx`` should scan exactly."""
+    return _gate(f"SELECT 1 FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}", V)
