@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from langgraph.store.base import PutOp
 from hindsight_adapters.langgraph import HindsightSearchItem, HindsightStore, LangChainEmbedder
 from hindsight_core import Memory, Settings
 from hindsight_core.models import ns_key
+from tests._clock import Clock
 from tests._lg_store_util import DIMS, char_embed
 
 
@@ -25,33 +27,61 @@ def ns() -> tuple[str, str]:
 # ---------------------------------------------------------------------- TTL
 
 
+def _eventually(check: Callable[[], bool], timeout: float = 10.0) -> bool:
+    """Poll ``check`` until it holds (the sweeper runs on its own thread or task)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+async def _aeventually(check: Callable[[], Awaitable[bool]], timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+def _clocked_store(settings: Settings, ttl: dict) -> tuple[HindsightStore, Clock]:
+    """A store whose expiry reads a test clock (the sweeper's interval is real time)."""
+    clock = Clock()
+    return HindsightStore(memory=Memory(settings=settings, clock=clock), ttl=ttl), clock
+
+
 def test_fractional_ttl_refresh_on_read_and_sweeper(settings: Settings, ns) -> None:
-    ttl = {"default_ttl": 0.02, "refresh_on_read": True, "sweep_interval_minutes": 0.005}
-    with HindsightStore.from_conn_string(settings.database_url, ttl=ttl,
-                                         settings=settings) as store:
-        store.start_ttl_sweeper()
-        store.put(ns, "refreshed", {"v": 1})  # default_ttl: 1.2 s
-        store.put(ns, "idle", {"v": 2})
-        store.put(ns, "forever", {"v": 3}, ttl=None)
-        store.put(ns, "short", {"v": 4}, ttl=0.005)  # 0.3 s, not rounded to whole minutes
-        for _ in range(4):
-            time.sleep(0.45)
-            assert store.get(ns, "refreshed") is not None  # each read extends it
-        assert store.get(ns, "idle", refresh_ttl=False) is None  # expired and swept
-        assert store.get(ns, "short") is None
-        assert store.get(ns, "forever") is not None
-        hits = store.search(ns, refresh_ttl=False)
-        assert sorted(h.key for h in hits) == ["forever", "refreshed"]
-        time.sleep(1.6)  # no more reads: it expires too
-        assert [h.key for h in store.search(ns, refresh_ttl=False)] == ["forever"]
-        assert store.stop_ttl_sweeper(timeout=5)
+    # sweep every 30 ms of real time; expiry follows the test clock
+    ttl = {"default_ttl": 0.02, "refresh_on_read": True, "sweep_interval_minutes": 0.0005}
+    store, clock = _clocked_store(settings, ttl)
+    store.start_ttl_sweeper()
+    store.put(ns, "refreshed", {"v": 1})  # default_ttl: 1.2 s
+    store.put(ns, "idle", {"v": 2})
+    store.put(ns, "forever", {"v": 3}, ttl=None)
+    store.put(ns, "short", {"v": 4}, ttl=0.005)  # 0.3 s, not rounded to whole minutes
+    for _ in range(4):
+        clock.now += timedelta(seconds=0.45)
+        assert store.get(ns, "refreshed") is not None  # each read extends it
+    # expired and swept (a get without refresh returns unswept items, see below)
+    assert _eventually(lambda: store.get(ns, "idle", refresh_ttl=False) is None)
+    assert _eventually(lambda: store.get(ns, "short", refresh_ttl=False) is None)
+    assert store.get(ns, "forever") is not None
+    hits = store.search(ns, refresh_ttl=False)
+    assert sorted(h.key for h in hits) == ["forever", "refreshed"]
+    clock.now += timedelta(seconds=1.6)  # no more reads: it expires too
+    assert _eventually(
+        lambda: [h.key for h in store.search(ns, refresh_ttl=False)] == ["forever"])
+    assert store.stop_ttl_sweeper(timeout=5)
+    store.close()
 
 
 def test_omit_expired_hides_unswept_items_and_sweep_ttl(settings: Settings, ns) -> None:
-    store = HindsightStore(settings=settings, ttl={"omit_expired": True})
+    store, clock = _clocked_store(settings, {"omit_expired": True})
     store.put(ns, "gone", {"v": 1}, ttl=0.001)
     store.put(ns, "kept", {"v": 2})
-    time.sleep(0.2)
+    clock.now += timedelta(seconds=0.2)
     assert store.get(ns, "gone") is None
     assert [h.key for h in store.search(ns)] == ["kept"]
     store.ttl_config = {"omit_expired": False}
@@ -62,13 +92,17 @@ def test_omit_expired_hides_unswept_items_and_sweep_ttl(settings: Settings, ns) 
 
 
 async def test_async_sweeper_and_ttl(settings: Settings, ns) -> None:
-    store = HindsightStore(settings=settings, ttl={"default_ttl": 0.003,
-                                                   "sweep_interval_minutes": 0.002})
+    store, clock = _clocked_store(settings, {"default_ttl": 0.003,
+                                             "sweep_interval_minutes": 0.0005})
     task = await store.astart_ttl_sweeper()
     await store.aput(ns, "a", {"v": 1})
     assert (await store.aget(ns, "a")) is not None
-    await asyncio.sleep(0.6)
-    assert (await store.aget(ns, "a")) is None
+    clock.now += timedelta(seconds=0.6)  # past the 0.18 s TTL
+
+    async def swept() -> bool:
+        return (await store.aget(ns, "a", refresh_ttl=False)) is None
+
+    assert await _aeventually(swept)
     assert await store.astop_ttl_sweeper()
     assert task.done()
     with pytest.raises(ValueError, match="ttl"):
