@@ -213,6 +213,19 @@ INSERT_EVENT = sa.text(
 )
 
 
+def list_conditions(*, scene: bool, archived: bool | None, all_ns: bool = False) -> str:
+    """The WHERE clause of a record listing (``e`` is the table): namespace, scene,
+    archived or live. Shared by :func:`list_sql` and ``inspect_sql.count_sql``."""
+    where = ["TRUE" if all_ns else "e.ns = :ns"]
+    if scene:
+        where.append("e.scene = :scene")
+    if archived is True:
+        where.append("e.archived_at IS NOT NULL")
+    elif archived is False:
+        where.append("e.archived_at IS NULL")
+    return " AND ".join(where)
+
+
 def list_sql(
     *, order_by: str, descending: bool, scene: bool, archived: bool | None, all_ns: bool
 ) -> sa.TextClause:
@@ -222,16 +235,9 @@ def list_sql(
         "use_count": "e.use_count", "occurrences": "e.occurrences",
         "last_used_at": "e.last_used_at", "lesson": "e.lesson",
     }
-    where = ["TRUE" if all_ns else "e.ns = :ns"]
-    if scene:
-        where.append("e.scene = :scene")
-    if archived is True:
-        where.append("e.archived_at IS NOT NULL")
-    elif archived is False:
-        where.append("e.archived_at IS NULL")
     direction = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
     return sa.text(
-        f"{SELECT_RECORD} WHERE {' AND '.join(where)} "
+        f"{SELECT_RECORD} WHERE {list_conditions(scene=scene, archived=archived, all_ns=all_ns)} "
         f"ORDER BY {order_cols[order_by]} {direction}, e.ns, e.id LIMIT :limit OFFSET :offset"
     )
 

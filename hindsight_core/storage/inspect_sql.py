@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from .experiences_sql import DECAYED, T
+from .experiences_sql import DECAYED, T, list_conditions
 
 NAMESPACES = sa.text(
     f"""
@@ -38,14 +38,8 @@ SCENES = sa.text(
 
 def count_sql(*, scene: bool, archived: bool | None) -> sa.TextClause:
     """How many records ``list_records`` would page through (same filters)."""
-    where = ["ns = :ns"]
-    if scene:
-        where.append("scene = :scene")
-    if archived is True:
-        where.append("archived_at IS NOT NULL")
-    elif archived is False:
-        where.append("archived_at IS NULL")
-    return sa.text(f"SELECT count(*) AS n FROM {T} WHERE {' AND '.join(where)}")
+    return sa.text(f"SELECT count(*) AS n FROM {T} e "
+                   f"WHERE {list_conditions(scene=scene, archived=archived)}")
 
 
 ACTIVITY = sa.text(
