@@ -100,8 +100,10 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
     # up to 4 MB: recall went from 2.6 to 8.8 ms at 100k records).
     with mem.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text(f"VACUUM ANALYZE {TABLE}"))
-    # The common-terms set is cached for a minute; the table just grew up to 10x.
+    # The common-terms set and the exact-or-index choice are cached for a minute; the
+    # table just grew up to 10x.
     mem._common_terms.clear()
+    mem._scan_choice.clear()
     texts = work.queries(queries)
     ours: list[float] = []
     floor: list[float] = []

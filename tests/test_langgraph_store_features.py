@@ -205,7 +205,7 @@ def test_hybrid_search_exact_scan_and_index_scan_agree(settings: Settings, embed
                  for i in range(70)])
     results = []
     for exact in (True, False):
-        store.items._scan_choice._cached[(ns_key(ns), len(ns))] = (time.monotonic(),
+        store.items._scan_choice._cached[ns_key(ns)] = (time.monotonic(),
                                                                           exact)
         hits = store.search(ns, query="how do we handle invoices", limit=5)
         results.append([(h.key, round(h.score, 6)) for h in hits])

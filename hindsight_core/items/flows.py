@@ -251,7 +251,7 @@ class ItemFlows:
             **eq.params_for_decay(settings, now),
         })
         exact = yield from self._scan_choice.flow(
-            (ns_key(prefix), len(prefix)), scan_sql.items_exact_scan_sql(len(prefix)),
+            ns_key(prefix), scan_sql.items_exact_scan_sql(len(prefix)),
             q.prefix_params(ns_key(prefix)), ac)
         stmt = q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired, bool(terms),
                                    bool(rare), settings.keyword_scan_limit, exact)

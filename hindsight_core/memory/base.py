@@ -117,10 +117,14 @@ class MemoryBase:
         if rows and rows[0]["value"] == want or not rows:
             present = yield Sql(q.index_exists_sql(want["dim"]))
             if not present:
-                # Over stored rows the build takes ~20 s per 100k: not a query's timeout.
-                yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": "0"})
-                yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
+                yield from self._build_index_flow(want["dim"])
         self._ready = True
+
+    def _build_index_flow(self, dim: int) -> Flow[None]:
+        """Create the HNSW index; over stored rows it takes ~20 s per 100k records, so
+        not under a query's statement timeout."""
+        yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": "0"})
+        yield Sql(q.ensure_index_sql(dim), fetch="none")
 
     def _embed_one_query(self, query: str) -> Flow[list[float]]:
         """The query's vector; recent queries are answered from a small LRU cache."""

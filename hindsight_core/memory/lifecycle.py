@@ -191,8 +191,7 @@ class LifecycleFlows(MemoryBase):
                 progress(done, total)
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
-        yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": "0"})  # the index is built over every record
-        yield Sql(q.ensure_index_sql(want["dim"]), fetch="none")
+        yield from self._build_index_flow(want["dim"])
         self._ready = True
         return done
 

@@ -65,7 +65,7 @@ class RecallFlows(MemoryBase):
             exact=exact,
         )
         params: dict[str, Any] = {
-            "ns": ns, "scene": scene and scene.strip(), "qvec": vector_param(vector),
+            "ns": ns, "scene": scene_key, "qvec": vector_param(vector),
             "tsq": fts.tsquery_literal(terms), "tsq_cand": fts.tsquery_literal(rare),
             "top_k": top_k,
             "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,
