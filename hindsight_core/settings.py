@@ -75,8 +75,9 @@ class Settings(BaseSettings):
         ge=10,
         le=1_000_000,
         description="Most keyword matches ranked per recall; query terms estimated to occur "
-        "in more records than this (table statistics) do not generate keyword candidates, "
-        "but still count in the keyword score. Keeps recall fast at 100k+ records.",
+        "in more records than this, or in more than 2% of them (table statistics), do not "
+        "generate keyword candidates, but still count in the keyword score. Keeps recall "
+        "fast at 100k+ records.",
     )
     min_relevance: float = Field(
         default=0.0,

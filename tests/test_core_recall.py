@@ -258,3 +258,32 @@ def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
             assert hits[0].record.id == target.id
             assert hits[0].breakdown.semantic == pytest.approx(1.0, abs=1e-5)
         mem.close()
+
+
+def test_terms_in_over_2_percent_of_records_generate_no_keyword_candidates(
+    fresh_db: str,
+) -> None:
+    """A term in 5 % of 400 records (20, far below ``keyword_scan_limit``) counts as
+    common; one in 1 % does not (``fulltext_sql.COMMON_TERM_SHARE``). Common terms
+    still count in the keyword score; they only generate no keyword candidates."""
+    def random_vectors(texts: list[str]) -> np.ndarray:
+        return np.random.default_rng(len(texts)).standard_normal((len(texts), 16))
+
+    emb = CallableEmbedder(random_vectors, dim=16, model_name="random-16")
+    mem = Memory(("terms",), settings=Settings(database_url=fresh_db), embedder=emb)
+    mem.write_many([
+        {"trigger": f"case {i}",
+         "lesson": f"Lesson {i}" + (" zebra" if i % 20 == 0 else "")
+         + (" quokka" if i % 100 == 0 else "")}
+        for i in range(400)
+    ])
+    engine = sa.create_engine(fresh_db)
+    with engine.connect() as conn:
+        conn.execute(sa.text("ANALYZE hindsight_experiences"))
+        conn.commit()
+    engine.dispose()
+    assert mem.settings.keyword_scan_limit > 20
+    common = mem._run(mem._common_terms.flow(mem.settings.keyword_scan_limit))
+    assert "zebra" in common
+    assert "quokka" not in common
+    mem.close()

@@ -16,13 +16,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigurationError
-from .base import Embedder, normalize
+from .base import Embedder, Vectors, as_matrix, normalize
 from .callable import CallableEmbedder
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["CallableEmbedder", "Embedder", "embedder_from_settings", "normalize"]
+__all__ = ["CallableEmbedder", "Embedder", "Vectors", "as_matrix", "embedder_from_settings",
+           "normalize"]
 
 
 def embedder_from_settings(settings: Settings) -> Embedder:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..embeddings import Embedder, embedder_from_settings
+from ..embeddings import Embedder, as_matrix, embedder_from_settings
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import Experience, Namespace, now_utc, ns_from_key, ns_key, validate_namespace
 from ..settings import Settings
@@ -134,8 +134,9 @@ class MemoryBase:
                 self._query_cache.move_to_end(query)
         if cached is not None:
             return cached
-        (vector,) = yield Embed([query])
-        vector = QueryVector(vector)  # carries its statement parameter, encoded once
+        vectors = yield Embed([query])
+        # Carries its statement parameter, encoded once.
+        vector = QueryVector(vectors[0], as_matrix(vectors)[0])
         with self._cache_lock:
             self._query_cache[query] = vector
             if len(self._query_cache) > QUERY_CACHE_SIZE:
@@ -162,30 +163,17 @@ class MemoryBase:
         return languages is None or "zh" in languages or cjk_share(text) <= 0.3
 
     @staticmethod
-    def _record(row: dict[str, Any]) -> Experience:
-        return Experience(
-            id=row["id"],
-            namespace=ns_from_key(row["ns"]),
-            scene=row["scene"],
-            trigger=row["trigger"],
-            action=row["action"],
-            outcome=row["outcome"],
-            lesson=row["lesson"],
-            confidence=row["confidence"],
-            importance=row["importance"],
-            critical=row["critical"],
-            source=row["source"] or {},
-            score=row["score"],
-            decayed_score=row["decayed_score"],
-            use_count=row["use_count"],
-            occurrences=row["occurrences"],
-            last_used_at=row["last_used_at"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            archived_at=row["archived_at"],
-            merged_into=row["merged_into"],
-            merged_from=list(row["merged_from"] or []),
-        )
+    def _record_fields(row: dict[str, Any]) -> dict[str, Any]:
+        """An ``Experience``'s fields from a row of ``COLUMNS`` (+ ``decayed_score``)."""
+        fields = dict(row)
+        fields["namespace"] = ns_from_key(fields.pop("ns"))
+        fields["source"] = row["source"] or {}
+        fields["merged_from"] = list(row["merged_from"] or [])
+        return fields
+
+    @classmethod
+    def _record(cls, row: dict[str, Any]) -> Experience:
+        return Experience.model_validate(cls._record_fields(row))
 
     @staticmethod
     def _new_id() -> uuid.UUID:

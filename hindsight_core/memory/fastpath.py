@@ -202,13 +202,20 @@ def _dict_rows(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]
     return make
 
 
+def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
+    """Whether the statement returned a row set (``cur.description`` without building
+    its ``Column`` objects: ~0.04 ms for a recall's 25 columns)."""
+    res = cur.pgresult
+    return res is not None and res.nfields > 0
+
+
 def _execute(cur: psycopg.Cursor[dict[str, Any]], req: Sql) -> list[dict[str, Any]]:
     sql = pyformat(req.statement)  # type: ignore[arg-type]
     if isinstance(req.params, list):
         cur.executemany(sql, req.params)
         return []
     cur.execute(sql, req.params)
-    return cur.fetchall() if req.fetch == "all" and cur.description else []
+    return cur.fetchall() if req.fetch == "all" and _has_rows(cur) else []
 
 
 class _Retry(Exception):
@@ -297,7 +304,7 @@ class AsyncWarmConnections(_Warm[AsyncConnection]):
                     else:
                         await cur.execute(sql, req.params)
                         reply = (await cur.fetchall()
-                                 if req.fetch == "all" and cur.description else [])
+                                 if req.fetch == "all" and _has_rows(cur) else [])
                 except psycopg.Error as exc:
                     error = driver_error(exc)
                     if _broken(exc, conn):

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..embeddings import as_matrix
 from ..models import Namespace, WriteResult, raise_validation
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
@@ -65,7 +66,7 @@ class WriteFlows(MemoryBase):
         for row in rows:
             neighbours[row["i"] - 1].append(row)
 
-        matrix = np.asarray(vectors, dtype=np.float32)
+        matrix = as_matrix(vectors)
         sims = matrix @ matrix.T
         threshold = self.settings.dedup_threshold
         results: list[WriteResult] = []
@@ -123,7 +124,7 @@ class WriteFlows(MemoryBase):
                     "last_used_at": now if insert_extra[i] else None,
                     "created_at": created, "updated_at": now, "archived_at": None,
                     "merged_into": None, "merged_from": [],
-                    "embedding": vector_param(vectors[i]),
+                    "embedding": vector_param(matrix[i]),
                     "search_tsv": fts.tsvector_literal(
                         tokens(search_document(rec.lesson, rec.trigger, rec.scene))
                     ),

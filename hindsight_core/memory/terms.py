@@ -1,8 +1,9 @@
 """Query terms too common to generate keyword candidates, cached per table.
 
 Recall (experience records) and item search bound their keyword scan the same way:
-terms that ANALYZE's statistics put in more rows than ``keyword_scan_limit`` do not
-generate keyword candidates (they still count in the keyword score). The set comes
+terms that ANALYZE's statistics put in more rows than ``keyword_scan_limit``, or in
+more than 2 % of the rows (``fulltext_sql.COMMON_TERM_SHARE``), do not generate
+keyword candidates (they still count in the keyword score). The set comes
 from ``pg_stats`` (:func:`storage.fulltext_sql.common_terms_sql`) and is cached
 for a minute, so a search costs no extra round trip most of the time.
 """

@@ -264,7 +264,12 @@ def search_sql(
 
     ``exact``: semantic candidates by an exact scan of the namespace, ordered by the
     full-precision distance, which no index serves (see ``scan_sql``);
-    else ordered by the half-precision distance the HNSW index serves. The keyword
+    else ordered by the half-precision distance the HNSW index serves. Either way the
+    scores are computed only for the rows the ``LIMIT`` keeps (an exact scan of 1,000
+    rows computed them for every row: 7.8 ms instead of 2.6), and the query vector is
+    converted from its ``real[]`` parameter once per statement, in an InitPlan: in
+    PostgreSQL's generic plan the cast of a parameter is not folded and ran per row. The
+    keyword
     candidates' tsquery is a sub-select, whose selectivity the planner does not
     estimate from the value: a custom plan for rare terms looked cheaper than the
     generic one, so PostgreSQL planned every call (~0.3 ms of a 1.3 ms recall at 100k
@@ -293,11 +298,12 @@ def search_sql(
         column, kind = FILTERABLE[name]
         where.append(f"{column} = CAST(:f{i} AS {'boolean' if kind == 'bool' else 'text'})")
     cond = " AND ".join(where)
-    qv = vec(dim, "CAST(:qvec AS vector)")
+    qv = vec(dim, f"SELECT CAST(:qvec AS vector({int(dim)}))")
     nearest = f"{vec(dim)} <=> {qv}" if exact else f"{ann(dim)} <=> {ann(dim, qv)}"
     if keyword_candidates is None:
         keyword_candidates = keyword
-    rank = f"ts_rank(e.search_tsv, CAST(:tsq AS tsquery), {TS_NORM})" if keyword else "0::real"
+    tsq = "CAST(:tsq AS tsquery)"  # a typed parameter: converted once, at bind time
+    rank = f"ts_rank(e.search_tsv, {tsq}, {TS_NORM})" if keyword else "0::real"
     # Both scores are computed where a candidate's row is read: semantic candidates
     # straight from the HNSW scan, keyword candidates (not already semantic ones) by
     # key. Re-joining every candidate to the table cost ~0.1-0.2 ms per recall.
@@ -310,7 +316,7 @@ def search_sql(
                 SELECT e.id, e.search_tsv FROM {T} e
                 WHERE {cond} AND e.search_tsv @@ (SELECT CAST(:tsq_cand AS tsquery))
                 LIMIT {int(scan_limit)}) m
-            ORDER BY ts_rank(m.search_tsv, CAST(:tsq AS tsquery), {TS_NORM}) DESC
+            ORDER BY ts_rank(m.search_tsv, {tsq}, {TS_NORM}) DESC
             LIMIT {int(candidates)}),
         ranked AS (
             SELECT * FROM sem
@@ -323,8 +329,9 @@ def search_sql(
     return sa.text(
         f"""
         WITH sem AS (
-            SELECT {scored} FROM {T} e WHERE {cond}
-            ORDER BY {nearest} LIMIT {int(candidates)}
+            SELECT {scored} FROM (
+                SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
+            ) e
         ), {ranked}
         SELECT {COLUMNS}, decayed_score, semantic, keyword,
             :w_sem * semantic + :w_kw * keyword AS relevance,

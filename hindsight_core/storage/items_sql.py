@@ -51,7 +51,9 @@ class VectorSpec:
         return f"(({column})::{self.vector_type}({int(self.dims)}))"
 
     def query(self) -> str:
-        return f"(CAST(CAST(:qvec AS vector) AS {self.vector_type}({int(self.dims)})))"
+        """The ``:qvec`` parameter (``real[]``) as this type, converted once per statement
+        (an InitPlan): in a generic plan the cast of a parameter ran once per row."""
+        return f"(SELECT CAST(CAST(:qvec AS vector) AS {self.vector_type}({int(self.dims)})))"
 
     def distance_sql(self, column: str = "v.embedding") -> str:
         """Smaller is nearer (the operator the index serves)."""

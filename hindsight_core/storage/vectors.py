@@ -20,6 +20,8 @@ import psycopg
 from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
+from ..embeddings.base import as_matrix
+
 _FLOAT4_OID = 700
 _FLOAT4_ARRAY_OID = 1021
 
@@ -60,13 +62,18 @@ psycopg.adapters.register_dumper(Float4Array, _Float4ArrayDumper)
 
 
 class QueryVector(list[float]):
-    """A (cached) query vector that keeps its parameter, encoded once."""
+    """A (cached) query vector that keeps its parameter, encoded once.
+
+    Args:
+        values: the vector.
+        array: the same vector as a float32 array, if at hand (saves converting).
+    """
 
     __slots__ = ("param",)
 
-    def __init__(self, values: list[float]) -> None:
+    def __init__(self, values: list[float], array: np.ndarray | None = None) -> None:
         super().__init__(values)
-        self.param = Float4Array(values)
+        self.param = Float4Array(values if array is None else array)
 
 
 def vector_param(vector: Sequence[float] | np.ndarray) -> Float4Array:
@@ -79,7 +86,7 @@ def vector_param(vector: Sequence[float] | np.ndarray) -> Float4Array:
 def vectors_param(vectors: Sequence[Sequence[float]] | np.ndarray) -> Float4Array:
     """Many vectors of the same dimension, flattened, for :func:`unpack_sql` (or
     sliced by hand: vector ``i``, from 1, is elements ``(i - 1) * dim + 1 .. i * dim``)."""
-    return Float4Array(np.asarray(vectors, dtype=np.float32))
+    return Float4Array(as_matrix(vectors))
 
 
 def unpack_sql(param: str, dim: int, count: str) -> str:
