@@ -32,6 +32,8 @@ from hindsight_core import Memory, Settings  # noqa: E402
 from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
 from hindsight_core.memory.records import embedding_text  # noqa: E402
 from hindsight_core.models import ExperienceIn  # noqa: E402
+from hindsight_core.storage import experiences_sql as q  # noqa: E402
+from hindsight_core.storage.vectors import vectors_param  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 TABLE = "hindsight_experiences"
@@ -92,6 +94,23 @@ class Workload:
         return out
 
 
+def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
+    """Share of ``n`` stored records that the write path's near-duplicate lookup (its
+    statement and HNSW search effort) finds for a rewording of them (cosine ~0.99)."""
+    ns = mem._ns(None)
+    with mem.engine.begin() as conn:
+        stored = conn.execute(sa.text(
+            f"SELECT id, embedding::text AS v FROM {TABLE} WHERE ns = :ns AND archived_at "
+            "IS NULL ORDER BY random() LIMIT :n"), {"ns": ns, "n": n}).all()
+        vectors = np.array([json.loads(r.v) for r in stored], dtype=np.float32)
+        conn.execute(q.SET_DEDUP_EF_SEARCH)
+        found = conn.execute(q.nearest_many(c.DIM), {
+            "ns": ns, "vectors": vectors_param(c.near(vectors, work.rng)), "n": len(stored)}
+        ).all()
+    hits = {(r.i - 1, r.id) for r in found}
+    return sum((i, r.id) in hits for i, r in enumerate(stored)) / len(stored)
+
+
 def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: int,
                   queries: int) -> dict[str, Any]:
     ns = mem._ns(None)
@@ -138,6 +157,7 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
     def single(i: int) -> None:
         mem.write(work.records(1)[0])
 
+    dedup_recall = dedup_lookup_recall(mem, work)
     single_p = c.time_calls(single, 100, warmup=5)
     # One 1,000-record batch takes ~1 s: the median of three, so one slow moment on a
     # shared machine does not make the figure.
@@ -174,6 +194,7 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
         "write_single_ms": single_p,
         "write_many_unique_rps": round(unique_rps),
         "write_many_dedup_rps": round(dedup_rps), "dedup_batch": len(mixed_batch),
+        "dedup_lookup_recall": round(dedup_recall, 4),
         "dedup_merged": merged, "write_many_runs": {"unique": [round(x) for x in unique_runs],
                                                     "dedup": [round(x) for x in dedup_runs]},
         "db_mb": round(sizes["total"] / 2**20, 1), "hnsw_mb": round(sizes["hnsw"] / 2**20, 1),

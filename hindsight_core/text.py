@@ -31,6 +31,8 @@ def has_cjk(text: str) -> bool:
 
 def cjk_share(text: str) -> float:
     """Share of the letters in ``text`` that are CJK characters (0..1)."""
+    if _CJK_CHAR.search(text) is None:  # most text: no per-character loop
+        return 0.0
     letters = [ch for ch in text if ch.isalnum()]
     if not letters:
         return 0.0

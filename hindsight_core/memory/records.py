@@ -84,7 +84,8 @@ class WriteFlows(MemoryBase):
             # are checked, most similar first (a Python loop over every earlier insert
             # cost ~0.15 s per 1,000-record batch).
             row = sims[i, inserts]
-            for k in np.argsort(-row, kind="stable")[: int((row >= threshold).sum())]:
+            above = np.flatnonzero(row >= threshold)
+            for k in above[np.argsort(-row[above], kind="stable")]:
                 j, sim = inserts[k], float(row[k])
                 if target is not None and sim <= target[1]:
                     break
