@@ -148,8 +148,10 @@ class Source(_Strict):
         """jsonb cannot store NUL (``\\u0000``): reject it here, not as a database error."""
 
         def walk(value: Any, path: str) -> None:
-            if isinstance(value, str) and "\x00" in value:
-                raise ValueError(f"{path} contains a NUL byte, which cannot be stored")
+            if isinstance(value, str):  # first: the Mapping check is an ABC's (~2 us)
+                if "\x00" in value:
+                    raise ValueError(f"{path} contains a NUL byte, which cannot be stored")
+                return
             if isinstance(value, Mapping):
                 for k, v in value.items():
                     walk(str(k), path)

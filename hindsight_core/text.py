@@ -97,6 +97,7 @@ _OPPOSITES = [
     ("之前", "之后"), ("前", "后"), ("增加", "减少"), ("开启", "关闭"), ("允许", "拒绝"),
     ("打开", "关闭"), ("提高", "降低"), ("最大", "最小"), ("保留", "删除"),
 ]
+_OPPOSITE_PAIRS = [(x, y, has_cjk(x)) for x, y in _OPPOSITES]
 # CJK function characters that rewording adds or drops without changing the meaning.
 _CJK_FUNCTION = frozenset(
     "的了地得着过在时用使之先再把被将就都也而且"
@@ -133,8 +134,8 @@ def merge_veto(a: str, b: str, *, covered: bool) -> str | None:
         return "different numbers"
     la, lb = unicodedata.normalize("NFKC", a).lower(), unicodedata.normalize("NFKC", b).lower()
     wa, wb = set(_WORD.findall(la)), set(_WORD.findall(lb))
-    for x, y in _OPPOSITES:
-        if has_cjk(x):
+    for x, y, cjk in _OPPOSITE_PAIRS:
+        if cjk:
             only_a = {t for t in (x, y) if t in la and t not in lb}
             only_b = {t for t in (x, y) if t in lb and t not in la}
             if only_a and only_b and only_a != only_b:
