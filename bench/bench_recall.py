@@ -103,7 +103,7 @@ def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
             f"SELECT id, embedding::text AS v FROM {TABLE} WHERE ns = :ns AND archived_at "
             "IS NULL ORDER BY random() LIMIT :n"), {"ns": ns, "n": n}).all()
         vectors = np.array([json.loads(r.v) for r in stored], dtype=np.float32)
-        conn.execute(q.SET_DEDUP_EF_SEARCH)
+        conn.execute(sa.text(f"SET LOCAL hnsw.ef_search = {q.DEDUP_EF_SEARCH}"))
         found = conn.execute(q.nearest_many(c.DIM), {
             "ns": ns, "vectors": vectors_param(c.near(vectors, work.rng)), "n": len(stored)}
         ).all()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from hindsight_core import Memory, ValidationError
+from hindsight_core import CallableEmbedder, Memory, Settings, ValidationError
+from hindsight_core.memory import records
+from hindsight_core.storage import scan_sql
 
 GOOD = {"scene": "file-cleanup", "trigger": "cleaning the downloads folder",
         "lesson": "Check the extension before deleting files"}
@@ -174,3 +177,57 @@ def test_language_warning_is_logged_once(memory: Memory, caplog: pytest.LogCaptu
         memory.write({"scene": "s", "trigger": "报税时", "lesson": "报税前先核对发票金额"})
     warnings = [r for r in caplog.records if "multilingual" in r.getMessage()]
     assert len(warnings) == 1
+
+
+@pytest.mark.parametrize("path", ["exact", "index"])
+def test_dedup_lookup_paths_merge_alike(memory: Memory, monkeypatch: pytest.MonkeyPatch,
+                                        path: str) -> None:
+    """A batch's dedup lookup compares a namespace small next to the batch exactly and
+    asks the HNSW index otherwise (``records.EXACT_DEDUP_*``): both merge the same."""
+    if path == "exact":
+        monkeypatch.setattr(records, "EXACT_DEDUP_PER_RECORD", 1000)
+    else:
+        monkeypatch.setattr(records, "EXACT_DEDUP_PER_RECORD", 0)
+        monkeypatch.setattr(records, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
+    retry = {**GOOD, "lesson": "Retry flaky API calls with backoff", "trigger": "API errors"}
+    slow = {**GOOD, "lesson": "Increase the timeout when the API is slow", "trigger": "API"}
+    stored = memory.write_many([GOOD, retry, slow])
+    results = memory.write_many([
+        {**GOOD, "lesson": "Check file extensions before deleting files"},
+        {**retry, "lesson": "Retry flaky API calls using backoff"},
+        {**slow, "lesson": "Decrease the timeout when the API is slow"},  # vetoed
+        {**GOOD, "lesson": "Back up the folder before deleting files"},
+    ])
+    assert [r.status for r in results] == ["merged", "merged", "inserted", "inserted"]
+    assert [r.id for r in results[:2]] == [stored[0].id, stored[1].id]
+    assert all(r.similarity is not None and r.similarity >= 0.92 for r in results[:2])
+
+
+def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: str) -> None:
+    """``scan_sql.DEDUP_VECTORS`` reads a namespace whole when it holds at most ``cap``
+    records, or at most ``cap_small`` under a fifth of the table; else nothing."""
+    def random_vectors(texts: list[str]) -> np.ndarray:
+        return np.random.default_rng(len(texts)).standard_normal((len(texts), 16))
+
+    emb = CallableEmbedder(random_vectors, dim=16, model_name="random-16")
+    settings = Settings(database_url=fresh_db)
+    big = Memory(("big",), settings=settings, embedder=emb)
+    small = Memory(("small",), settings=settings, embedder=emb)
+    big.write_many([{"trigger": f"case {i}", "lesson": f"Lesson {i}"} for i in range(60)])
+    small.write_many([{"trigger": f"case {i}", "lesson": f"Lesson {i}"} for i in range(5)])
+    engine = sa.create_engine(fresh_db)
+    with engine.connect() as conn:
+        conn.execute(sa.text("ANALYZE hindsight_experiences"))
+
+        def choice(mem: Memory, cap: int, cap_small: int) -> tuple[bool, int]:
+            row = conn.execute(scan_sql.DEDUP_VECTORS, {
+                "ns": mem._ns(None), "cap": cap, "cap_small": cap_small}).mappings().one()
+            return row["exact"], len(row["ids"] or [])
+
+        assert choice(small, 2, 20) == (True, 5)  # 5 records, under a fifth of 65
+        assert choice(big, 2, 100) == (False, 0)  # 60 records: most of the table
+        assert choice(big, 60, 0) == (True, 60)  # small next to the batch
+        assert choice(small, 2, 4) == (False, 0)
+    engine.dispose()
+    big.close()
+    small.close()

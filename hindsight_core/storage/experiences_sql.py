@@ -396,9 +396,8 @@ def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:
 # server's default). A shorter candidate list is cheaper but misses near-duplicates in
 # large namespaces: at 100k records, a rewording at cosine ~0.99 was not among the 3
 # nearest for 1.2 % of 1,000 stored records with ef_search = 20, 0.6 % with 40 (this),
-# 0.1 % with 64; none at 10k. write_many: 40 costs ~5 % more than 20, 64 ~20 %.
+# 0.1 % with 64; none at 10k. write_many: 40 costs ~5 % more than 20, 64 ~20 %. Set by
+# ``scan_sql.DEDUP_VECTORS``.
 DEDUP_EF_SEARCH = 40
-SET_DEDUP_EF_SEARCH = sa.text(
-    f"SELECT set_config('hnsw.ef_search', '{DEDUP_EF_SEARCH}', true)")
 
 SET_LOCAL_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, true)")
