@@ -169,3 +169,28 @@ async def test_langchain_llm_wrapper() -> None:
 
     with pytest.raises(LLMError):
         llm.complete([{"role": "user", "content": "no more answers"}])
+
+
+def test_thread_trajectory_follows_the_current_branch_after_time_travel(saver: Any) -> None:
+    """A run resumed from an earlier checkpoint leaves the abandoned branch in the
+    thread's history; the trajectory holds only the current branch's messages."""
+    model = GenericFakeChatModel(messages=iter([AIMessage("Book the 9:00 train."),
+                                                AIMessage("Book two seats on the 9:00.")]))
+
+    def agent(state: State) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    g = StateGraph(State)
+    g.add_node("agent", agent)
+    g.add_edge(START, "agent")
+    g.add_edge("agent", END)
+    graph = g.compile(checkpointer=saver)
+    config = {"configurable": {"thread_id": uuid.uuid4().hex}}
+    graph.invoke({"messages": [HumanMessage("plan the trip")]}, config)
+    before_agent = next(s for s in graph.get_state_history(config) if s.next == ("agent",))
+    graph.invoke({"messages": [HumanMessage("we are two")]}, before_agent.config)
+
+    tid = config["configurable"]["thread_id"]
+    contents = [s.content for s in thread_trajectory(saver, tid).steps]
+    assert contents == ["plan the trip", "we are two", "Book two seats on the 9:00."]
+    assert len(list(saver.list(config))) > 4  # the abandoned branch is still stored

@@ -133,13 +133,27 @@ def messages_trajectory(messages: Sequence[BaseMessage], *, goal: str | None = N
 
 
 def _history_messages(tuples: Iterable[Any], messages_key: str) -> list[BaseMessage]:
-    """Every message the thread ever held, oldest first (also ones later removed)."""
+    """Every message the checkpoints held, oldest first (also ones later removed)."""
     seen: dict[str, BaseMessage] = {}
     for tup in tuples:  # oldest first
         for m in tup.checkpoint["channel_values"].get(messages_key) or []:
             if isinstance(m, BaseMessage):
                 seen.setdefault(m.id or f"{type(m).__name__}:{len(seen)}:{m.content!r}", m)
     return list(seen.values())
+
+
+def _branch(tuples: list[Any]) -> list[Any]:
+    """The checkpoints of the thread's current branch, oldest first: from the newest
+    back along parent links. Time travel (a run resumed from an earlier checkpoint)
+    leaves the abandoned branch in the history; its messages are not this run's."""
+    by_id = {t.config["configurable"]["checkpoint_id"]: t for t in tuples}
+    branch: list[Any] = []
+    tup = tuples[0] if tuples else None  # list() yields the newest first
+    while tup is not None and len(branch) < len(tuples):
+        branch.append(tup)
+        parent = (tup.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        tup = by_id.get(parent) if parent else None
+    return branch[::-1]
 
 
 def _thread_config(thread_id: str, checkpoint_ns: str) -> RunnableConfig:
@@ -158,7 +172,7 @@ def thread_trajectory(checkpointer: Any, thread_id: str, *, checkpoint_ns: str =
         **options: ``goal``, ``outcome``, ``scene``, ``source`` for the trajectory.
     """
     tuples = list(checkpointer.list(_thread_config(thread_id, checkpoint_ns)))
-    return messages_trajectory(_history_messages(reversed(tuples), messages_key),
+    return messages_trajectory(_history_messages(_branch(tuples), messages_key),
                                **_options(thread_id, options))
 
 
@@ -166,7 +180,7 @@ async def athread_trajectory(checkpointer: Any, thread_id: str, *, checkpoint_ns
                              messages_key: str = "messages", **options: Any) -> Trajectory:
     """Async :func:`thread_trajectory` (the checkpointer's async API)."""
     tuples = [t async for t in checkpointer.alist(_thread_config(thread_id, checkpoint_ns))]
-    return messages_trajectory(_history_messages(reversed(tuples), messages_key),
+    return messages_trajectory(_history_messages(_branch(tuples), messages_key),
                                **_options(thread_id, options))
 
 
