@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from hindsight_core import CallableEmbedder, Memory, Settings, ValidationError
+from hindsight_core import AsyncMemory, CallableEmbedder, Memory, Settings, ValidationError
 from hindsight_core.memory import records
 from hindsight_core.storage import scan_sql
 
@@ -179,28 +179,65 @@ def test_language_warning_is_logged_once(memory: Memory, caplog: pytest.LogCaptu
     assert len(warnings) == 1
 
 
-@pytest.mark.parametrize("path", ["exact", "index"])
-def test_dedup_lookup_paths_merge_alike(memory: Memory, monkeypatch: pytest.MonkeyPatch,
-                                        path: str) -> None:
-    """A batch's dedup lookup compares a namespace small next to the batch exactly and
-    asks the HNSW index otherwise (``records.EXACT_DEDUP_*``): both merge the same."""
+RETRY = {**GOOD, "lesson": "Retry flaky API calls with backoff", "trigger": "API errors"}
+SLOW = {**GOOD, "lesson": "Increase the timeout when the API is slow", "trigger": "API"}
+STORED = [GOOD, RETRY, SLOW]
+BATCH = [
+    {**GOOD, "lesson": "Check file extensions before deleting files"},
+    {**RETRY, "lesson": "Retry flaky API calls using backoff"},
+    {**SLOW, "lesson": "Decrease the timeout when the API is slow"},  # vetoed
+    {**GOOD, "lesson": "Back up the folder before deleting files"},
+]
+
+
+def _pin_lookup(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Force the dedup lookup's path: exact, the HNSW index, or the index in halves."""
     if path == "exact":
         monkeypatch.setattr(records, "EXACT_DEDUP_PER_RECORD", 1000)
-    else:
-        monkeypatch.setattr(records, "EXACT_DEDUP_PER_RECORD", 0)
-        monkeypatch.setattr(records, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
-    retry = {**GOOD, "lesson": "Retry flaky API calls with backoff", "trigger": "API errors"}
-    slow = {**GOOD, "lesson": "Increase the timeout when the API is slow", "trigger": "API"}
-    stored = memory.write_many([GOOD, retry, slow])
-    results = memory.write_many([
-        {**GOOD, "lesson": "Check file extensions before deleting files"},
-        {**retry, "lesson": "Retry flaky API calls using backoff"},
-        {**slow, "lesson": "Decrease the timeout when the API is slow"},  # vetoed
-        {**GOOD, "lesson": "Back up the folder before deleting files"},
-    ])
+        return
+    monkeypatch.setattr(records, "EXACT_DEDUP_PER_RECORD", 0)
+    monkeypatch.setattr(records, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
+    monkeypatch.setattr(records, "PARALLEL_LOOKUP_MIN", 2 if path == "halves" else 10**6)
+
+
+def _merged_as_expected(stored: list, results: list) -> None:  # type: ignore[type-arg]
     assert [r.status for r in results] == ["merged", "merged", "inserted", "inserted"]
     assert [r.id for r in results[:2]] == [stored[0].id, stored[1].id]
     assert all(r.similarity is not None and r.similarity >= 0.92 for r in results[:2])
+
+
+@pytest.mark.parametrize("path", ["exact", "index", "halves"])
+def test_dedup_lookup_paths_merge_alike(memory: Memory, monkeypatch: pytest.MonkeyPatch,
+                                        path: str) -> None:
+    """A batch's dedup lookup compares a namespace small next to the batch exactly and
+    asks the HNSW index otherwise (``records.EXACT_DEDUP_*``), a large batch in two
+    halves at once (``PARALLEL_LOOKUP_MIN``): all merge the same."""
+    _pin_lookup(monkeypatch, path)
+    stored = memory.write_many(STORED)
+    _merged_as_expected(stored, memory.write_many(BATCH))
+    side = memory._side
+    assert side is not None
+    # the second half ran on the side connection, which went back to its pool
+    assert side.pool.checkedin() == (1 if path == "halves" else 0)  # type: ignore[attr-defined]
+
+
+def test_halves_run_in_the_transaction_when_the_side_connection_is_busy(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _pin_lookup(monkeypatch, "halves")
+    stored = memory.write_many(STORED)
+    assert memory._side is not None
+    with memory._side.connect():  # the side pool's only connection, taken
+        _merged_as_expected(stored, memory.write_many(BATCH))
+
+
+async def test_async_halves_merge_alike(amemory: AsyncMemory,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    _pin_lookup(monkeypatch, "halves")
+    stored = await amemory.write_many(STORED)
+    _merged_as_expected(stored, await amemory.write_many(BATCH))
+    assert amemory._side is not None
+    assert amemory._side.pool.checkedin() == 1  # type: ignore[attr-defined]
 
 
 def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: str) -> None:

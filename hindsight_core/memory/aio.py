@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import HindsightError, ValidationError
 from ..models import Experience, MaintenanceReport, Namespace, SearchHit, Stats, WriteResult
-from ..storage.engine import create_async
+from ..storage.engine import create_async, create_async_side_engine
 from .fastpath import AsyncWarmConnections
 from .flow import Flow, R, run_async
 from .inspect import AsyncInspectMethods
@@ -33,6 +33,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self._engine = engine
         self._owns_engine = engine is None
         self._warm: AsyncWarmConnections | None = None
+        self._side: AsyncEngine | None = None  # flow.Parallel reads (write_many's lookups)
 
     async def _get_engine(self) -> AsyncEngine:
         if self._engine is None:
@@ -53,7 +54,10 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return self._engine
 
     async def _run(self, flow: Flow[R]) -> R:
-        return await run_async(flow, await self._get_engine(), self.embedder)
+        engine = await self._get_engine()
+        if self._side is None and self._owns_engine:
+            self._side = create_async_side_engine(self.settings, engine)
+        return await run_async(flow, engine, self.embedder, self._side)
 
     async def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
         """Run a flow of autocommit reads on a warm connection (``fastpath.py``)."""
@@ -69,6 +73,9 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         """Close the connection pool (if this object created it)."""
         if self._warm is not None:
             await self._warm.aclose()
+        if self._side is not None:
+            await self._side.dispose()
+            self._side = None
         if self._engine is not None and self._owns_engine:
             await self._engine.dispose()
             self._engine = None

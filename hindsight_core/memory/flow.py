@@ -5,7 +5,8 @@ Each public operation of :class:`Memory` / :class:`AsyncMemory` is a generator
 
 - :class:`Sql` — run a statement in the operation's transaction; receive rows;
 - :class:`Embed` — embed texts with the configured embedder; receive vectors;
-- :class:`Migrate` — bring the schema up to date (outside the transaction).
+- :class:`Migrate` — bring the schema up to date (outside the transaction);
+- :class:`Parallel` — reads that may run at the same time on side connections.
 
 The flow holds all the logic (validation, SQL choice, ranking, dedup); the two
 drivers below hold only I/O. This is httpx's ``Auth.auth_flow`` pattern applied to
@@ -16,7 +17,9 @@ before any connection is held, and it commits when the flow returns.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Generator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -57,7 +60,20 @@ class Migrate:
     pass
 
 
-Request = Sql | Embed | Migrate
+@dataclass(frozen=True)
+class Parallel:
+    """Reads that may run at the same time; the reply is each one's rows, in order.
+
+    The first runs in the flow's transaction, each other one on a side connection in
+    autocommit mode (the drivers' ``side`` engine) when one is free at once, else after
+    it in the transaction. So only for reads whose answer is the same outside the
+    transaction: the flow has written nothing yet and a lock keeps other writers out.
+    """
+
+    parts: tuple[Sql, ...]
+
+
+Request = Sql | Embed | Migrate | Parallel
 Flow = Generator[Request, Any, R]
 
 
@@ -68,8 +84,37 @@ def _execute(conn: sa.Connection, req: Sql) -> list[dict[str, Any]]:
     return []
 
 
-def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder) -> R:
-    """Drive a flow with blocking I/O."""
+def _side_connections(side: sa.Engine | None, wanted: int) -> list[sa.Connection]:
+    """Up to ``wanted`` connections of the side pool that are free right now."""
+    conns: list[sa.Connection] = []
+    while side is not None and len(conns) < wanted:
+        try:
+            conns.append(side.connect())
+        except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
+            break
+    return conns
+
+
+def _run_parallel(conn: sa.Connection, side: sa.Engine | None, req: Parallel
+                  ) -> list[list[dict[str, Any]]]:
+    extra = _side_connections(side, len(req.parts) - 1)
+    try:
+        if not extra:
+            return [_execute(conn, part) for part in req.parts]
+        with ThreadPoolExecutor(max_workers=len(extra)) as pool:
+            futures = [pool.submit(_execute, c, part) for c, part in zip(
+                extra, req.parts[1:], strict=False)]
+            first = [_execute(conn, req.parts[0])]
+            done = [f.result() for f in futures]
+        return first + done + [_execute(conn, part) for part in req.parts[1 + len(extra):]]
+    finally:
+        for c in extra:
+            c.close()
+
+
+def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder,
+             side: sa.Engine | None = None) -> R:
+    """Drive a flow with blocking I/O (``side``: the pool for :class:`Parallel` reads)."""
     conn: sa.Connection | None = None
     try:
         with db_errors():
@@ -90,16 +135,48 @@ def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder) -> R:
                 else:
                     if conn is None:
                         conn = engine.connect()
-                        if req.autocommit:
+                        if isinstance(req, Sql) and req.autocommit:
                             conn.execution_options(isolation_level="AUTOCOMMIT")
-                    reply = _execute(conn, req)
+                    reply = (_run_parallel(conn, side, req) if isinstance(req, Parallel)
+                             else _execute(conn, req))
     finally:
         flow.close()
         if conn is not None:
             conn.close()  # rolls back anything not committed
 
 
-async def run_async(flow: Flow[R], engine: AsyncEngine, embedder: Embedder) -> R:
+async def _aexecute(conn: AsyncConnection, req: Sql) -> list[dict[str, Any]]:
+    result = await conn.execute(req.statement, req.params)
+    if req.fetch == "all" and result.returns_rows:
+        return [dict(row) for row in result.mappings()]
+    return []
+
+
+async def _arun_parallel(conn: AsyncConnection, side: AsyncEngine | None, req: Parallel
+                         ) -> list[list[dict[str, Any]]]:
+    extra: list[AsyncConnection] = []
+    while side is not None and len(extra) < len(req.parts) - 1:
+        try:
+            extra.append(await side.connect())
+        except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
+            break
+    try:
+        runs = [_aexecute(conn, req.parts[0])]
+        runs += [_aexecute(c, part) for c, part in zip(extra, req.parts[1:], strict=False)]
+        # Every read finishes before the side connections close, even if one fails.
+        results = await asyncio.gather(*runs, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        done: list[list[dict[str, Any]]] = list(results)  # type: ignore[arg-type]
+        return done + [await _aexecute(conn, part) for part in req.parts[1 + len(extra):]]
+    finally:
+        for c in extra:
+            await c.close()
+
+
+async def run_async(flow: Flow[R], engine: AsyncEngine, embedder: Embedder,
+                    side: AsyncEngine | None = None) -> R:
     """Drive a flow with asyncio I/O (psycopg's async driver)."""
     conn: AsyncConnection | None = None
     try:
@@ -121,13 +198,10 @@ async def run_async(flow: Flow[R], engine: AsyncEngine, embedder: Embedder) -> R
                 else:
                     if conn is None:
                         conn = await engine.connect()
-                        if req.autocommit:
+                        if isinstance(req, Sql) and req.autocommit:
                             await conn.execution_options(isolation_level="AUTOCOMMIT")
-                    result = await conn.execute(req.statement, req.params)
-                    if req.fetch == "all" and result.returns_rows:
-                        reply = [dict(row) for row in result.mappings()]
-                    else:
-                        reply = []
+                    reply = (await _arun_parallel(conn, side, req) if isinstance(req, Parallel)
+                             else await _aexecute(conn, req))
     finally:
         flow.close()
         if conn is not None:

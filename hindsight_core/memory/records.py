@@ -23,7 +23,7 @@ from ..storage.vectors import vector_param, vectors_param
 from ..text import merge_veto, search_document, tokens
 from .base import MemoryBase
 from .curation import CurationFlows
-from .flow import Embed, Flow, Sql
+from .flow import Embed, Flow, Parallel, Sql
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
 
 # Near-duplicate candidates per record (the lexical veto may reject the nearest).
@@ -36,6 +36,8 @@ DEDUP_NEIGHBOURS = 3
 EXACT_DEDUP_PER_RECORD = 2
 EXACT_DEDUP_SMALL_PER_RECORD = 20
 EXACT_DEDUP_MAX = 10_000
+# From this many records on, a batch's HNSW lookups run in two halves at once.
+PARALLEL_LOOKUP_MIN = 200
 
 
 class WriteFlows(MemoryBase):
@@ -73,10 +75,18 @@ class WriteFlows(MemoryBase):
         neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
         row = rows[0]
         if not row["exact"]:
-            found = yield Sql(q.nearest_many(self.embedder.dim, DEDUP_NEIGHBOURS), {
-                "ns": ns, "vectors": vectors_param(matrix), "n": len(matrix)})
-            for r in found:
-                neighbours[r["i"] - 1].append(r)
+            # A large batch's lookups in two halves at once, the second on the side
+            # connection (2 cores: 1,000 lookups at 100k records 377 -> 228 ms). The
+            # namespace lock keeps writers out, so both see the same records.
+            halves = [(0, matrix)] if len(matrix) < PARALLEL_LOOKUP_MIN else [
+                (0, matrix[: len(matrix) // 2]), (len(matrix) // 2, matrix[len(matrix) // 2:])]
+            stmt = q.nearest_many(self.embedder.dim, DEDUP_NEIGHBOURS)
+            found = yield Parallel(tuple(
+                Sql(stmt, {"ns": ns, "vectors": vectors_param(part), "n": len(part)})
+                for _, part in halves))
+            for (offset, _), rows_of_half in zip(halves, found, strict=True):
+                for r in rows_of_half:
+                    neighbours[offset + r["i"] - 1].append(r)
             return neighbours
         if not row["ids"]:  # an empty namespace
             return neighbours

@@ -19,7 +19,7 @@ from ..models import (
     Stats,
     WriteResult,
 )
-from ..storage.engine import create_sync_engine
+from ..storage.engine import create_side_engine, create_sync_engine
 from .fastpath import WarmConnections
 from .flow import Flow, R, run_sync
 from .inspect import InspectMethods
@@ -50,6 +50,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         self._owns_engine = engine is None
         self._engine_lock = threading.Lock()
         self._warm: WarmConnections | None = None
+        self._side: sa.Engine | None = None  # flow.Parallel reads (write_many's lookups)
 
     @property
     def engine(self) -> sa.Engine:
@@ -65,7 +66,12 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         return self._engine
 
     def _run(self, flow: Flow[R]) -> R:
-        return run_sync(flow, self.engine, self.embedder)
+        engine = self.engine
+        if self._side is None and self._owns_engine:
+            with self._engine_lock:
+                if self._side is None:
+                    self._side = create_side_engine(self.settings, engine)
+        return run_sync(flow, engine, self.embedder, self._side)
 
     def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
         """Run a flow of autocommit reads on a warm connection (``fastpath.py``) once
@@ -82,6 +88,9 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """Close the connection pool (if this object created it)."""
         if self._warm is not None:
             self._warm.close()
+        if self._side is not None:
+            self._side.dispose()
+            self._side = None
         if self._engine is not None and self._owns_engine:
             self._engine.dispose()
         self._engine = None if self._owns_engine else self._engine

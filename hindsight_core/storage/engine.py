@@ -68,6 +68,32 @@ def _engine_args(settings: Settings) -> dict[str, Any]:
     }
 
 
+def _side_args(settings: Settings) -> dict[str, Any]:
+    # The side pool of a memory: one connection, never waited for (pool_timeout 0: a
+    # flow whose side connection is busy runs its reads in its own transaction), in
+    # autocommit mode, with the dedup lookup's HNSW search effort.
+    from .experiences_sql import DEDUP_EF_SEARCH
+
+    args = _engine_args(settings)
+    args["connect_args"] = {**args["connect_args"], "options": (
+        args["connect_args"]["options"] + f" -c hnsw.ef_search={DEDUP_EF_SEARCH}")}
+    return {**args, "pool_size": 1, "max_overflow": 0, "pool_timeout": 0,
+            "isolation_level": "AUTOCOMMIT"}
+
+
+def create_side_engine(settings: Settings, engine: sa.Engine) -> sa.Engine:
+    """The side pool for ``flow.Parallel`` reads, to ``engine``'s database (connects
+    nothing yet)."""
+    url = engine.url.render_as_string(hide_password=False)
+    return sa.create_engine(url, **_side_args(settings))
+
+
+def create_async_side_engine(settings: Settings, engine: AsyncEngine) -> AsyncEngine:
+    """:func:`create_side_engine` for asyncio."""
+    url = engine.url.render_as_string(hide_password=False)
+    return create_async_engine(url, **_side_args(settings))
+
+
 def create_sync_engine(settings: Settings, url: str | None = None) -> sa.Engine:
     """A pooled sync engine for the resolved URL."""
     return sa.create_engine(resolve_url(settings, url), **_engine_args(settings))
