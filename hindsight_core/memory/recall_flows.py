@@ -9,7 +9,7 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, parse_id
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import scan_sql
+from ..storage import recall_sql, scan_sql
 from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
@@ -53,7 +53,7 @@ class RecallFlows(MemoryBase):
         exact = yield from self._scan_choice.flow(
             (ns, scene_key), scan_sql.recall_exact_scan_sql(scene is not None),
             {"ns": ns, "scene": scene_key}, ac)
-        stmt = q.search_sql(
+        stmt = recall_sql.search_sql(
             self.embedder.dim,
             scene=scene is not None,
             keyword=bool(terms),
