@@ -55,9 +55,15 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def _run(self, flow: Flow[R]) -> R:
         engine = await self._get_engine()
-        if self._side is None and self._owns_engine:
-            self._side = create_async_side_engine(self.settings, engine)
-        return await run_async(flow, engine, self.embedder, self._side)
+
+        def side_engine() -> AsyncEngine:
+            """The one-connection pool for ``flow.Parallel`` reads, built on first need."""
+            if self._side is None:
+                self._side = create_async_side_engine(self.settings, engine)
+            return self._side
+
+        return await run_async(flow, engine, self.embedder,
+                               side_engine if self._owns_engine else None)
 
     async def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
         """Run a flow of autocommit reads on a warm connection (``fastpath.py``)."""

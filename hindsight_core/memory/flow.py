@@ -18,7 +18,7 @@ before any connection is held, and it commits when the flow returns.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -84,18 +84,21 @@ def _execute(conn: sa.Connection, req: Sql) -> list[dict[str, Any]]:
     return []
 
 
-def _side_connections(side: sa.Engine | None, wanted: int) -> list[sa.Connection]:
-    """Up to ``wanted`` connections of the side pool that are free right now."""
+def _side_connections(side: Callable[[], sa.Engine] | None, wanted: int
+                      ) -> list[sa.Connection]:
+    """Up to ``wanted`` connections of the side pool (built on first need by ``side``)
+    that are free right now."""
     conns: list[sa.Connection] = []
-    while side is not None and len(conns) < wanted:
+    pool = side() if side is not None and wanted > 0 else None
+    while pool is not None and len(conns) < wanted:
         try:
-            conns.append(side.connect())
+            conns.append(pool.connect())
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             break
     return conns
 
 
-def _run_parallel(conn: sa.Connection, side: sa.Engine | None, req: Parallel
+def _run_parallel(conn: sa.Connection, side: Callable[[], sa.Engine] | None, req: Parallel
                   ) -> list[list[dict[str, Any]]]:
     extra = _side_connections(side, len(req.parts) - 1)
     try:
@@ -113,8 +116,9 @@ def _run_parallel(conn: sa.Connection, side: sa.Engine | None, req: Parallel
 
 
 def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder,
-             side: sa.Engine | None = None) -> R:
-    """Drive a flow with blocking I/O (``side``: the pool for :class:`Parallel` reads)."""
+             side: Callable[[], sa.Engine] | None = None) -> R:
+    """Drive a flow with blocking I/O (``side``: gives the pool for :class:`Parallel`
+    reads, called only when one needs it)."""
     conn: sa.Connection | None = None
     try:
         with db_errors():
@@ -152,12 +156,13 @@ async def _aexecute(conn: AsyncConnection, req: Sql) -> list[dict[str, Any]]:
     return []
 
 
-async def _arun_parallel(conn: AsyncConnection, side: AsyncEngine | None, req: Parallel
-                         ) -> list[list[dict[str, Any]]]:
+async def _arun_parallel(conn: AsyncConnection, side: Callable[[], AsyncEngine] | None,
+                         req: Parallel) -> list[list[dict[str, Any]]]:
     extra: list[AsyncConnection] = []
-    while side is not None and len(extra) < len(req.parts) - 1:
+    pool = side() if side is not None and len(req.parts) > 1 else None
+    while pool is not None and len(extra) < len(req.parts) - 1:
         try:
-            extra.append(await side.connect())
+            extra.append(await pool.connect())
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             break
     try:
@@ -176,7 +181,7 @@ async def _arun_parallel(conn: AsyncConnection, side: AsyncEngine | None, req: P
 
 
 async def run_async(flow: Flow[R], engine: AsyncEngine, embedder: Embedder,
-                    side: AsyncEngine | None = None) -> R:
+                    side: Callable[[], AsyncEngine] | None = None) -> R:
     """Drive a flow with asyncio I/O (psycopg's async driver)."""
     conn: AsyncConnection | None = None
     try:

@@ -66,12 +66,16 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         return self._engine
 
     def _run(self, flow: Flow[R]) -> R:
+        return run_sync(flow, self.engine, self.embedder,
+                        self._side_engine if self._owns_engine else None)
+
+    def _side_engine(self) -> sa.Engine:
+        """The one-connection pool for ``flow.Parallel`` reads, built on first need."""
         engine = self.engine
-        if self._side is None and self._owns_engine:
-            with self._engine_lock:
-                if self._side is None:
-                    self._side = create_side_engine(self.settings, engine)
-        return run_sync(flow, engine, self.embedder, self._side)
+        with self._engine_lock:
+            if self._side is None:
+                self._side = create_side_engine(self.settings, engine)
+            return self._side
 
     def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
         """Run a flow of autocommit reads on a warm connection (``fastpath.py``) once

@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..settings import Settings
 from . import embedded
+from .experiences_sql import DEDUP_EF_SEARCH
 
 VECTOR_HELP = (
     "the PostgreSQL server has no pgvector extension. Install it (Debian/Ubuntu: "
@@ -72,8 +73,6 @@ def _side_args(settings: Settings) -> dict[str, Any]:
     # The side pool of a memory: one connection, never waited for (pool_timeout 0: a
     # flow whose side connection is busy runs its reads in its own transaction), in
     # autocommit mode, with the dedup lookup's HNSW search effort.
-    from .experiences_sql import DEDUP_EF_SEARCH
-
     args = _engine_args(settings)
     args["connect_args"] = {**args["connect_args"], "options": (
         args["connect_args"]["options"] + f" -c hnsw.ef_search={DEDUP_EF_SEARCH}")}

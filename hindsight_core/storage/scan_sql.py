@@ -24,14 +24,19 @@ EXACT_SCAN_SHARE = 0.2
 EXACT_SCAN_ALWAYS = 40
 
 
+def _few_enough(always: str, at_most: str, table: str) -> str:
+    """SQL true when ``n`` rows are few enough to scan exactly: at most ``always``, or
+    at most ``at_most`` and under ``EXACT_SCAN_SHARE`` of ``table``."""
+    return (f"(n <= {always} OR (n <= {at_most} AND n < {EXACT_SCAN_SHARE} * (SELECT "
+            f"c.reltuples FROM pg_class c WHERE c.oid = CAST('{table}' AS regclass))))")
+
+
 def _gate(rows_sql: str, table: str) -> sa.TextClause:
     """One row, ``exact``: whether the rows ``rows_sql`` selects are few enough, and a
     small enough share of ``table``, to scan exactly."""
     return sa.text(
         f"""
-        SELECT n <= {EXACT_SCAN_ALWAYS} OR (n <= {EXACT_SCAN_MAX} AND n < {EXACT_SCAN_SHARE}
-            * (SELECT c.reltuples FROM pg_class c WHERE c.oid = CAST('{table}' AS regclass)))
-            AS exact
+        SELECT {_few_enough(str(EXACT_SCAN_ALWAYS), str(EXACT_SCAN_MAX), table)} AS exact
         FROM (SELECT count(*) AS n FROM ({rows_sql} LIMIT {EXACT_SCAN_MAX + 1}) x) n
         """
     )
@@ -62,9 +67,7 @@ DEDUP_VECTORS = sa.text(
     WITH c AS (SELECT count(*) AS n FROM (
             SELECT 1 FROM {T} x WHERE x.ns = :ns AND x.archived_at IS NULL
             LIMIT GREATEST(:cap, :cap_small) + 1) l),
-        d AS (SELECT n, (n <= :cap OR (n <= :cap_small AND n < {EXACT_SCAN_SHARE}
-            * (SELECT t.reltuples FROM pg_class t WHERE t.oid = CAST('{T}' AS regclass))))
-            AS exact FROM c)
+        d AS (SELECT n, {_few_enough(":cap", ":cap_small", T)} AS exact FROM c)
     SELECT d.n, d.exact, a.ids, a.lessons, a.vectors,
         set_config('hnsw.ef_search', '{DEDUP_EF_SEARCH}', true) AS ef_search
     FROM d LEFT JOIN LATERAL (
