@@ -38,7 +38,8 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode, tools_condition
 
 from hindsight_adapters.langgraph import HindsightCheckpointer, LangChainLLM
-from hindsight_adapters.langgraph.reflection import MEMORY_HEADER, recall_node, reflection_node
+from hindsight_adapters.langgraph.recall import MEMORY_HEADER, recall_node
+from hindsight_adapters.langgraph.reflection import reflection_node
 from hindsight_core import Memory, Settings
 from hindsight_core.reflection import LLM, ScriptedLLM
 
