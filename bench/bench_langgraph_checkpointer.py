@@ -4,8 +4,10 @@ Both savers write the same checkpoints (a "messages" channel stored as a blob, a
 "step" channel inline, metadata like a real run's) to their own tables in one
 database. Operations: ``put`` (new checkpoint, parent chained), ``get_tuple``
 (latest of a thread), ``get_tuple`` by id, ``list`` (10 newest of a thread), and
-``put_writes``. Rounds alternate between the two savers so that load on the
-machine hits both alike; the reported figure is the median of the rounds.
+``put_writes``. Each round runs every operation in four quarters, PostgresSaver and
+ours in the order A B B A (B A A B in the next round), so that load on the machine
+and the order of back-to-back runs hit both alike; the reported figure is the median
+of the rounds.
 
 Usage::
 
@@ -23,6 +25,7 @@ import json
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -32,6 +35,9 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import abba  # noqa: E402
 
 OPS = ("put", "put_writes", "get_latest", "get_by_id", "list10")
 
@@ -130,6 +136,17 @@ class AsyncWorkload(Workload):
 
 
 Samples = dict[str, dict[str, list[tuple[float, float]]]]
+NAMES = ("pg", "hs")
+
+
+def _add_round(results: Samples, op: str, round_: int,
+               quarters: list[tuple[float, float]]) -> None:
+    """One round's figure per saver from its two quarters (same op count each):
+    ops/s over both, CPU per op averaged."""
+    for i, name in enumerate(NAMES):
+        mine = [q for q, who in zip(quarters, abba(round_), strict=True) if who == i]
+        rate = len(mine) / sum(1 / ops_s for ops_s, _ in mine)
+        results[name].setdefault(op, []).append((rate, statistics.fmean(c for _, c in mine)))
 
 
 def _table(title: str, results: Samples) -> dict[str, Any]:
@@ -172,10 +189,9 @@ def bench_sync(url: str, rounds: int, ops: int) -> dict[str, Any]:
             for op in OPS:
                 w.run(op, 20)
         for r in range(rounds):
-            order = ("pg", "hs") if r % 2 == 0 else ("hs", "pg")
             for op in OPS:
-                for name in order:
-                    results[name].setdefault(op, []).append(loads[name].run(op, ops))
+                quarters = [loads[NAMES[i]].run(op, ops // 2) for i in abba(r)]
+                _add_round(results, op, r, quarters)
     return _table("sync", results)
 
 
@@ -196,10 +212,9 @@ async def bench_async(url: str, rounds: int, ops: int) -> dict[str, Any]:
             for op in OPS:
                 await w.arun(op, 20)
         for r in range(rounds):
-            order = ("pg", "hs") if r % 2 == 0 else ("hs", "pg")
             for op in OPS:
-                for name in order:
-                    results[name].setdefault(op, []).append(await loads[name].arun(op, ops))
+                quarters = [await loads[NAMES[i]].arun(op, ops // 2) for i in abba(r)]
+                _add_round(results, op, r, quarters)
     return _table("async", results)
 
 

@@ -6,9 +6,10 @@ embedding model does not dominate. Each store is preloaded with the same items
 (``--items`` across 20 namespaces), then timed on: ``put`` (one embedded item),
 ``get``, ``search`` with a query (PostgresStore's ranking vs ours in ``vector`` and
 ``hybrid`` mode), ``search`` with a filter and no query, and ``list_namespaces``.
-Rounds alternate between the stores so that machine load hits both alike; ops/s are
-medians over rounds and the ratio is the median of the per-round ratios (the two
-runs of a round are back to back, so load drift cancels).
+Each round runs every operation in four quarters, PostgresStore and ours in the order
+A B B A (B A A B in the next round), so that machine load and the order of back-to-back
+runs hit both alike; ops/s are medians over rounds and the ratio is the median of the
+per-round ratios (the runs of a round are close in time, so load drift cancels).
 
 Usage::
 
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import fresh_database, machine  # noqa: E402
+from _common import abba, fresh_database, machine  # noqa: E402
 
 DIMS = 384
 WORDS = ("apple", "billing", "cache", "deploy", "email", "file", "git", "host", "invoice",
@@ -130,13 +131,16 @@ def main() -> None:
                     ("search_filter", theirs, ours_vec), ("list_ns", theirs, ours_vec)]
             times: dict[str, dict[str, list[tuple[float, float]]]] = {
                 op: {"postgres": [], "hindsight": []} for op, _, _ in plan}
+            half = max(1, args.ops // 2)  # ops per quarter
             for r in range(args.rounds):
                 for op, a, b in plan:
-                    pair = [("postgres", a), ("hindsight", b)]
-                    if r % 2:
-                        pair.reverse()
-                    for name, store in pair:
-                        times[op][name].append(workload(store, op, args.ops, r))
+                    pair = (("postgres", a), ("hindsight", b))
+                    quarters = [(pair[who][0], workload(pair[who][1], op, half, 4 * r + q))
+                                for q, who in enumerate(abba(r))]
+                    for name, _ in pair:  # a round's figure: both quarters of a store
+                        mine = [t for n, t in quarters if n == name]
+                        times[op][name].append((sum(w for w, _ in mine),
+                                                sum(c for _, c in mine)))
     finally:
         if drop is not None:
             drop()
@@ -147,12 +151,12 @@ def main() -> None:
     for op, t in times.items():
         tp = statistics.median(w for w, _ in t["postgres"])
         th = statistics.median(w for w, _ in t["hindsight"])
-        cp = statistics.median(c for _, c in t["postgres"]) / args.ops * 1e6
-        ch = statistics.median(c for _, c in t["hindsight"]) / args.ops * 1e6
-        # The two runs of a round are back to back: their ratio cancels load drift.
+        cp = statistics.median(c for _, c in t["postgres"]) / (2 * half) * 1e6
+        ch = statistics.median(c for _, c in t["hindsight"]) / (2 * half) * 1e6
+        # The runs of a round are close in time: their ratio cancels load drift.
         paired = [h / p for (h, _), (p, _) in zip(t["hindsight"], t["postgres"], strict=True)]
-        row = {"op": op, "postgres_ops_s": round(args.ops / tp, 1),
-               "hindsight_ops_s": round(args.ops / th, 1),
+        row = {"op": op, "postgres_ops_s": round(2 * half / tp, 1),
+               "hindsight_ops_s": round(2 * half / th, 1),
                "ratio": round(statistics.median(paired), 3),
                "ratio_of_medians": round(th / tp, 3),
                "ratio_rounds": [round(x, 3) for x in paired],

@@ -59,7 +59,7 @@ class _Base:
     @property
     def _warm(self) -> list[tuple[float, Any]]:
         """The warm connections (``(last used, connection)``), for tests."""
-        return self._pool._warm if self._pool is not None else []
+        return [(used, conn) for used, conn, _ in self._pool._warm] if self._pool else []
 
     def _ready(self) -> Flow[None]:
         if not self._migrated:

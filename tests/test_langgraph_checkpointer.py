@@ -336,6 +336,25 @@ def test_warm_connection_recovers_after_server_side_disconnect(
     assert saver.get_tuple(config).checkpoint["channel_values"] == {"x": 1}
 
 
+def test_warm_connection_keeps_its_cursor_after_writes_only(saver: HindsightCheckpointer) -> None:
+    # A write's cursor stays with its warm connection (its adapters are reused); a
+    # read's does not, so a kept cursor never holds a large result in memory.
+    config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+    meta: Any = {"source": "loop", "step": 0}
+    cfg = saver.put(config, _checkpoint({"x": 1}), meta, {})
+    pool = saver.checkpoints._pool
+    assert pool is not None
+    _, conn, cur = pool._warm[-1]
+    assert cur is not None and not cur.closed
+    cfg = saver.put(cfg, _checkpoint({"x": 2}), meta, {})
+    assert pool._warm[-1][1:] == (conn, cur), "the next write reuses connection and cursor"
+    assert saver.get_tuple(cfg).checkpoint["channel_values"] == {"x": 2}
+    assert pool._warm[-1][1:] == (conn, None)
+    assert cur.closed
+    saver.put(cfg, _checkpoint({"x": 3}), meta, {})
+    assert pool._warm[-1][2] is not None and pool._warm[-1][2] is not cur
+
+
 def test_many_channels_and_writes_in_one_call(saver: HindsightCheckpointer) -> None:
     # More rows than fit a VALUES list go through arrays: same results.
     config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
@@ -347,6 +366,22 @@ def test_many_channels_and_writes_in_one_call(saver: HindsightCheckpointer) -> N
     tup = saver.get_tuple(cfg)
     assert tup.checkpoint["channel_values"] == values
     assert tup.pending_writes == [("task", f"ch{i}", {"w": i}) for i in range(40)]
+
+
+async def test_async_warm_connection_keeps_its_cursor_after_writes_only(
+    asaver: HindsightCheckpointer,
+) -> None:
+    config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+    meta: Any = {"source": "loop", "step": 0}
+    cfg = await asaver.aput(config, _checkpoint({"x": 1}), meta, {})
+    pool = asaver._backends.aio._pool
+    assert pool is not None
+    _, conn, cur = pool._warm[-1]
+    assert cur is not None
+    cfg = await asaver.aput(cfg, _checkpoint({"x": 2}), meta, {})
+    assert pool._warm[-1][1:] == (conn, cur)
+    assert (await asaver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
+    assert pool._warm[-1][1:] == (conn, None) and cur.closed
 
 
 async def test_async_warm_connection_recovers(asaver: HindsightCheckpointer, database_url: str

@@ -28,6 +28,10 @@ from hindsight_core.checkpoints import BlobIn, CheckpointRow, WriteIn
 
 __all__ = ["get_args", "list_args", "put_args", "to_tuple", "writes_args"]
 
+# Made once: ``json.dumps`` with any option builds a new encoder per call.
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+_encode_metadata = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
 
 def put_args(
     serde: SerializerProtocol,
@@ -58,17 +62,14 @@ def put_args(
         (k, str(ver), *dumps(apart[k])) for k, ver in new_versions.items() if k in apart
     ]
     row = {**checkpoint, "channel_values": inline}
-    meta = json.dumps(
-        get_serializable_checkpoint_metadata(config, metadata),
-        separators=(",", ":"),
-        default=str,
-    ).replace("\\u0000", "")
+    meta = _encode_metadata(get_serializable_checkpoint_metadata(config, metadata)).replace(
+        "\\u0000", "")
     args = (
         str(thread_id),
         ns,
         checkpoint["id"],
         conf.get("checkpoint_id"),
-        json.dumps(row, separators=(",", ":")),
+        _encode(row),
         meta,
         blobs,
     )
