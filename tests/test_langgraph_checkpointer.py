@@ -336,9 +336,9 @@ def test_warm_connection_recovers_after_server_side_disconnect(
     assert saver.get_tuple(config).checkpoint["channel_values"] == {"x": 1}
 
 
-def test_warm_connection_keeps_its_cursor_after_writes_only(saver: HindsightCheckpointer) -> None:
-    # A write's cursor stays with its warm connection (its adapters are reused); a
-    # read's does not, so a kept cursor never holds a large result in memory.
+def test_warm_connection_keeps_its_cursor_without_rows(saver: HindsightCheckpointer) -> None:
+    # A warm connection's cursor is reused (its adapters are resolved once); after a
+    # read its result is freed, so a kept cursor never holds a large result in memory.
     config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
     meta: Any = {"source": "loop", "step": 0}
     cfg = saver.put(config, _checkpoint({"x": 1}), meta, {})
@@ -348,11 +348,11 @@ def test_warm_connection_keeps_its_cursor_after_writes_only(saver: HindsightChec
     assert cur is not None and not cur.closed
     cfg = saver.put(cfg, _checkpoint({"x": 2}), meta, {})
     assert pool._warm[-1][1:] == (conn, cur), "the next write reuses connection and cursor"
+    listed = list(saver.list(config))
+    assert [t.checkpoint["channel_values"] for t in listed] == [{"x": 2}, {"x": 1}]
+    assert pool._warm[-1][1:] == (conn, cur)
+    assert cur.pgresult is not None and cur.pgresult.ntuples == 0, "the read's rows are freed"
     assert saver.get_tuple(cfg).checkpoint["channel_values"] == {"x": 2}
-    assert pool._warm[-1][1:] == (conn, None)
-    assert cur.closed
-    saver.put(cfg, _checkpoint({"x": 3}), meta, {})
-    assert pool._warm[-1][2] is not None and pool._warm[-1][2] is not cur
 
 
 def test_many_channels_and_writes_in_one_call(saver: HindsightCheckpointer) -> None:
@@ -368,7 +368,7 @@ def test_many_channels_and_writes_in_one_call(saver: HindsightCheckpointer) -> N
     assert tup.pending_writes == [("task", f"ch{i}", {"w": i}) for i in range(40)]
 
 
-async def test_async_warm_connection_keeps_its_cursor_after_writes_only(
+async def test_async_warm_connection_keeps_its_cursor_without_rows(
     asaver: HindsightCheckpointer,
 ) -> None:
     config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
@@ -381,7 +381,9 @@ async def test_async_warm_connection_keeps_its_cursor_after_writes_only(
     cfg = await asaver.aput(cfg, _checkpoint({"x": 2}), meta, {})
     assert pool._warm[-1][1:] == (conn, cur)
     assert (await asaver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
-    assert pool._warm[-1][1:] == (conn, None) and cur.closed
+    assert pool._warm[-1][1:] == (conn, cur)
+    assert cur.pgresult is not None and cur.pgresult.ntuples == 0
+    assert (await asaver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
 
 
 async def test_async_warm_connection_recovers(asaver: HindsightCheckpointer, database_url: str
