@@ -77,25 +77,35 @@ def test_server_restart_mid_run(server: Server, embedder: Any) -> None:
     committed: list[uuid.UUID] = []
     failures: list[BaseException] = []
     stop_writer = threading.Event()
+    progress = threading.Condition()  # notified on each write the writer ends
 
     def writer() -> None:
         i = 100
         while not stop_writer.is_set():
             i += 1
             try:
-                committed.append(mem.write(_lesson(i)).id)
+                rid = mem.write(_lesson(i)).id
+                with progress:
+                    committed.append(rid)
+                    progress.notify_all()
             except BaseException as exc:  # noqa: BLE001 - classified below
-                failures.append(exc)
-                time.sleep(0.05)
+                with progress:
+                    failures.append(exc)
+                    progress.notify_all()
+                stop_writer.wait(0.05)  # back off while the server is down
+
+    def wait_for(done: Any, what: str) -> None:
+        with progress:
+            assert progress.wait_for(done, timeout=60), f"timed out waiting for {what}"
 
     for i in range(5):
         committed.append(mem.write(_lesson(i)).id)
     t = threading.Thread(target=writer, daemon=True)
     t.start()
-    time.sleep(0.5)
+    wait_for(lambda: len(committed) >= 10, "the writer's first writes")
     server.stop()
     try:
-        time.sleep(0.5)
+        wait_for(lambda: failures, "the writer to meet the outage")
         # While down: clear errors, and recall degrades instead of raising.
         with pytest.raises(DatabaseUnavailableError, match="cannot be reached"):
             mem.write(_lesson(999))
@@ -106,7 +116,10 @@ def test_server_restart_mid_run(server: Server, embedder: Any) -> None:
     finally:
         try:
             server.start()
-            time.sleep(1.0)  # the writer runs against the restarted server
+            with progress:
+                before = len(committed)
+            # The writer runs on against the restarted server, through the same pool.
+            wait_for(lambda: len(committed) >= before + 3, "writes after the restart")
         finally:
             stop_writer.set()
             t.join(timeout=30)
