@@ -54,16 +54,16 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return self._engine
 
     async def _run(self, flow: Flow[R]) -> R:
-        engine = await self._get_engine()
+        return await run_async(flow, await self._get_engine(), self.embedder,
+                               self._side_engine if self._owns_engine else None)
 
-        def side_engine() -> AsyncEngine:
-            """The one-connection pool for ``flow.Parallel`` reads, built on first need."""
-            if self._side is None:
-                self._side = create_async_side_engine(self.settings, engine)
-            return self._side
-
-        return await run_async(flow, engine, self.embedder,
-                               side_engine if self._owns_engine else None)
+    def _side_engine(self) -> AsyncEngine:
+        """The one-connection pool for ``flow.Parallel`` reads, built on first need
+        (called by the driver, so after ``_get_engine``)."""
+        if self._side is None:
+            assert self._engine is not None
+            self._side = create_async_side_engine(self.settings, self._engine)
+        return self._side
 
     async def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
         """Run a flow of autocommit reads on a warm connection (``fastpath.py``)."""

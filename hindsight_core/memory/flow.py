@@ -156,15 +156,22 @@ async def _aexecute(conn: AsyncConnection, req: Sql) -> list[dict[str, Any]]:
     return []
 
 
-async def _arun_parallel(conn: AsyncConnection, side: Callable[[], AsyncEngine] | None,
-                         req: Parallel) -> list[list[dict[str, Any]]]:
-    extra: list[AsyncConnection] = []
-    pool = side() if side is not None and len(req.parts) > 1 else None
-    while pool is not None and len(extra) < len(req.parts) - 1:
+async def _aside_connections(side: Callable[[], AsyncEngine] | None, wanted: int
+                             ) -> list[AsyncConnection]:
+    """:func:`_side_connections` for asyncio."""
+    conns: list[AsyncConnection] = []
+    pool = side() if side is not None and wanted > 0 else None
+    while pool is not None and len(conns) < wanted:
         try:
-            extra.append(await pool.connect())
+            conns.append(await pool.connect())
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             break
+    return conns
+
+
+async def _arun_parallel(conn: AsyncConnection, side: Callable[[], AsyncEngine] | None,
+                         req: Parallel) -> list[list[dict[str, Any]]]:
+    extra = await _aside_connections(side, len(req.parts) - 1)
     try:
         runs = [_aexecute(conn, req.parts[0])]
         runs += [_aexecute(c, part) for c, part in zip(extra, req.parts[1:], strict=False)]
