@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 from _mcp_util import free_port, http_client, start_cli, stop, text, wait_healthy
 
@@ -51,6 +52,27 @@ def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory
         for proc, log in zip(procs, logs, strict=True):
             assert stop(proc) in (0, -signal.SIGTERM), log.read_text()
             assert "Traceback" not in log.read_text(), log.read_text()
+
+
+class RoundRobin(httpx2.AsyncBaseTransport):
+    """An ``httpx2`` transport that sends each request to the next server in turn, as
+    a load balancer would; counts what each one got."""
+
+    def __init__(self, bases: list[str]) -> None:
+        self.ports = [int(b.rsplit(":", 1)[1]) for b in bases]
+        self.sent = dict.fromkeys(self.ports, 0)
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._n = 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        port = self.ports[self._n % len(self.ports)]
+        self._n += 1
+        self.sent[port] += 1
+        request.url = request.url.copy_with(port=port)
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
 
 
 def _args(lesson: str) -> dict[str, str]:
@@ -103,3 +125,32 @@ async def test_three_servers_concurrent_writers(cluster, settings: Settings) -> 
         used = [r for r in core_a.list_records(limit=100) if r.use_count]
         assert len(used) == 1 and used[0].use_count == SERVERS * 5  # no lost usage count
         assert not any(r.use_count for r in core_b.list_records(limit=100))
+
+
+async def test_one_client_session_spread_over_all_servers(cluster, settings: Settings  # noqa: ANN001
+                                                        ) -> None:
+    """The servers keep no session state: one MCP session whose every request goes to
+    another server (initialize on one, calls on the others) works."""
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    urls, tokens = cluster
+    token, ns = next(iter(tokens.items()))
+    balancer = RoundRobin([u.removesuffix("/mcp") for u in urls])
+    hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, transport=balancer,
+                            timeout=httpx2.Timeout(30, read=120))
+
+    async def session() -> list[str]:
+        async with hc, Client(streamable_http_client(urls[0], http_client=hc)) as client:
+            wrote = await client.call_tool("write_memory", _args("Tag releases after CI"))
+            found = [await client.call_tool("search_memory", {"query": "tag the release"})
+                     for _ in range(SERVERS)]
+        assert not wrote.is_error, text(wrote)
+        return [wrote.structured_content["id"]] + [
+            f.structured_content["results"][0]["id"] for f in found]
+
+    ids = await asyncio.wait_for(session(), DEADLINE)
+    assert len(set(ids)) == 1
+    assert all(n >= 2 for n in balancer.sent.values()), balancer.sent
+    with Memory(ns, settings=settings) as core:
+        assert core.get(ids[0]).lesson == "Tag releases after CI"
