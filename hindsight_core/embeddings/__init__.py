@@ -37,7 +37,8 @@ def adopt_recorded_dim(embedder: Embedder, recorded: dict[str, Any]) -> None:
     """
     adopt = getattr(embedder, "adopt_dim", None)
     dim = recorded.get("dim")
-    if callable(adopt) and recorded.get("model") == embedder.model_name and isinstance(dim, int):
+    # (not callable(): in this package that name is the .callable submodule)
+    if adopt is not None and recorded.get("model") == embedder.model_name and isinstance(dim, int):
         adopt(dim)
 
 
