@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
@@ -73,8 +74,29 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
     server = build_server(memory, warmup=Warmup(memory).start())
     try:
         server.run("stdio")
+    except SystemExit as stop:
+        _exit_now(stop)
     finally:
         fast_exit()
+
+
+def _exit_now(stop: SystemExit) -> None:
+    """Leave at once after a signal, with the exit clean-up but without joining threads.
+
+    The SDK reads stdin in a worker thread, blocked in a read that nothing
+    interrupts: the interpreter's exit would wait for it (for the client to close
+    stdin). The exit functions still run (releasing the embedded PostgreSQL among
+    them), then the process ends with the signal's code.
+    """
+    import atexit
+    import os
+
+    fast_exit()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(stop.code if isinstance(stop.code, int) else 1)
 
 
 def serve_http(settings: Settings | None = None, *, host: str | None = None,
