@@ -13,7 +13,7 @@ Adapters add wrappers for LangChain ``Embeddings`` and LlamaIndex ``BaseEmbeddin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from .base import Embedder, Vectors, as_matrix, normalize
@@ -22,8 +22,24 @@ from .callable import CallableEmbedder
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["CallableEmbedder", "Embedder", "Vectors", "as_matrix", "embedder_from_settings",
-           "normalize"]
+__all__ = ["CallableEmbedder", "Embedder", "Vectors", "adopt_recorded_dim", "as_matrix",
+           "embedder_from_settings", "normalize"]
+
+
+def adopt_recorded_dim(embedder: Embedder, recorded: dict[str, Any]) -> None:
+    """Tell ``embedder`` the dimension the database recorded for its model.
+
+    Providers that learn their dimension lazily (a remote endpoint without
+    ``HINDSIGHT_EMBEDDING_DIMENSIONS``, a local model of unknown size) offer
+    ``adopt_dim``: with it, opening the database needs neither the endpoint nor the
+    model. Vectors of another size are still refused when they come (``normalize``).
+    Nothing happens for another model: that mismatch is reported by the caller.
+    """
+    adopt = getattr(embedder, "adopt_dim", None)
+    dim = recorded.get("dim")
+    # (not callable(): in this package that name is the .callable submodule)
+    if adopt is not None and recorded.get("model") == embedder.model_name and isinstance(dim, int):
+        adopt(dim)
 
 
 def embedder_from_settings(settings: Settings) -> Embedder:

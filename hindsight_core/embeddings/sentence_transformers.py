@@ -45,6 +45,11 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
         )
         self._dim = _KNOWN_DIMS.get(model_name)
 
+    def adopt_dim(self, dim: int) -> None:
+        """Take the dimension recorded in the database, if not known yet (no probe)."""
+        if self._dim is None:
+            self._dim = dim
+
     @property
     def dim(self) -> int:
         if self._dim is None:

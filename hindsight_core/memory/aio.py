@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import HindsightError, ValidationError
 from ..models import Experience, MaintenanceReport, Namespace, SearchHit, Stats, WriteResult
+from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from .fastpath import AsyncWarmConnections
 from .flow import Flow, R, run_async
@@ -37,6 +38,9 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def _get_engine(self) -> AsyncEngine:
         if self._engine is None:
+            if self.database_url is None:
+                # From the loop's thread: the worker thread below cannot install handlers.
+                exit_on_signals()
             # Resolving the URL may start the embedded server: keep it off the loop.
             loop = asyncio.get_running_loop()
             engine = await loop.run_in_executor(

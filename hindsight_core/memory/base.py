@@ -16,7 +16,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..embeddings import Embedder, as_matrix, embedder_from_settings
+from ..embeddings import Embedder, adopt_recorded_dim, as_matrix, embedder_from_settings
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import Experience, Namespace, now_utc, ns_from_key, ns_key, validate_namespace
 from ..settings import Settings
@@ -101,6 +101,8 @@ class MemoryBase:
         yield Migrate()
         yield Sql(q.LOCK_META)
         rows = yield Sql(q.GET_META, {"key": "embedding"})
+        if rows:
+            adopt_recorded_dim(self.embedder, rows[0]["value"])
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         if not rows:
             import json
