@@ -18,7 +18,8 @@ from ..errors import LLMError
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _NO_LESSON = re.compile(r"^\W*(no new lessons?|none|nothing( new)?( to learn)?|n/a)\W*$",
                         re.IGNORECASE)
-RECORD_KEYS = ("scene", "trigger", "action", "outcome", "lesson", "confidence")
+RECORD_KEYS = ("scene", "trigger", "action", "outcome", "lesson", "confidence", "steps",
+               "evidence")
 
 
 class ParseError(LLMError, ValueError):
@@ -120,7 +121,7 @@ def parse_records(text: str, *, max_records: int = 3) -> tuple[list[dict[str, An
             dropped.append({"record": item, "reason": f"more than {max_records} records"})
             continue
         record = {k: item[k] for k in RECORD_KEYS if item.get(k) is not None}
-        for key in ("scene", "trigger", "action", "outcome", "lesson"):
+        for key in ("scene", "trigger", "action", "outcome", "lesson", "evidence"):
             if key in record and not isinstance(record[key], str):
                 record[key] = json.dumps(record[key], ensure_ascii=False) \
                     if isinstance(record[key], dict | list) else str(record[key])
