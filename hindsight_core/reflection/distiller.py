@@ -141,17 +141,17 @@ def llm_distill(memory: MemoryBase, ns: str, model: str, trajectory: Trajectory
     again = [*messages, {"role": "assistant", "content": json.dumps(
         {"records": candidates}, ensure_ascii=False)},
         {"role": "user", "content": _fix_request(fixable, settings.lesson_max_chars)}]
-    reparsed, error = yield from ask_json(memory, ns, model, again, RECORDS_SCHEMA,
-                                          "distill-fix", parse_records, attempts=1)
+    originals = [f["record"] for f in fixable]
+    reparsed, error = yield from ask_json(  # a rewrite that leaves out its citations keeps them
+        memory, ns, model, again, RECORDS_SCHEMA, "distill-fix",
+        lambda text: parse_records(text, defaults=originals), attempts=1)
     rewritten = reparsed[0] if reparsed is not None else []
     for i, fix in enumerate(fixable):
         if i >= len(rewritten):
             why = error or "not rewritten when asked"
             dropped.append({"record": fix["record"], "reason": f"{fix['reason']} ({why})"})
             continue
-        # a rewrite that forgets its citations keeps the original's
-        cand = {**fix["record"], **{k: v for k, v in rewritten[i].items() if v not in ("", [])}}
-        ok, bad, _ = screen([cand], trajectory, settings, [messages[0]["content"]],
+        ok, bad, _ = screen([rewritten[i]], trajectory, settings, [messages[0]["content"]],
                             can_fix=False)
         kept.extend(ok)
         dropped.extend({**b, "reason": f"after being asked again: {b['reason']}"} for b in bad)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from ..text import cjk_share, tokens
+from ..text import _CJK_FUNCTION, cjk_share, tokens
 from .trajectory import Step, Trajectory
 
 # Words every lesson may use: sharing only these with a step grounds nothing.
@@ -67,18 +67,26 @@ def _stem(word: str) -> str:
 
 @lru_cache(maxsize=1)
 def _generic() -> frozenset[str]:
-    return frozenset({_stem(w) for w in _GENERIC_WORDS} | set(_GENERIC_CJK))
+    cjk_chars = {ch for word in _GENERIC_CJK for ch in word}
+    return frozenset({_stem(w) for w in _GENERIC_WORDS} | set(_GENERIC_CJK) | cjk_chars
+                     | _CJK_FUNCTION)
 
 
 def units(text: str) -> set[str]:
-    """The content units of ``text`` (see the module docstring), generic ones removed."""
+    """The content units of ``text`` (see the module docstring), generic ones removed.
+
+    CJK text gives its bigrams and also its single characters: a Chinese paraphrase
+    ("删除前" for "不该删") often shares no bigram with what it paraphrases.
+    """
     generic = _generic()
     out: set[str] = set()
     for tok in tokens(text):
-        unit = tok if cjk_share(tok) else _stem(tok)
-        if unit not in generic:
-            out.add(unit)
-    return out
+        if cjk_share(tok):
+            out.add(tok)
+            out.update(tok)
+        elif len(tok) > 1 or tok.isdigit():  # not the "s" of "file's"
+            out.add(_stem(tok))
+    return out - generic
 
 
 def normalized(text: str) -> str:
@@ -113,18 +121,31 @@ def quoted_in(quote: str, text: str) -> bool:
     return match.size >= 0.85 * len(nq)
 
 
+_CLAUSE = re.compile(r"[,.;:!?，。；：！？\n]+")
+
+
+def prohibitions(text: str) -> list[tuple[set[str], set[str]]]:
+    """What ``text`` says not to do: per negation, ``(negated, clause)``: the units the
+    negation governs ("do not *delete the lock* file", "依赖文件不要*删除*") and the
+    rest of its clause (the object: "依赖文件")."""
+    out: list[tuple[set[str], set[str]]] = []
+    negations = {w.replace("'", "") for w in _NEGATION_WORDS}
+    for clause in _CLAUSE.split(unicodedata.normalize("NFKC", text).lower()):
+        words = re.findall(r"[\w']+", clause)
+        for i, word in enumerate(words):
+            if word.replace("'", "") in negations:
+                negated = units(" ".join(words[i + 1:i + 4]))
+                out.append((negated, units(clause) - negated))
+        for neg in _CJK_NEGATIONS:
+            for m in re.finditer(re.escape(neg), clause):
+                negated = {u for u in units(clause[m.end():m.end() + 3]) if cjk_share(u)}
+                out.append((negated, units(clause[:m.start()])))
+    return [(n, c) for n, c in out if n]
+
+
 def negated_units(text: str) -> set[str]:
     """Units that ``text`` puts under a negation ("do not delete X" gives delete, X)."""
-    out: set[str] = set()
-    lowered = unicodedata.normalize("NFKC", text).lower()
-    words = re.findall(r"[\w']+", lowered)
-    for i, word in enumerate(words):
-        if word.replace("'", "") in {w.replace("'", "") for w in _NEGATION_WORDS}:
-            out |= units(" ".join(words[i + 1:i + 4]))
-    for neg in _CJK_NEGATIONS:
-        for m in re.finditer(re.escape(neg), lowered):
-            out |= {u for u in units(lowered[m.end():m.end() + 4]) if cjk_share(u)}
-    return out
+    return set().union(*(n for n, _ in prohibitions(text)))
 
 
 def affirmed_units(text: str) -> set[str]:

@@ -37,6 +37,7 @@ from .evidence import (
     near_equal,
     negated_units,
     normalized,
+    prohibitions,
     quoted_in,
     units,
 )
@@ -153,10 +154,10 @@ def _contradiction(lesson: str, run: Run, trajectory: Trajectory) -> str | None:
     """Why the lesson says the opposite of what the run showed, or None."""
     said = affirmed_units(lesson)
     for n in run.complaints:
-        forbidden = negated_units(trajectory.steps[n - 1].content) & said
-        if forbidden:
-            return (f"recommends what the user said not to do in step {n} "
-                    f"({', '.join(sorted(forbidden))})")
+        for negated, clause in prohibitions(trajectory.steps[n - 1].content):
+            if negated & said and (not clause or clause & said):
+                return (f"recommends what the user said not to do in step {n} "
+                        f"({', '.join(sorted(negated & said))})")
     bad, good = changed_units(run, trajectory)
     if said & bad and not units(lesson) & good and not negated_units(lesson):
         return "recommends the failed call's arguments, not the correction's"
