@@ -221,9 +221,10 @@ def _screened(memory: RecordFlows, ns: str, model: str, messages: list[dict[str,
     """The merge answer if its lesson passes :func:`screen_merge` (after one rewrite for
     length or language), else ``(None, why)``."""
     originals = [str(r["lesson"]) for r in cluster]
+    triggers = [str(r["trigger"]) for r in cluster]
     settings = memory.settings
     lesson = str(answer["record"]["lesson"]).strip()
-    reason, fix = screen_merge(lesson, originals, [messages[0]["content"]], settings)
+    reason, fix = screen_merge(lesson, originals, [messages[0]["content"]], settings, triggers)
     if reason is not None:
         return None, reason
     if fix is None:
@@ -236,7 +237,7 @@ def _screened(memory: RecordFlows, ns: str, model: str, messages: list[dict[str,
     if retry is None or not retry["merge"]:
         return None, f"{fix} ({error or 'the model withdrew the merge when asked again'})"
     reason, fix = screen_merge(str(retry["record"]["lesson"]).strip(), originals,
-                               [messages[0]["content"]], settings)
+                               [messages[0]["content"]], settings, triggers)
     if reason is not None or fix is not None:
         return None, f"after being asked again: {reason or fix}"
     return retry, None

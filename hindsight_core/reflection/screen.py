@@ -233,12 +233,14 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 def screen_merge(lesson: str, originals: list[str], prompts: list[str],
-                 settings: Settings) -> tuple[str | None, str | None]:
+                 settings: Settings, triggers: list[str] = ()  # type: ignore[assignment]
+                 ) -> tuple[str | None, str | None]:
     """Check a merged lesson against the lessons it replaces.
 
     It must keep what every original says (share content with each, same polarity,
     no opposite terms) and add no claim (no number none of them has, at most one
-    content word none of them uses), and must not copy the prompt.
+    content word none of them nor their ``triggers`` use), and must not copy the
+    prompt.
 
     Returns:
         ``(reason, fix)``: ``reason`` drops the merge; ``fix`` asks for a rewrite
@@ -259,7 +261,7 @@ def screen_merge(lesson: str, originals: list[str], prompts: list[str],
     if numbers:
         return ("the merged lesson adds a number none of the lessons has "
                 f"({', '.join(sorted(numbers))})"), None
-    new = mine - set().union(*(units(o) for o in originals))
+    new = mine - set().union(*(units(o) for o in [*originals, *triggers]))
     if len(new) > 1:
         return f"the merged lesson adds claims ({', '.join(sorted(new))})", None
     fixes = []
