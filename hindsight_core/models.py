@@ -319,6 +319,12 @@ class Stats(BaseModel):
     llm_calls: int = 0
     llm_prompt_tokens: int = 0
     llm_completion_tokens: int = 0
+    reads: dict[str, float] = Field(
+        default_factory=dict,
+        description="With read replicas: how this memory's reads were served since it "
+        "was created (replica, primary, waited, skipped_down, skipped_lag, no_replica) "
+        "and the largest replica lag seen (max_lag_seconds).",
+    )
 
 
 class Item(BaseModel):

@@ -36,6 +36,30 @@ class Settings(BaseSettings):
     connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to wait to connect.")
     statement_timeout_ms: int = Field(default=30_000, ge=0)
 
+    # --- read replicas (docs/scaling.md) -------------------------------------------
+    read_database_urls: str | None = Field(
+        default=None,
+        description="Comma-separated URLs of PostgreSQL streaming standbys of "
+        "database_url: recall, search, get and listing read there; writes stay on the "
+        "primary. A replica that is down or lags is skipped (logged, counted in stats).",
+    )
+    read_your_writes_timeout: float = Field(
+        default=0.5, ge=0,
+        description="Seconds a read waits for a replica to replay this memory's (this "
+        "namespace's) last write before the primary answers it instead.",
+    )
+    replica_max_lag: float = Field(
+        default=5.0, ge=0,
+        description="A replica whose replay lags more seconds than this is skipped.",
+    )
+    replica_check_interval: float = Field(
+        default=1.0, ge=0, description="Seconds between probes of a replica's lag.",
+    )
+    replica_retry_interval: float = Field(
+        default=5.0, ge=0,
+        description="Seconds a replica that failed (down, unreachable) is skipped.",
+    )
+
     # --- embeddings --------------------------------------------------------------
     embedder: Literal["local", "openai"] = Field(
         default="local",

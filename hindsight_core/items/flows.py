@@ -125,7 +125,10 @@ class ItemFlows:
 
     # ------------------------------------------------------------------ batch
 
-    def _batch_flow(self, ops: Sequence[ItemOp]) -> Any:
+    def _batch_flow(self, ops: Sequence[ItemOp], refresh_later: list[Any] | None = None
+                    ) -> Any:
+        """Run ``ops``; ``refresh_later`` (reads on a replica): the TTL refresh is not
+        run but appended to it, as a flow for the primary."""
         gets: list[tuple[int, GetItem]] = []
         searches: list[tuple[int, SearchItems]] = []
         lists: list[tuple[int, ListNamespaces]] = []
@@ -209,8 +212,12 @@ class ItemFlows:
         if puts:
             yield from self._apply_puts(puts, fields, vectors[len(texts):], now, ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
-            yield Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
-                                  "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)
+            stmt = Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
+                                   "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)
+            if refresh_later is None:
+                yield stmt
+            else:
+                refresh_later.append(stmt)
         return results
 
     def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool

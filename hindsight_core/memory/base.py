@@ -18,9 +18,18 @@ from typing import Any
 
 from ..embeddings import Embedder, adopt_recorded_dim, as_matrix, embedder_from_settings
 from ..errors import EmbeddingModelMismatchError, ValidationError
-from ..models import Experience, Namespace, now_utc, ns_from_key, ns_key, validate_namespace
+from ..models import (
+    Experience,
+    Namespace,
+    Stats,
+    now_utc,
+    ns_from_key,
+    ns_key,
+    validate_namespace,
+)
 from ..settings import Settings
 from ..storage import experiences_sql as q
+from ..storage.replicas import parse_urls
 from ..storage.vectors import QueryVector
 from ..text import cjk_share
 from .flow import Embed, Flow, Migrate, Sql
@@ -69,6 +78,21 @@ class MemoryBase:
         self._scan_choice = ScanChoice()
 
     # ------------------------------------------------------------------ plumbing
+
+    _reads: Any = None  # the front end's ReplicaReads / AsyncReplicaReads, once built
+    _replica_url_list: list[str] | None = None
+
+    def _replica_urls(self) -> list[str]:
+        """The read replicas' URLs (``settings.read_database_urls``), parsed once."""
+        if self._replica_url_list is None:
+            self._replica_url_list = parse_urls(self.settings.read_database_urls)
+        return self._replica_url_list
+
+    def _with_reads(self, stats: Stats) -> Stats:
+        """``stats`` with how this memory's reads were routed (when replicas are set)."""
+        if self._reads is None:
+            return stats
+        return stats.model_copy(update={"reads": self._reads.router.counts()})
 
     @property
     def embedder(self) -> Embedder:
