@@ -298,3 +298,24 @@ def test_the_vector_dumper_is_ours_only(settings: Settings, embedder, namespace)
         rid = mem.write(CLEANUP).id
         assert mem.search("delete old downloads")[0].record.id == rid
     engine.dispose()
+
+
+def test_the_inspector_shows_every_scene_of_a_record(memory: Memory, settings: Settings,  # type: ignore[no-untyped-def]
+                                                     embedder) -> None:
+    pytest.importorskip("starlette", reason="the ui extra is not installed")
+    from starlette.testclient import TestClient
+
+    from hindsight_adapters.ui import create_app
+
+    rid = memory.write(CLEANUP).id
+    memory.write(OTHER)
+    scenes = {s.scene: s.records for s in memory.scenes()}
+    assert scenes == {"file-cleanup": 1, "other-scene": 1}
+    app = create_app(settings=settings, embedder=embedder, namespace=memory.namespace,
+                     loopback_only=False)
+    with TestClient(app) as client:
+        page = client.get(f"/records/{rid}")
+        assert page.status_code == 200
+        assert "other-scene" in page.text and "file-cleanup" in page.text
+        listed = client.get("/", params={"scene": "other-scene"})
+        assert "Check the extension before deleting files" in listed.text
