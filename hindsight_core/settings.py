@@ -32,7 +32,10 @@ class Settings(BaseSettings):
         description="PostgreSQL URL. Unset: start the embedded PostgreSQL under `home`.",
     )
     home: Path = Field(default_factory=_default_home, description="Data dir (embedded DB).")
-    pool_size: int = Field(default=5, ge=1, le=100)
+    pool_size: int = Field(default=5, ge=1, le=100, description=(
+        "Connections a pool keeps open. Under load it opens up to as many again "
+        "(closed when given back), and each Memory has one side connection: at most "
+        "2 * pool_size + 1 connections per Memory."))
     connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to wait to connect.")
     statement_timeout_ms: int = Field(default=30_000, ge=0)
 

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import ValidationError
-from ..memory.flow import Embed, Migrate, Sql
+from ..memory.flow import Embed, Migrate, Sql, Unit
 from ..memory.scan import ScanChoice
 from ..memory.terms import CommonTerms
 from ..models import Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
@@ -110,18 +110,23 @@ class ItemFlows:
             return
         yield Migrate()
         if self.index is not None:
-            spec = self.index.spec
-            yield Sql(eq.LOCK_META)
-            yield Sql(eq.SET_META, {"key": "items_index", "value": json.dumps({
-                "dims": spec.dims, "distance": spec.distance, "vector_type": spec.vector_type,
-                "kind": spec.kind, "fields": list(self.index.fields),
-            })}, fetch="none")
-            create = q.ensure_index_sql(spec)
-            if create is not None:
-                exists = yield Sql(q.INDEX_EXISTS, {"name": spec.index_name})
-                if not exists:
-                    yield Sql(create, fetch="none")
+            # Its own committed unit: ready only once the index is there for good.
+            yield Unit(self._index_flow())
         self._ready = True
+
+    def _index_flow(self) -> Any:
+        assert self.index is not None
+        spec = self.index.spec
+        yield Sql(eq.LOCK_META)
+        yield Sql(eq.SET_META, {"key": "items_index", "value": json.dumps({
+            "dims": spec.dims, "distance": spec.distance, "vector_type": spec.vector_type,
+            "kind": spec.kind, "fields": list(self.index.fields),
+        })}, fetch="none")
+        create = q.ensure_index_sql(spec)
+        if create is not None:
+            exists = yield Sql(q.INDEX_EXISTS, {"name": spec.index_name})
+            if not exists:
+                yield Sql(create, fetch="none")
 
     # ------------------------------------------------------------------ batch
 
