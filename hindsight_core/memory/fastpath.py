@@ -180,7 +180,7 @@ class WarmConnections(_Warm[sa.Connection, psycopg.Cursor[Any]]):
                         conn = None
                     return stop.value
                 if isinstance(req, Embed):
-                    reply = embedder.embed(req.texts) if req.texts else []
+                    reply = req.run(embedder)
                     continue
                 if not isinstance(req, Sql):  # pragma: no cover - only once set up
                     raise AssertionError(f"unexpected request {req!r} on the fast path")
@@ -304,7 +304,7 @@ class AsyncWarmConnections(_Warm[AsyncConnection, psycopg.AsyncCursor[Any]]):
                         conn = None
                     return stop.value
                 if isinstance(req, Embed):
-                    reply = await embedder.aembed(req.texts) if req.texts else []
+                    reply = await req.arun(embedder)
                     continue
                 if not isinstance(req, Sql):  # pragma: no cover - only once set up
                     raise AssertionError(f"unexpected request {req!r} on the fast path")

@@ -4,7 +4,7 @@ Each public operation of :class:`Memory` / :class:`AsyncMemory` is a generator
 ("flow") that yields requests and receives their results:
 
 - :class:`Sql` — run a statement in the operation's transaction; receive rows;
-- :class:`Embed` — embed texts with the configured embedder; receive vectors;
+- :class:`Embed` — embed queries or documents with the configured embedder; receive vectors;
 - :class:`Migrate` — bring the schema up to date (outside the transaction);
 - :class:`Parallel` — reads that may run at the same time on side connections.
 
@@ -52,7 +52,25 @@ class Sql:
 
 @dataclass(frozen=True)
 class Embed:
+    """Embed ``texts``: search queries when ``query``, else texts to store (records,
+    item fields), which dedup compares with each other."""
+
     texts: Sequence[str]
+    query: bool = False
+
+    def run(self, embedder: Embedder) -> list[list[float]]:
+        """The vectors, from the embedder's query or document side (sync)."""
+        if not self.texts:
+            return []
+        side = embedder.embed_queries if self.query else embedder.embed_documents
+        return side(self.texts)
+
+    async def arun(self, embedder: Embedder) -> list[list[float]]:
+        """:meth:`run` for asyncio."""
+        if not self.texts:
+            return []
+        side = embedder.aembed_queries if self.query else embedder.aembed_documents
+        return await side(self.texts)
 
 
 @dataclass(frozen=True)
@@ -131,7 +149,7 @@ def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder,
                         conn.commit()
                     return stop.value  # type: ignore[no-any-return]
                 if isinstance(req, Embed):
-                    reply = embedder.embed(req.texts) if req.texts else []
+                    reply = req.run(embedder)
                 elif isinstance(req, Migrate):
                     with engine.connect() as mconn:
                         migrate.upgrade(mconn)
@@ -202,7 +220,7 @@ async def run_async(flow: Flow[R], engine: AsyncEngine, embedder: Embedder,
                         await conn.commit()
                     return stop.value  # type: ignore[no-any-return]
                 if isinstance(req, Embed):
-                    reply = await embedder.aembed(req.texts) if req.texts else []
+                    reply = await req.arun(embedder)
                 elif isinstance(req, Migrate):
                     async with engine.connect() as mconn:
                         await mconn.run_sync(migrate.upgrade)
