@@ -183,7 +183,9 @@ class ItemFlows:
         ac = not (any(op.value is None for op, _ in puts.values())
                   and any(op.value is not None for op, _ in puts.values()))
         yield from self._ready_flow()
-        vectors = (yield Embed(texts + [f[3] for f in fields])) if texts or fields else []
+        # Queries and stored fields are embedded apart (e5-style models prefix each side).
+        qvectors = (yield Embed(texts, query=True)) if texts else []
+        fvectors = (yield Embed([f[3] for f in fields])) if fields else []
         now = self._now()
         results: list[Result] = [None] * len(ops)
         refresh: dict[tuple[str, str], None] = {}
@@ -202,7 +204,7 @@ class ItemFlows:
         for i, op in searches:
             sig = _search_key(op)
             if sig not in seen:
-                qvec = vectors[queries[i]] if i in queries else None
+                qvec = qvectors[queries[i]] if i in queries else None
                 seen[sig] = yield from self._search(op, qvec, now, ac)
             hits = seen[sig]
             if op.refresh_ttl:
@@ -215,7 +217,7 @@ class ItemFlows:
                 seen[op] = yield from self._list_namespaces(op, now, ac)
             results[i] = list(seen[op])
         if puts:
-            yield from self._apply_puts(puts, fields, vectors[len(texts):], now, ac)
+            yield from self._apply_puts(puts, fields, fvectors, now, ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
             stmt = Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
                                    "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)

