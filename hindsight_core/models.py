@@ -269,6 +269,9 @@ class Experience(BaseModel):
     archived_at: datetime | None
     merged_into: uuid.UUID | None = None
     merged_from: list[uuid.UUID] = Field(default_factory=list)
+    scenes: list[str] = Field(default_factory=list, description=(
+        "Every scene the record was written under: its own scene first, then those of "
+        "the writes merged into it; a scene filter finds the record under each."))
 
     def compact(self) -> dict[str, Any]:
         """The few fields an agent needs: lesson and trigger first, then the id."""
@@ -304,6 +307,14 @@ class MaintenanceReport(BaseModel):
     archived: int
     expired_items: int
     expired_tasks: int
+
+
+class ReindexReport(BaseModel):
+    """What :meth:`Memory.reindex` did: records re-embedded, and records skipped because
+    their vector already came from the configured model and their current text."""
+
+    reembedded: int
+    skipped: int
 
 
 class Stats(BaseModel):

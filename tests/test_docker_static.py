@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import time
 import uuid
@@ -22,7 +21,16 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from _mcp_util import CLI, free_port, http_client, start_cli, stop, text, wait_healthy
+from _mcp_util import (
+    CLI,
+    SIGTERM_EXIT,
+    free_port,
+    http_client,
+    start_cli,
+    stop,
+    text,
+    wait_healthy,
+)
 
 from hindsight_core import Memory, Settings
 
@@ -232,7 +240,7 @@ async def test_mcp_entrypoint_serves_with_remote_embedder(
             stats = await client.read_resource("memory://stats")
     finally:
         code = stop(proc)
-    assert code in (0, -signal.SIGTERM), log.read_text()
+    assert code == SIGTERM_EXIT, log.read_text()
     assert not result.is_error, text(result)
     assert result.structured_content["results"] == []
     assert "memory unavailable" in result.structured_content["warning"]

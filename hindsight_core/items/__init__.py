@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from ..embeddings import Embedder
+from ..embeddings import Embedder, ensure_embedder
 from ..errors import ConfigurationError, DatabaseError
 from ..memory.aio import AsyncMemory
 from ..memory.fastpath import WarmConnections
@@ -75,11 +75,15 @@ class _NoEmbedder:
     dim = 0
     languages = None
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         raise ConfigurationError("items have no index configured; nothing can be embedded")
 
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embed(texts)
+    embed_queries = embed_documents
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    aembed_queries = aembed_documents
 
 
 _NO_EMBEDDER: Any = _NoEmbedder()
@@ -93,7 +97,7 @@ class _ItemsBase(ItemFlows):
             raise ConfigurationError(f"ranking must be 'vector' or 'hybrid', got {ranking!r}")
         self.memory = memory
         self.index = index
-        self._embedder = embedder
+        self._embedder = None if embedder is None else ensure_embedder(embedder)
         self.ranking = ranking
         self.omit_expired = omit_expired
         self._ready = False

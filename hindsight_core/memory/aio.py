@@ -10,8 +10,18 @@ from typing import IO, Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import HindsightError, ValidationError
-from ..models import Experience, MaintenanceReport, Namespace, SearchHit, Stats, WriteResult
+from ..models import (
+    Experience,
+    MaintenanceReport,
+    Namespace,
+    ReindexReport,
+    SearchHit,
+    Stats,
+    WriteResult,
+)
+from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
+from ..storage.vectors import adopt_engine
 from .fastpath import AsyncWarmConnections
 from .flow import Flow, R, run_async
 from .inspect import AsyncInspectMethods
@@ -33,12 +43,17 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         super().__init__(*args, **kwargs)
         self._engine = engine
         self._owns_engine = engine is None
+        if engine is not None:
+            adopt_engine(engine.sync_engine)
         self._warm: AsyncWarmConnections | None = None
         self._side: AsyncEngine | None = None  # flow.Parallel reads (write_many's lookups)
         self._reads: AsyncReplicaReads | None = None  # read replicas, when configured
 
     async def _get_engine(self) -> AsyncEngine:
         if self._engine is None:
+            if self.database_url is None:
+                # From the loop's thread: the worker thread below cannot install handlers.
+                exit_on_signals()
             # Resolving the URL may start the embedded server: keep it off the loop.
             loop = asyncio.get_running_loop()
             engine = await loop.run_in_executor(
@@ -226,5 +241,6 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return await self._run_write(self._import_flow(
             _read_lines(source), skip_invalid=skip_invalid, progress=progress), None)
 
-    async def reindex(self, *, progress: Progress | None = None) -> int:
-        return await self._run_write(self._reindex_flow(progress), None)
+    async def reindex(self, *, force: bool = False, progress: Progress | None = None
+                      ) -> ReindexReport:
+        return await self._run_write(self._reindex_flow(progress, force), None)

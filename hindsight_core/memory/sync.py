@@ -5,23 +5,26 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 import sqlalchemy as sa
 
-from ..errors import EmbeddingError, HindsightError, ValidationError
+from ..errors import HindsightError, ValidationError
 from ..models import (
     Experience,
     MaintenanceReport,
     Namespace,
+    ReindexReport,
     SearchHit,
     Stats,
     WriteResult,
 )
 from ..storage.engine import create_side_engine, create_sync_engine
+from ..storage.vectors import adopt_engine
 from .fastpath import WarmConnections
-from .flow import Flow, R, run_sync
+from .flow import Flow, R, run_sync, run_sync_within
 from .inspect import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, export_line
 from .recall import RecallResult, degraded
@@ -49,10 +52,13 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         super().__init__(*args, **kwargs)
         self._engine = engine
         self._owns_engine = engine is None
+        if engine is not None:
+            adopt_engine(engine)
         self._engine_lock = threading.Lock()
         self._warm: WarmConnections | None = None
         self._side: sa.Engine | None = None  # flow.Parallel reads (write_many's lookups)
         self._reads: ReplicaReads | None = None  # read replicas, when configured
+        self._recaller: ThreadPoolExecutor | None = None
 
     @property
     def engine(self) -> sa.Engine:
@@ -132,6 +138,9 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         if self._reads is not None:
             self._reads.close()
             self._reads = None
+        if self._recaller is not None:
+            self._recaller.shutdown(wait=False, cancel_futures=True)
+            self._recaller = None
         if self._side is not None:
             self._side.dispose()
             self._side = None
@@ -189,15 +198,26 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                scene: str | None = None, top_k: int = 5) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on a database or embedding
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
-        timeout_ms = int(self.settings.recall_timeout * 1000)
+        timeout = self.settings.recall_timeout
         try:
-            return RecallResult(hits=self._run_read(
-                lambda: self._search_flow(query, namespace, scene, top_k, None, timeout_ms),
-                self._ns(namespace)))
+            return RecallResult(hits=run_sync_within(
+                timeout, self._recall_executor(),
+                lambda: self._run_read(lambda: self._search_flow(
+                    query, namespace, scene, top_k, None, int(timeout * 1000)),
+                    self._ns(namespace))))
         except ValidationError:
             raise
-        except (HindsightError, EmbeddingError) as exc:
+        except (HindsightError, TimeoutError) as exc:
             return degraded(exc)
+
+    def _recall_executor(self) -> ThreadPoolExecutor:
+        """The threads ``recall`` runs on, so that it can stop waiting (built on first
+        need; as many as the pool has connections)."""
+        with self._engine_lock:
+            if self._recaller is None:
+                self._recaller = ThreadPoolExecutor(
+                    max_workers=self.settings.pool_size, thread_name_prefix="hindsight-recall")
+            return self._recaller
 
     def get(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """One record by id (archived ones too)."""
@@ -280,9 +300,12 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         return self._run_write(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
                                                  progress=progress), None)
 
-    def reindex(self, *, progress: Progress | None = None) -> int:
-        """Re-embed every record with the configured model; returns how many."""
-        return self._run_write(self._reindex_flow(progress), None)
+    def reindex(self, *, force: bool = False, progress: Progress | None = None
+                ) -> ReindexReport:
+        """Re-embed with the configured model the records whose vector came from another
+        model or from other text (``force``: every record), record the model and build
+        the index. Returns how many were re-embedded and skipped."""
+        return self._run_write(self._reindex_flow(progress, force), None)
 
 
 def _write_lines(target: str | Path | IO[str], records: list[Experience]) -> int:
