@@ -78,6 +78,22 @@ def test_reads_served_by_the_replica_and_read_your_writes(
             after = hasty.stats().reads
             assert after["skipped_lag"] >= before["skipped_lag"] + 2
             assert after["primary"] >= before["primary"] + 2
+            # A reader with no lag allowed skips the replica, which now has received
+            # WAL it has not replayed: the primary serves it, up to date.
+            wait_for(lambda: standby.sql(
+                "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()"),
+                "the standby to receive the paused write")
+            strict = Memory(namespace, settings=_settings(database_url, standby,
+                                                          replica_max_lag=0.0),
+                            embedder=embedder)
+            try:
+                strict.setup()
+                assert second.id in {r.id for r in strict.list_records()}
+                reads = strict.stats().reads
+                assert reads["skipped_lag"] == 1 and reads["replica"] == 0
+                assert reads["max_lag_seconds"] > 0
+            finally:
+                strict.close()
         # Replay resumed: the reader sees the record once the replica has it.
         wait_for(lambda: second.id in {r.id for r in reader.list_records()},
                  "the replica to replay the second write")
