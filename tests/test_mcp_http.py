@@ -287,3 +287,30 @@ async def test_concurrent_tenants_never_mix(server: Server) -> None:
         results = await asyncio.gather(*(call for call, _ in calls))
     seen = [tuple(json.loads(r.contents[0].text)["namespace"]) for r in results]
     assert seen == [ns for _, ns in calls]
+
+
+async def test_nul_byte_is_a_validation_error_naming_the_field(server: Server,
+                                                              core: Memory) -> None:
+    """Not "memory unavailable" (which blamed the database and leaked its message)."""
+    before = core.stats(namespace=server.ns_a).records
+    calls = {
+        "scene": ("search_memory", {"query": "deploy", "scene": "de\x00ploy"}),
+        "query": ("search_memory", {"query": "dep\x00loy"}),
+        "lesson": ("write_memory", lesson_args("Pin\x00 the version")),
+        "trajectory.goal": ("reflect_task", {"trajectory": failed_then_fixed_run(
+            goal="list\x00 the reports")}),
+        "trajectory.steps.1.content": ("reflect_task", {"trajectory": {
+            **failed_then_fixed_run(), "steps": [
+                {"kind": "tool_call", "tool": "ls", "args": {"path": "/x"}},
+                {"kind": "error", "tool": "ls", "content": "no such\x00 dir"}]}}),
+        "trajectory.scene": ("review_task", {"goal": "g", "outcome": "success",
+                                             "recalled": [], "scene": "s\x00"}),
+    }
+    async with http_client(server.url, server.token_a) as client:
+        for field, (tool, args) in calls.items():
+            result = await client.call_tool(tool, args)
+            message = text(result)
+            assert result.is_error, (field, message)
+            assert field in message and "NUL" in message, (field, message)
+            assert "unavailable" not in message and "database" not in message, message
+    assert core.stats(namespace=server.ns_a).records == before
