@@ -314,3 +314,23 @@ async def test_nul_byte_is_a_validation_error_naming_the_field(server: Server,
             assert field in message and "NUL" in message, (field, message)
             assert "unavailable" not in message and "database" not in message, message
     assert core.stats(namespace=server.ns_a).records == before
+
+
+def test_oversized_chunked_body_is_413(server: Server, core: Memory) -> None:
+    """Streamed without Content-Length (chunked): 413, not the SDK's 500."""
+    before = core.stats(namespace=server.ns_a).records
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "write_memory", "arguments": lesson_args("Huge", action="x" * 300_000)}})
+
+    def chunks() -> Iterator[bytes]:
+        data = body.encode()
+        for start in range(0, len(data), 16_384):
+            yield data[start:start + 16_384]
+
+    response = httpx.post(server.url, content=chunks(), headers={
+        "Authorization": f"Bearer {server.token_a}", "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream"})
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert response.status_code == 413, response.text
+    assert "too large" in response.json()["error"]["message"]
+    assert core.stats(namespace=server.ns_a).records == before
