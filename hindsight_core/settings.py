@@ -128,6 +128,9 @@ class Settings(BaseSettings):
         default=None,
         description="Bearer token of the web inspector; required to bind beyond loopback.",
     )
+    ui_max_body_bytes: int = Field(
+        default=1_000_000, ge=1_024, description="Larger inspector request bodies get 413."
+    )
 
     @field_validator("home", mode="before")
     @classmethod
