@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from hindsight_core import AsyncMemory
 from hindsight_core.errors import DatabaseError
@@ -82,8 +83,12 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
 
 
 def serve_http(settings: Settings | None = None, *, host: str | None = None,
-               port: int | None = None, namespace: str | None = None) -> None:
+               port: int | None = None, namespace: str | None = None,
+               announce: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM.
+
+    ``announce`` is called once, as the server starts, with where it listens
+    (``{"server": "mcp", "url": ..., "tokens": n}``); ``hindsight mcp --json`` prints it.
 
     Raises:
         ConfigurationError: a non-loopback host with no token configured, or a
@@ -102,8 +107,10 @@ def serve_http(settings: Settings | None = None, *, host: str | None = None,
                     "/".join(memory.namespace))
     prepare(memory)
     app = build_http_app(memory, tokens, host=host, max_body=settings.mcp_max_body_bytes)
-    sys.stderr.write(f"Hindsight MCP server on http://{host}:{port}/mcp "
-                     f"({len(tokens)} token(s))\n")
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
+    sys.stderr.write(f"Hindsight MCP server on {url} ({len(tokens)} token(s))\n")
+    if announce is not None:
+        announce({"server": "mcp", "transport": "http", "url": url, "tokens": len(tokens)})
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
     finally:

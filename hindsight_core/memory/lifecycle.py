@@ -19,6 +19,7 @@ from ..models import (
     Namespace,
     Stats,
     ns_key,
+    parse_experience,
     raise_validation,
     to_utc,
     validate_namespace,
@@ -116,8 +117,14 @@ class LifecycleFlows(MemoryBase):
         skip_invalid: bool = False,
         progress: Progress | None = None,
     ) -> Flow[dict[str, Any]]:
-        """Validate every line first; write nothing if one is bad (unless skipping)."""
+        """Validate every line first; write nothing if one is bad (unless skipping).
+
+        A line with an ``id`` is an exported record, restored as it was (kept if that
+        id is already stored). A line without one is a new record, written through
+        the normal write path (dedup included) in its ``namespace`` or the default.
+        """
         records: list[ExportedRecord] = []
+        plain: dict[Namespace, list[ExperienceIn]] = {}
         skipped: list[int] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -126,6 +133,13 @@ class LifecycleFlows(MemoryBase):
                 data = json.loads(line)
                 if not isinstance(data, dict):
                     raise ValidationError("a line must hold a JSON object", field="(line)")
+                if "id" not in data:
+                    raw_ns = data.pop("namespace", None)
+                    ns = self.namespace if raw_ns is None else validate_namespace(raw_ns)
+                    plain.setdefault(ns, []).append(parse_experience(
+                        data, lesson_max_chars=self.settings.lesson_max_chars,
+                        field_max_chars=self.settings.field_max_chars))
+                    continue
                 data["namespace"] = list(validate_namespace(data.get("namespace")))
                 record = ExportedRecord.model_validate(
                     data,
@@ -145,6 +159,7 @@ class LifecycleFlows(MemoryBase):
             records.append(record)
         yield from self._ready_flow()
         now = self._now()
+        total = len(records) + sum(map(len, plain.values()))
         done = 0
         existing = 0
         for start in range(0, len(records), REINDEX_BATCH):
@@ -160,9 +175,19 @@ class LifecycleFlows(MemoryBase):
                 yield Sql(q.INSERT, params, fetch="none")
             done += len(batch)
             if progress:
-                progress(done, len(records))
-        return {"read": len(records) + len(skipped), "imported": len(records) - existing,
-                "already_present": existing, "skipped_lines": skipped}
+                progress(done, total)
+        inserted = merged = 0
+        for ns, new_records in plain.items():
+            for start in range(0, len(new_records), REINDEX_BATCH):
+                batch_in = new_records[start : start + REINDEX_BATCH]
+                results = yield from self._write_flow(batch_in, ns)  # type: ignore[attr-defined]
+                merged += sum(r.status == "merged" for r in results)
+                inserted += sum(r.status == "inserted" for r in results)
+                done += len(batch_in)
+                if progress:
+                    progress(done, total)
+        return {"read": total + len(skipped), "imported": len(records) - existing + inserted,
+                "merged": merged, "already_present": existing, "skipped_lines": skipped}
 
     def _reindex_flow(self, progress: Progress | None = None) -> Flow[int]:
         """Re-embed every record with the configured model and rebuild the index."""

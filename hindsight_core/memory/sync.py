@@ -225,10 +225,17 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     def import_records(self, source: str | Path | Iterable[str], *, skip_invalid: bool = False,
                        progress: Progress | None = None) -> dict[str, Any]:
-        """Import JSON lines written by :meth:`export`.
+        """Import JSON lines: written by :meth:`export`, or one new record per line.
 
+        A line with an ``id`` is restored as exported (kept if already stored); a
+        line without one (``{"lesson": ..., "trigger": ...}``, optionally with a
+        ``namespace``) is written like :meth:`write_many`, near-duplicates merged.
         A malformed line raises :class:`ImportFormatError` with its line number and
         nothing is imported, unless ``skip_invalid``.
+
+        Returns:
+            Counts: ``read``, ``imported``, ``merged``, ``already_present`` and
+            ``skipped_lines`` (their numbers).
         """
         return self._run(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
                                            progress=progress))
