@@ -42,10 +42,15 @@ def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     log = tmp_path_factory.mktemp("mcp-http") / "server.log"
     env = {"HINDSIGHT_MCP_TOKENS": ",".join(f"{t}={'/'.join(ns)}" for t, ns in tokens.items()),
            "HINDSIGHT_MCP_MAX_BODY_BYTES": "200000"}
-    proc = start_cli(["mcp", "--http", "--port", str(port)], env, log)
+    proc = start_cli(["mcp", "--http", "--port", str(port), "--json"], env, log)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, base, log)
+        # --json: one JSON line saying where it listens (stdout and stderr share the log)
+        announced = [json.loads(line) for line in log.read_text().splitlines()
+                     if line.startswith("{")]
+        assert announced == [{"server": "mcp", "transport": "http", "url": f"{base}/mcp",
+                              "tokens": 2}], log.read_text()
         yield Server(f"{base}/mcp", proc.pid, tokens)
     finally:
         assert stop(proc) in (0, -signal.SIGTERM), log.read_text()  # uvicorn re-raises it

@@ -4,6 +4,7 @@ limits however the body is sent, paging out of range, token checks, and the
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -128,3 +129,28 @@ def test_cli_malformed_database_url_is_one_line(tmp_path: Path) -> None:
         assert done.returncode == 1, done.stderr
         assert "HINDSIGHT_DATABASE_URL is not a valid URL" in done.stderr
         assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_cli_json_announces_where_it_listens(tmp_path: Path, database_url: str) -> None:
+    port = free_port()
+    proc = subprocess.Popen([*CLI, str(tmp_path), "ui", "--port", str(port), "--json"],
+                            env={k: v for k, v in os.environ.items()
+                                 if k != "HINDSIGHT_UI_TOKEN"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert json.loads(line) == {"server": "ui", "url": f"http://127.0.0.1:{port}/",
+                                    "token_required": False}, line
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/healthz").text == "ok"
+                break
+            except httpx.ConnectError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err, err
