@@ -110,7 +110,7 @@ def test_db_status_and_maintain(fresh_db: str, monkeypatch: pytest.MonkeyPatch) 
     assert code == 0 and "archived" in json.loads(out)
 
 
-def test_demo_shows_the_mistake_avoided() -> None:
+def test_demo_shows_the_mistake_avoided(settings: Settings) -> None:
     code, out = invoke("demo", "--json")
     assert code == 0, out
     summary = json.loads(out)
@@ -119,6 +119,10 @@ def test_demo_shows_the_mistake_avoided() -> None:
     assert summary["lessons"] >= 1 and summary["recalled"] >= 1
     assert summary["merged"] == "merged"
     assert summary["records_before"] == summary["records_after"]
+    # it cleans up after itself: its namespace is gone from the store
+    assert summary["kept"] is False
+    with Memory(("x",), settings=settings) as mem:
+        assert mem.namespaces(prefix=tuple(summary["namespace"])) == []
 
 
 def test_help_lists_the_documented_commands() -> None:

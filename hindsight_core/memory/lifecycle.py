@@ -26,7 +26,7 @@ from ..models import (
 )
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import tasks_sql
+from ..storage import namespace_sql, tasks_sql
 from ..storage.vectors import vector_param
 from ..text import search_document, tokens
 from .base import MemoryBase
@@ -95,6 +95,13 @@ class LifecycleFlows(MemoryBase):
         meta = yield Sql(q.GET_META, {"key": "embedding"})
         model = meta[0]["value"] if meta else {}
         return Stats(**row, embedding_model=model.get("model"), embedding_dim=model.get("dim"))
+
+    def _drop_namespace_flow(self, namespace: Namespace | str) -> Flow[dict[str, int]]:
+        ns = ns_key(validate_namespace(namespace))
+        yield from self._ready_flow(check_model=False)
+        yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # no write lands halfway through
+        (row,) = yield Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
+        return {k: int(v) for k, v in row.items()}
 
     def _export_flow(self, namespace: Namespace | str | None, all_namespaces: bool,
                      page: int = 1000) -> Flow[list[Experience]]:

@@ -217,6 +217,16 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
         return self._run(self._stats_flow(namespace))
 
+    def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
+        """Delete everything stored in ``namespace`` (exactly it, not those under it):
+        records, their history, items and task logs. For throw-away namespaces (demos,
+        examples, tests); there is no undo.
+
+        Returns:
+            How many ``records``, ``events``, ``items`` and ``tasks`` were deleted.
+        """
+        return self._run(self._drop_namespace_flow(namespace))
+
     def export(self, target: str | Path | IO[str], *, namespace: Namespace | str | None = None,
                all_namespaces: bool = False) -> int:
         """Write records (archived too) as JSON lines; returns how many."""
