@@ -13,8 +13,8 @@ Revises: 0006
 
 from alembic import op
 
-revision = "0007_namespace_keys"
-down_revision = "0006"
+revision = "0008"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 
