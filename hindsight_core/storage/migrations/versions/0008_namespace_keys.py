@@ -7,8 +7,8 @@ keys to include its distribution column (``ns``); ``hindsight_events`` and
 since) becomes ``NOT NULL DEFAULT ''``. No statement reads these tables by id alone.
 See docs/scaling.md and tests/test_schema_scaling.py.
 
-Revision ID: 0007_namespace_keys
-Revises: 0006
+Revision ID: 0008
+Revises: 0007
 """
 
 from alembic import op
