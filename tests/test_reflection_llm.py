@@ -77,9 +77,11 @@ def chat() -> Iterator[ChatServer]:
 
 
 LESSON = {"records": [{"trigger": "cleaning downloads", "lesson":
-                       "Check the extension before deleting files", "confidence": 0.8}]}
+                       "Check the extension before deleting files", "confidence": 0.8,
+                       "steps": [1, 2], "evidence": "I still need that installer"}]}
 RUN = Trajectory(goal="Clean up the Downloads folder", outcome="partial",
-                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"})])
+                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"}),
+                        Step(kind="message", role="user", content="I still need that installer")])
 
 
 def test_openai_client_round_trip(chat: ChatServer) -> None:
@@ -211,8 +213,9 @@ def test_all_is_complete() -> None:
 def test_prompt_is_package_data() -> None:
     prompts = Path(reflection.__file__).parent / "prompts"
     assert (prompts / f"{reflection.PROMPT_VERSION}.md").is_file()
-    text = (prompts / "distill_v1.md").read_text()
-    assert "{{max_chars}}" in text and '{"records": []}' in text and "language" in text
+    text = (prompts / "distill_v2.md").read_text()
+    assert "{{max_chars}}" in text and '"steps"' in text and "language" in text
+    assert '"lesson": "' not in text  # no example lesson to copy
 
 
 # ---------------------------------------------------------------------- CLI

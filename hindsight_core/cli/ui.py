@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
 from ..errors import missing_extra
@@ -36,6 +38,7 @@ def ui(
                 raise
             raise missing_extra("starlette/uvicorn/jinja2", "ui") from None
         from ..settings import Settings
+        from ..storage.embedded import exit_on_signals
         from ..storage.engine import parse_database_url
 
         settings = Settings()
@@ -53,7 +56,7 @@ def ui(
         application = create_app(
             settings=settings, namespace=parse_namespace(namespace),
             scope=parse_namespace(scope) if scope else None, token=token,
-            loopback_only=loopback,
+            loopback_only=loopback, warm_up=True,
         )
         shown = f"[{host}]" if ":" in host else host
         url = f"http://{shown}:{port}/"
@@ -62,5 +65,8 @@ def ui(
                           highlight=False)
         if as_json:
             emit_json_line({"server": "ui", "url": url, "token_required": token is not None})
+        # SIGTERM/SIGINT exit through SystemExit after uvicorn's graceful shutdown, so the
+        # embedded PostgreSQL is released.
+        exit_on_signals((signal.SIGTERM, signal.SIGINT))
         uvicorn.run(application, host=host, port=port, log_level="warning",
                     proxy_headers=False)
