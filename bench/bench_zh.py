@@ -1,6 +1,7 @@
 """Chinese and mixed lessons: recall@3 (natural, hard, cross-lingual) and dedup.
 
-Run (about 5 minutes on 2 shared cores; the multilingual rows need ``pip install 'agent-hindsight[zh]'``)::
+Run (about 5 minutes on 2 shared cores; the multilingual rows need
+``pip install 'agent-hindsight[zh]'``)::
 
     nice python bench/bench_zh.py
 
