@@ -109,6 +109,20 @@ class DirectAsyncCalls:
             tuple(namespace_prefix), query, filter, limit, offset,
             _ensure_refresh(self.ttl_config, refresh_ttl)))
 
+    async def alist_namespaces(self, *, prefix: tuple[str, ...] | None = None,
+                               suffix: tuple[str, ...] | None = None,
+                               max_depth: int | None = None, limit: int = 100,
+                               offset: int = 0) -> list[tuple[str, ...]]:
+        _validate_namespace_labels(prefix or ())
+        _validate_namespace_labels(suffix or ())
+        conds: list[tuple[Literal["prefix", "suffix"], tuple[str, ...]]] = []
+        if prefix:
+            conds.append(("prefix", tuple(prefix)))
+        if suffix:
+            conds.append(("suffix", tuple(suffix)))
+        return await self._queue_one(  # type: ignore[no-any-return]
+            ListNamespaces(tuple(conds), max_depth, limit, offset))
+
     async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
                    index: Literal[False] | list[str] | None = None, *,
                    ttl: float | None | NotProvided = NOT_PROVIDED) -> None:
