@@ -56,7 +56,7 @@ _FAILS = re.compile(
     r"(\b(error|errno|exception|traceback|failed|failure|fatal|denied|refused|timed out|"
     r"timeout|not found|no such|invalid|unauthori[sz]ed|forbidden|rejected|exit (code|status) "
     r"[1-9]|\w+error)\b"
-    r"|错误|失败|异常|拒绝|找不到|不存在|超时|无效)", re.IGNORECASE)
+    r"|\berr!|错误|失败|异常|拒绝|找不到|不存在|超时|无效|无法)", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
