@@ -140,7 +140,7 @@ def test_missing_extra_is_a_clear_error(tmp_path: Path) -> None:
          "from hindsight_core.cli import main; sys.argv = ['hindsight', 'mcp']; main()",
          str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
-    assert "pip install 'hindsight[mcp]'" in done.stderr
+    assert "pip install 'agent-hindsight[mcp]'" in done.stderr
 
 
 def test_stdio_namespace_from_settings_or_option() -> None:

@@ -10,14 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import signal
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
-from _mcp_util import free_port, http_client, start_cli, stop, text, wait_healthy
+from _mcp_util import SIGTERM_EXIT, free_port, http_client, start_cli, stop, text, wait_healthy
 from mcp import MCPError
 
 from hindsight_core import Memory, Settings
@@ -48,7 +47,7 @@ def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         wait_healthy(proc, base, log)
         yield Server(f"{base}/mcp", proc.pid, tokens)
     finally:
-        assert stop(proc) in (0, -signal.SIGTERM), log.read_text()  # uvicorn re-raises it
+        assert stop(proc) == SIGTERM_EXIT, log.read_text()  # uvicorn re-raises it
         assert "Traceback" not in log.read_text()
 
 

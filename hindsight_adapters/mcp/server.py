@@ -28,6 +28,7 @@ from hindsight_core.errors import (
     ValidationError,
 )
 from hindsight_core.models import MAX_LABEL_CHARS, Namespace
+from hindsight_core.warmup import Warmup
 
 from . import _reflect
 from ._auth import CURRENT_NAMESPACE
@@ -79,7 +80,7 @@ async def _call(awaitable: Any) -> Any:
 
 
 def build_server(memory: AsyncMemory, *, require_token: bool = False,
-                 name: str = "hindsight") -> MCPServer:
+                 name: str = "hindsight", warmup: Warmup | None = None) -> MCPServer:
     """Build the MCP server on one :class:`AsyncMemory` (its pool serves every tenant).
 
     Args:
@@ -88,6 +89,8 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
         require_token: refuse tool calls that did not come through the bearer
             middleware (set for the HTTP transport with tokens).
         name: the server name announced to clients.
+        warmup: the background start-up of the model and database, reported by
+            ``/healthz`` (the server answers while they load).
     """
 
     def namespace() -> Namespace:
@@ -207,7 +210,8 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
     async def healthz(_request: Any) -> Any:
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"status": "ok", "server": name})
+        return JSONResponse({"status": "ok", "server": name,
+                             **(warmup.status() if warmup else {})})
 
     return mcp
 

@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hindsight_core import AsyncMemory, Embedder, Settings
 from hindsight_core.errors import DatabaseError, HindsightError, NotFoundError, ValidationError
 from hindsight_core.models import Namespace, validate_namespace
+from hindsight_core.warmup import Warmup
 
 from .auth import GuardMiddleware
 from .fmt import fmt_day, fmt_time, nsq, show_ns
@@ -52,6 +53,7 @@ class UIState:
     def __init__(self, memory: AsyncMemory, *, default_namespace: Namespace,
                  scope: Namespace | None, token: str | None, page_size: int = 20) -> None:
         self.memory = memory
+        self.warmup: Warmup | None = None
         self.page_size = page_size
         self.default_namespace = default_namespace
         self.scope = scope
@@ -110,6 +112,7 @@ def create_app(
     token: str | None = None,
     loopback_only: bool = True,
     page_size: int = 20,
+    warm_up: bool = False,
 ) -> Starlette:
     """Build the inspector.
 
@@ -121,6 +124,9 @@ def create_app(
         token: require this bearer token (header, or the cookie set by ``/login``).
         loopback_only: accept only loopback host names (set when bound to loopback).
         page_size: records per page of the table.
+        warm_up: at start-up, load the model and set up the database in the
+            background (``hindsight ui`` does): pages answer meanwhile, and the
+            first search does not pay for the model.
     """
     from . import routes
 
@@ -134,6 +140,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if warm_up and state.warmup is None:
+            state.warmup = Warmup(mem).start()
         yield
         if owned:
             await mem.aclose()

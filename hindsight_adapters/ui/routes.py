@@ -211,7 +211,10 @@ def build(state: UIState) -> list[Route]:
         return response
 
     async def healthz(request: Request) -> Response:
-        return Response("ok", media_type="text/plain")
+        from starlette.responses import JSONResponse
+
+        warm = state.warmup.status() if state.warmup else {}
+        return JSONResponse({"status": "ok", "server": "hindsight-ui", **warm})
 
     return [
         Route("/", index),

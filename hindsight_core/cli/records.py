@@ -13,7 +13,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..errors import ValidationError
-from ._app import JsonOpt, NamespaceOpt, app, cli_errors, console, emit_json, open_memory
+from ._app import (
+    JsonOpt,
+    NamespaceOpt,
+    app,
+    cli_errors,
+    console,
+    emit_json,
+    err_console,
+    open_memory,
+)
 
 
 def progress_bar(description: str) -> Progress:
@@ -174,13 +183,22 @@ def import_(
 
 
 @app.command()
-def reindex(as_json: bool = JsonOpt) -> None:
-    """Re-embed every lesson with the configured embedding model."""
-    with cli_errors(), open_memory() as mem, progress_bar("re-embedding") as bar:
+def reindex(
+    force: bool = typer.Option(False, "--force",
+                               help="Re-embed every record, even those already up to date."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Re-embed the lessons whose vector came from another model or other text."""
+    with cli_errors(), open_memory() as mem, Progress(
+            TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=err_console, transient=False) as bar:  # stdout stays valid JSON
         task = bar.add_task("reindex", total=None)
-        count = mem.reindex(
+        report = mem.reindex(
+            force=force,
             progress=lambda done, total: bar.update(task, completed=done, total=total))
+    model = mem.embedder.model_name
     if as_json:
-        emit_json({"reindexed": count, "model": mem.embedder.model_name})
+        emit_json({"reembedded": report.reembedded, "skipped": report.skipped, "model": model})
     else:
-        console.print(f"re-embedded {count} records with {mem.embedder.model_name}")
+        console.print(f"re-embedded {report.reembedded} records with {model}; "
+                      f"{report.skipped} were up to date (--force re-embeds them too)")

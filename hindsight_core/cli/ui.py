@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
 from ..errors import missing_extra
@@ -29,6 +31,7 @@ def ui(
     except ImportError:
         raise missing_extra("starlette/uvicorn/jinja2", "ui") from None
     from ..settings import Settings
+    from ..storage.embedded import exit_on_signals
 
     settings = Settings()
     if token is None and settings.ui_token is not None:
@@ -43,8 +46,12 @@ def ui(
     application = create_app(
         settings=settings, namespace=parse_namespace(namespace),
         scope=parse_namespace(scope) if scope else None, token=token, loopback_only=loopback,
+        warm_up=True,
     )
     shown = f"[{host}]" if ":" in host else host
     err_console.print(f"Hindsight inspector on http://{shown}:{port}/"
                       + (" (token required)" if token else ""), highlight=False)
+    # SIGTERM/SIGINT exit through SystemExit after uvicorn's graceful shutdown, so the
+    # embedded PostgreSQL is released.
+    exit_on_signals((signal.SIGTERM, signal.SIGINT))
     uvicorn.run(application, host=host, port=port, log_level="warning", proxy_headers=False)

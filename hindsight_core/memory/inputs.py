@@ -5,6 +5,7 @@ Pure functions shared by the write, recall and curation flows; no I/O.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,10 +20,24 @@ MAX_BATCH = 10_000
 RecordInput = ExperienceIn | Mapping[str, Any]
 
 
-def embedding_text(record: ExperienceIn) -> str:
+def embedding_text(record: ExperienceIn | Mapping[str, Any]) -> str:
     """What is embedded for a record: the lesson (without closing punctuation, which
-    moves a short sentence's vector a lot), then its trigger."""
-    return f"{record.lesson.rstrip(' .。!！;；')}\n{record.trigger}"
+    moves a short sentence's vector a lot), then its trigger.
+
+    The one place that says it: writes, edits, merges, imports and ``reindex`` (which
+    reads stored rows, hence the mapping) all embed this text.
+    """
+    if isinstance(record, Mapping):
+        lesson, trigger = record["lesson"], record["trigger"]
+    else:
+        lesson, trigger = record.lesson, record.trigger
+    return f"{lesson.rstrip(' .。!！;；')}\n{trigger}"
+
+
+def embed_key(model: str, dim: int, text: str) -> str:
+    """A digest of what a stored vector was computed from (model, dimension, text):
+    ``reindex`` skips a record whose stored key matches the key of today's text."""
+    return hashlib.blake2b(f"{model}\x1f{dim}\x1f{text}".encode(), digest_size=16).hexdigest()
 
 
 def validate_records(records: Sequence[RecordInput], settings: Settings) -> list[ExperienceIn]:
@@ -116,5 +131,5 @@ def check_filters(filters: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
 
 __all__ = [
     "MAX_BATCH", "MAX_QUERY_CHARS", "MAX_TOP_K", "RecordInput", "check_filters", "check_page",
-    "check_query", "check_top_k", "embedding_text", "validate_records",
+    "check_query", "check_top_k", "embed_key", "embedding_text", "validate_records",
 ]

@@ -17,6 +17,7 @@ from ..models import (
     ExperienceIn,
     MaintenanceReport,
     Namespace,
+    ReindexReport,
     Stats,
     ns_key,
     raise_validation,
@@ -26,7 +27,6 @@ from ..models import (
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import tasks_sql
-from ..storage.vectors import vector_param
 from ..text import search_document, tokens
 from .base import MemoryBase
 from .flow import Embed, Flow, Sql
@@ -52,6 +52,7 @@ class ExportedRecord(ExperienceIn):
     archived_at: datetime | None = None
     merged_into: uuid.UUID | None = None
     merged_from: list[uuid.UUID] = Field(default_factory=list)
+    scenes: list[str] = Field(default_factory=list)
 
     @pydantic.field_validator("last_used_at", "updated_at", "archived_at")
     @classmethod
@@ -155,8 +156,10 @@ class LifecycleFlows(MemoryBase):
             new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
             existing += len(batch) - len(new)
             if new:
-                vectors = yield Embed([embedding_text(r) for r in new])
-                params = [_import_params(r, v, now) for r, v in zip(new, vectors, strict=True)]
+                texts = [embedding_text(r) for r in new]
+                vectors = yield Embed(texts)
+                params = [_import_params(r, self._vector_fields(t, v), now)
+                          for r, t, v in zip(new, texts, vectors, strict=True)]
                 yield Sql(q.INSERT, params, fetch="none")
             done += len(batch)
             if progress:
@@ -164,39 +167,49 @@ class LifecycleFlows(MemoryBase):
         return {"read": len(records) + len(skipped), "imported": len(records) - existing,
                 "already_present": existing, "skipped_lines": skipped}
 
-    def _reindex_flow(self, progress: Progress | None = None) -> Flow[int]:
-        """Re-embed every record with the configured model and rebuild the index."""
+    def _reindex_flow(self, progress: Progress | None = None, force: bool = False
+                      ) -> Flow[ReindexReport]:
+        """Re-embed, with the configured model, the records whose vector was computed
+        from another model or text (every record with ``force``); record the model and
+        make sure the index is there."""
         yield from self._ready_flow(check_model=False)
         yield Sql(q.LOCK_META)
         meta = yield Sql(q.GET_META, {"key": "embedding"})
-        if meta:
-            yield Sql(q.drop_index_sql(int(meta[0]["value"]["dim"])), fetch="none")
+        want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
+        have = meta[0]["value"] if meta else None
+        if have is not None and (have != want or force):
+            # Most vectors change: updating the HNSW index row by row costs more than
+            # building it again afterwards.
+            yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
         (count,) = yield Sql(q.COUNT_ALL)
         total = int(count["count"])
-        done = 0
+        done = embedded = 0
         cursor: dict[str, Any] = {"ns": "", "id": uuid.UUID(int=0)}
         while True:
             rows = yield Sql(q.REINDEX_BATCH, {**cursor, "limit": REINDEX_BATCH})
             if not rows:
                 break
-            texts = [f"{r['lesson']}\n{r['trigger']}" for r in rows]
-            vectors = yield Embed(texts)
-            yield Sql(q.REINDEX_UPDATE, [
-                {"ns": r["ns"], "id": r["id"], "embedding": vector_param(v)}
-                for r, v in zip(rows, vectors, strict=True)
-            ], fetch="none")
+            texts = {i: embedding_text(r) for i, r in enumerate(rows)}
+            stale = [i for i, t in texts.items()
+                     if force or rows[i]["embed_key"] != self._embed_key(t)]
+            if stale:
+                vectors = yield Embed([texts[i] for i in stale])
+                yield Sql(q.REINDEX_UPDATE, [
+                    {"ns": rows[i]["ns"], "id": rows[i]["id"],
+                     **self._vector_fields(texts[i], v)}
+                    for i, v in zip(stale, vectors, strict=True)
+                ], fetch="none")
             done += len(rows)
+            embedded += len(stale)
             cursor = {"ns": rows[-1]["ns"], "id": rows[-1]["id"]}
             if progress:
                 progress(done, total)
-        want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
         yield from self._build_index_flow(want["dim"])
-        self._ready = True
-        return done
+        return ReindexReport(reembedded=embedded, skipped=done - embedded)
 
 
-def _import_params(r: ExportedRecord, vector: list[float], now: datetime) -> dict[str, Any]:
+def _import_params(r: ExportedRecord, vector: dict[str, Any], now: datetime) -> dict[str, Any]:
     return {
         "ns": ns_key(tuple(r.namespace)), "id": r.id, "scene": r.scene, "trigger": r.trigger,
         "action": r.action, "outcome": r.outcome, "lesson": r.lesson,
@@ -206,6 +219,6 @@ def _import_params(r: ExportedRecord, vector: list[float], now: datetime) -> dic
         "last_used_at": r.last_used_at, "created_at": r.created_at or now,
         "updated_at": r.updated_at or now, "archived_at": r.archived_at,
         "merged_into": r.merged_into, "merged_from": r.merged_from,
-        "embedding": vector_param(vector),
+        "also_scenes": [s for s in dict.fromkeys(r.scenes) if s != r.scene], **vector,
         "search_tsv": fts.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
     }

@@ -26,6 +26,7 @@ from ..errors import (
 from ..settings import Settings
 from . import embedded
 from .experiences_sql import DEDUP_EF_SEARCH
+from .vectors import ADAPTERS
 
 VECTOR_HELP = (
     "the PostgreSQL server has no pgvector extension. Install it (Debian/Ubuntu: "
@@ -65,7 +66,7 @@ def _engine_args(settings: Settings) -> dict[str, Any]:
         "pool_pre_ping": True,
         "pool_recycle": 1800,
         "connect_args": {"connect_timeout": max(1, round(settings.connect_timeout)),
-                         "options": options},
+                         "options": options, "context": ADAPTERS},
     }
 
 
