@@ -345,7 +345,8 @@ class Stats(BaseModel):
     reads: dict[str, float] = Field(
         default_factory=dict,
         description="With read replicas: how this memory's reads were served since it "
-        "was created (replica, primary, waited, skipped_down, skipped_lag, no_replica) "
+        "was created (replica, primary, waited, skipped_down, skipped_lag, failed, "
+        "no_replica) "
         "and the largest replica lag seen (max_lag_seconds).",
     )
 

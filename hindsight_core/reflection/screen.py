@@ -93,7 +93,7 @@ def _run_names(trajectory: Trajectory) -> set[str]:
         if step.tool:
             names |= units(step.tool.replace("_", " ")) | units(step.tool)
         for value in (step.args or {}).values():
-            if isinstance(value, str) and value.strip():
+            if isinstance(value, str) and len(value.split()) > 1:  # a command line
                 names |= units(value.split()[0])
     return names
 
