@@ -201,8 +201,14 @@ WEIGHTS = {"keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
            "hybrid (defaults)": {}}
 
 
+FIELDS: list[str] | None = None  # the stores' index fields (None: their default, "$")
+
+
 def index_config(emb: CachedEmbedder) -> dict[str, Any]:
-    return {"dims": c.DIM, "embed": emb.embed, "distance_type": "cosine"}
+    cfg: dict[str, Any] = {"dims": c.DIM, "embed": emb.embed, "distance_type": "cosine"}
+    if FIELDS:
+        cfg["fields"] = FIELDS
+    return cfg
 
 
 def load_store(store: Any, data: list[tuple[str, list[dict], list[dict]]]) -> None:
@@ -273,7 +279,11 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
     ap.add_argument("--reuse", action="store_true",
                     help="measure again on the database kept by --keep (no loading)")
+    ap.add_argument("--fields", default="", help="the stores' index fields, comma-separated "
+                    "(default: not given, the stores' own default: the whole value)")
     args = ap.parse_args()
+    global FIELDS
+    FIELDS = [f for f in args.fields.split(",") if f] or None
 
     from hindsight_core import Memory, Settings
 
@@ -285,8 +295,8 @@ def main() -> None:
     emb = CachedEmbedder()
     # Embed everything once up front (cached): the store's value texts, records, queries.
     from hindsight_core.items.paths import field_texts
-    emb.embed([txt for _, ts, _ in data for t in ts for _, txt in field_texts(item_value(t),
-                                                                               ("$",))])
+    emb.embed([txt for _, ts, _ in data for t in ts
+               for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))])
     emb.embed([f"{r['lesson']}\n{r['trigger']}" for _, ts, _ in data for t in ts
                for r in [record_of(t)]])
     emb.embed([q["question"] for _, _, qs in data for q in qs])

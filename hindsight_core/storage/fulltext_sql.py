@@ -109,10 +109,10 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, df_cap: int) -> st
                     AS avgdl
             FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
         ), kw_idf AS (
-            SELECT t.term, t.df, GREATEST(ln((st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)),
+            SELECT t.term, t.q, t.df, GREATEST(ln((st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)),
                                     {IDF_FLOOR}) AS w
             FROM (
-                SELECT t.term, CASE WHEN t.freq IS NOT NULL
+                SELECT t.term, t.q, CASE WHEN t.freq IS NOT NULL
                     THEN t.freq * (SELECT n FROM kw_st)
                     ELSE (SELECT count(*) FROM (SELECT 1 FROM {table} d
                           WHERE {docs} AND d.search_tsv @@ t.q LIMIT {int(df_cap)}) x)
@@ -130,15 +130,16 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, df_cap: int) -> st
 def bm25_sql(tsv: str) -> str:
     """The BM25 score of the row whose tsvector is ``tsv`` (needs :func:`bm25_ctes`).
 
-    Term frequency and document length (in tokens) are read from the tsvector's
-    positions (one pass over the candidate's own lexemes, no lookup).
+    A query term counts once however often the record repeats it, and a record's
+    length is its number of distinct terms (``length(tsvector)``): both come from C
+    functions (``@@``, ``length``), where reading each candidate's term frequencies
+    and token count from its positions (``unnest``) cost 3-8 times ``ts_rank``'s time
+    per candidate, too much for recall's budget. For the short texts lessons and
+    chat turns are, the two rarely differ; where no record repeats a term, the scores
+    are rank_bm25's (tests/test_core_keyword.py).
     """
-    return f"""(SELECT COALESCE(sum(i.w * u.tf * {K1 + 1}
-                    / (u.tf + {K1} * ({1 - B} + {B} * u.dl / st.avgdl))), 0)
-            FROM (SELECT x.lexeme, COALESCE(cardinality(x.positions), 1) AS tf,
-                         sum(COALESCE(cardinality(x.positions), 1)) OVER () AS dl
-                  FROM unnest({tsv}) x) u
-            JOIN kw_idf i ON i.term = u.lexeme CROSS JOIN kw_st st)"""
+    return (f"((SELECT COALESCE(sum(i.w), 0) FROM kw_idf i WHERE {tsv} @@ i.q) * {K1 + 1}"
+            f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / (SELECT avgdl FROM kw_st))))")
 
 
 # The keyword score of a BM25 score: the share it reaches of the summed IDF of the

@@ -1,8 +1,8 @@
 """Per-namespace document counts and lengths for BM25 keyword scoring (issue 15).
 
 ``hindsight_keyword_stats`` holds, per table (``e``: live experience records, ``i``:
-item vectors) and namespace, the number of documents and the sum of their token
-lengths (:func:`hindsight_tsv_len`: positions in the tsvector). Statement-level
+item vectors) and namespace, the number of documents and the sum of their lengths
+(distinct terms: ``length(search_tsv)``, see ``fulltext_sql.bm25_sql``). Statement-level
 triggers with transition tables keep it in step with every insert, update (merge,
 archive, restore, curation), delete and truncate, in the writer's own transaction:
 a reader sees the counts of exactly the rows its snapshot sees. One aggregate per
@@ -22,14 +22,6 @@ down_revision = "0006"
 branch_labels = None
 depends_on = None
 
-# A lexeme stored without positions counts once.
-_LEN = """
-CREATE OR REPLACE FUNCTION hindsight_tsv_len(tsvector) RETURNS integer
-LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT AS
-$$ SELECT COALESCE(sum(COALESCE(cardinality(u.positions), 1)), 0)::integer
-   FROM unnest($1) u $$
-"""
-
 # (ns, docs delta, length delta) rows -> counters; {rows} is a query over the
 # transition tables. Zero deltas are dropped so that no counter row is locked.
 _APPLY = """
@@ -43,15 +35,15 @@ SET docs = s.docs + EXCLUDED.docs, total_len = s.total_len + EXCLUDED.total_len
 
 def _function(name: str, tbl: str, live: str, key: str) -> str:
     """The trigger function of one table; ``live`` says whether a row counts."""
-    ins = f"SELECT ns, 1 AS docs, hindsight_tsv_len(search_tsv) AS len FROM nt WHERE {live}"
-    dele = f"SELECT ns, -1 AS docs, -hindsight_tsv_len(search_tsv) AS len FROM ot WHERE {live}"
+    ins = f"SELECT ns, 1 AS docs, length(search_tsv) AS len FROM nt WHERE {live}"
+    dele = f"SELECT ns, -1 AS docs, -length(search_tsv) AS len FROM ot WHERE {live}"
     o_live, n_live = live.replace("archived_at", "o.archived_at"), live.replace(
         "archived_at", "n.archived_at")
     upd = (
         f"SELECT n.ns, (CASE WHEN {n_live} THEN 1 ELSE 0 END)"
         f" - (CASE WHEN {o_live} THEN 1 ELSE 0 END) AS docs,"
-        f" (CASE WHEN {n_live} THEN hindsight_tsv_len(n.search_tsv) ELSE 0 END)"
-        f" - (CASE WHEN {o_live} THEN hindsight_tsv_len(o.search_tsv) ELSE 0 END) AS len"
+        f" (CASE WHEN {n_live} THEN length(n.search_tsv) ELSE 0 END)"
+        f" - (CASE WHEN {o_live} THEN length(o.search_tsv) ELSE 0 END) AS len"
         f" FROM ot o JOIN nt n USING ({key})"
         f" WHERE o.search_tsv IS DISTINCT FROM n.search_tsv OR ({o_live}) <> ({n_live})"
     )
@@ -88,7 +80,6 @@ def upgrade() -> None:
             total_len bigint NOT NULL,
             PRIMARY KEY (tbl, ns)
         )""")
-    op.execute(_LEN)
     for table, fn, tbl, live, key in _TABLES:
         op.execute(_function(fn, tbl, live, key))
         for event, ref in (("INSERT", "NEW TABLE AS nt"), ("DELETE", "OLD TABLE AS ot"),
@@ -99,7 +90,7 @@ def upgrade() -> None:
                    f"FOR EACH STATEMENT EXECUTE FUNCTION {fn}()")
         op.execute(f"""
             INSERT INTO hindsight_keyword_stats (tbl, ns, docs, total_len)
-            SELECT '{tbl}', ns, count(*), COALESCE(sum(hindsight_tsv_len(search_tsv)), 0)
+            SELECT '{tbl}', ns, count(*), COALESCE(sum(length(search_tsv)), 0)
             FROM {table} WHERE {live} GROUP BY ns""")
 
 
@@ -108,5 +99,4 @@ def downgrade() -> None:
         for event in ("insert", "delete", "update", "truncate"):
             op.execute(f"DROP TRIGGER IF EXISTS {fn}_{event} ON {table}")
         op.execute(f"DROP FUNCTION IF EXISTS {fn}()")
-    op.execute("DROP FUNCTION IF EXISTS hindsight_tsv_len(tsvector)")
     op.execute("DROP TABLE IF EXISTS hindsight_keyword_stats")
