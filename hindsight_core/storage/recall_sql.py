@@ -42,12 +42,13 @@ def search_sql(
     not change the plan either (one namespace, or namespaces of similar sizes).
 
     Candidates are the ``candidates`` nearest by vector plus the best
-    ``candidates`` by full-text rank among at most ``scan_limit`` records matching
+    ``candidates`` by BM25 among at most ``scan_limit`` records matching
     ``:tsq_cand`` (the query's terms minus those common in the table, see
     :func:`fulltext_sql.common_terms_sql`); each candidate then gets both scores: ``semantic``
-    (cosine similarity, clamped to 0..1) and ``keyword`` (``ts_rank`` against all
-    of the query's terms, relative to the best among the candidates). They are
-    fused with the configured weights and bent by the decayed score.
+    (cosine similarity, clamped to 0..1) and ``keyword`` (BM25 against all of the
+    query's terms with the namespace's document frequencies and lengths, as the share
+    of the query's summed IDF it reaches: ``fulltext_sql.KEYWORD``). They are fused
+    with the configured weights and bent by the decayed score.
 
     ``min_relevance``: hits whose fused relevance is below ``:min_relevance`` are
     left out (``Settings.min_relevance``).
