@@ -92,7 +92,7 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, df_cap: int) -> st
             namespace, live rows).
         stats: the condition on ``s`` (``hindsight_keyword_stats``) selecting the
             collection's counters, kept by triggers in the writers' transactions
-            (migration 0007): exact for the statement's snapshot.
+            (migration 0009): exact for the statement's snapshot.
         tbl: the counters' table tag (``e``, ``i``).
         df_cap: document frequencies are counted up to this many rows.
 

@@ -11,14 +11,14 @@ it inside one statement); updates that change neither the text nor whether a rec
 is live (recall feedback, decay) touch no counter row. Document frequencies are not
 kept: they are counted at query time from the GIN index (``fulltext_sql``).
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0009
+Revises: 0008
 """
 
 from alembic import op
 
-revision = "0007"
-down_revision = "0006"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
