@@ -130,7 +130,10 @@ class ItemFlows:
 
     # ------------------------------------------------------------------ batch
 
-    def _batch_flow(self, ops: Sequence[ItemOp]) -> Any:
+    def _batch_flow(self, ops: Sequence[ItemOp], refresh_later: list[Any] | None = None
+                    ) -> Any:
+        """Run ``ops``; ``refresh_later`` (reads on a replica): the TTL refresh is not
+        run but appended to it, as a flow for the primary."""
         gets: list[tuple[int, GetItem]] = []
         searches: list[tuple[int, SearchItems]] = []
         lists: list[tuple[int, ListNamespaces]] = []
@@ -180,7 +183,9 @@ class ItemFlows:
         ac = not (any(op.value is None for op, _ in puts.values())
                   and any(op.value is not None for op, _ in puts.values()))
         yield from self._ready_flow()
-        vectors = (yield Embed(texts + [f[3] for f in fields])) if texts or fields else []
+        # Queries and stored fields are embedded apart (e5-style models prefix each side).
+        qvectors = (yield Embed(texts, query=True)) if texts else []
+        fvectors = (yield Embed([f[3] for f in fields])) if fields else []
         now = self._now()
         results: list[Result] = [None] * len(ops)
         refresh: dict[tuple[str, str], None] = {}
@@ -202,7 +207,7 @@ class ItemFlows:
         for i, op in searches:
             sig = _search_key(op)
             if sig not in seen:
-                qvec = vectors[queries[i]] if i in queries else None
+                qvec = qvectors[queries[i]] if i in queries else None
                 hits = yield from self._search(op, qvec, now, ac)
                 seen[sig] = (hits, [hit for hit, _ in hits])
             hits, results[i] = seen[sig]
@@ -215,10 +220,14 @@ class ItemFlows:
                 seen[op] = yield from self._list_namespaces(op, now, ac)
             results[i] = seen[op]
         if puts:
-            yield from self._apply_puts(puts, fields, vectors[len(texts):], now, ac)
+            yield from self._apply_puts(puts, fields, fvectors, now, ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
-            yield Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
-                                  "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)
+            stmt = Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
+                                   "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)
+            if refresh_later is None:
+                yield stmt
+            else:
+                refresh_later.append(stmt)
         return results
 
     def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool

