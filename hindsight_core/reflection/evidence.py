@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from ..text import _CJK_FUNCTION, cjk_share, tokens
+from ..text import _CJK, _CJK_FUNCTION, cjk_share, tokens
 from .trajectory import Step, Trajectory
 
 # Words every lesson may use: sharing only these with a step grounds nothing.
@@ -45,6 +45,7 @@ could would will may might must do does did done doing have has had
 _GENERIC_CJK = """
 注意 小心 仔细 确保 检查 使用 命令 工具 文件 目录 列出 任务 执行 运行 调用 时候 之前 之后
 需要 应该 一定 确认 操作 结果 问题 可以 如果 那么 然后 进行 一下 相关 情况 是否 存在 时要
+不要 别 勿 没有 它 他 她 我们 你们
 """.split()
 _NEGATION_WORDS = frozenset("not no never dont don't avoid without stop nor cannot".split())
 _CJK_NEGATIONS = ("不要", "不该", "不能", "不可", "别", "勿", "禁止", "避免", "千万别", "不")
@@ -53,8 +54,9 @@ _THANKS = re.compile(
     r"不错|辛苦了)\W*$", re.IGNORECASE)
 _FAILS = re.compile(
     r"(\b(error|errno|exception|traceback|failed|failure|fatal|denied|refused|timed out|"
-    r"timeout|not found|no such|invalid|unauthori[sz]ed|forbidden|exit (code|status) [1-9])\b"
-    r"|错误|失败|异常|拒绝|找不到|不存在|超时|无效)", re.IGNORECASE)
+    r"timeout|not found|no such|invalid|unauthori[sz]ed|forbidden|rejected|exit (code|status) "
+    r"[1-9]|\w+error)\b"
+    r"|\berr!|错误|失败|异常|拒绝|找不到|不存在|超时|无效|无法)", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
@@ -72,14 +74,22 @@ def _generic() -> frozenset[str]:
                      | _CJK_FUNCTION)
 
 
+_IDENTIFIER = re.compile(f"[^\\s,;:()\\[\\]{{}}\"'`，。；：！？、（）{_CJK}]+")
+_JOINER = re.compile(r"[-_./%=@]")
+
+
 def units(text: str) -> set[str]:
     """The content units of ``text`` (see the module docstring), generic ones removed.
 
     CJK text gives its bigrams and also its single characters: a Chinese paraphrase
     ("删除前" for "不该删") often shares no bigram with what it paraphrases.
+    Identifiers (``--user``, ``%Y-%m-%d``, ``package-lock.json``) are units as a whole
+    too: split into words, ``%Y-%m-%d`` would leave nothing.
     """
     generic = _generic()
-    out: set[str] = set()
+    out: set[str] = {
+        ident.lower().rstrip(".!?") for ident in _IDENTIFIER.findall(text)
+        if _JOINER.search(ident) and re.search(r"\w", ident) and len(ident) > 2}
     for tok in tokens(text):
         if cjk_share(tok):
             out.add(tok)
@@ -125,22 +135,29 @@ _CLAUSE = re.compile(r"[,.;:!?，。；：！？\n]+")
 
 
 def prohibitions(text: str) -> list[tuple[set[str], set[str]]]:
-    """What ``text`` says not to do: per negation, ``(negated, clause)``: the units the
-    negation governs ("do not *delete the lock* file", "依赖文件不要*删除*") and the
-    rest of its clause (the object: "依赖文件")."""
+    """What ``text`` says not to do: per negation, ``(negated, clause)``: the units of
+    the verb the negation governs ("do not *delete* the lock file", "依赖文件不要*删除*")
+    and the rest of its clause (the object: "lock file", "依赖文件")."""
     out: list[tuple[set[str], set[str]]] = []
     negations = {w.replace("'", "") for w in _NEGATION_WORDS}
     for clause in _CLAUSE.split(unicodedata.normalize("NFKC", text).lower()):
         words = re.findall(r"[\w']+", clause)
         for i, word in enumerate(words):
             if word.replace("'", "") in negations:
-                negated = units(" ".join(words[i + 1:i + 4]))
+                # the verb it governs ("don't *rename* public functions"), not its object
+                negated = next((u for w in words[i + 1:i + 4] if (u := units(w))), set())
                 out.append((negated, units(clause) - negated))
         for neg in _CJK_NEGATIONS:
             for m in re.finditer(re.escape(neg), clause):
                 negated = {u for u in units(clause[m.end():m.end() + 3]) if cjk_share(u)}
                 out.append((negated, units(clause[:m.start()])))
     return [(n, c) for n, c in out if n]
+
+
+def asked_units(text: str) -> set[str]:
+    """Units of the clauses of ``text`` that hold no negation: what it asks for instead
+    ("never send it to everyone, *only to team-dev*")."""
+    return set().union(*(units(c) for c in _CLAUSE.split(text) if not prohibitions(c)))
 
 
 def negated_units(text: str) -> set[str]:
@@ -162,7 +179,9 @@ def step_text(step: Step) -> str:
     return " ".join(p for p in parts if p)
 
 
-def _failed(step: Step) -> bool:
+def failed_step(step: Step) -> bool:
+    """Whether a step reports a failure: ``Step.failed``, or a result that names one
+    anywhere near its start ("! [rejected]", "E  ModuleNotFoundError", "HTTP 403 禁止")."""
     return step.failed or (step.kind in ("tool_result", "error") and bool(
         _FAILS.search(step.content[:300])))
 
@@ -213,7 +232,7 @@ def analyse(trajectory: Trajectory) -> Run:
                 run.context[n] = [n]
                 pending_failure = False
             last_call, acted = n, True
-        elif _failed(step):
+        elif failed_step(step):
             run.failed.append(n)
             run.context[n] = [n] + ([last_call] if last_call else [])
             pending_failure = True

@@ -4,9 +4,10 @@ The agent was shown its recalled lessons; a model asked to reflect often writes
 one of them back in other words. Write-time dedup compares lesson *and* trigger, so
 a reworded lesson with a new trigger can slip under its threshold. Here each
 candidate's lesson is compared with the lessons recalled during the run alone: at
-or above ``settings.dedup_threshold`` (and past the dedup guard's lexical veto,
-``WriteFlows.same_meaning``) the recalled record gets ``occurrences + 1`` and a
-``merged`` event, and the candidate is not written.
+or above the dedup threshold (``memory.dedup_threshold``), and past the dedup
+guard's lexical veto (``WriteFlows.same_meaning``), the recalled record gets
+``occurrences + 1`` and a ``merged`` event (and the candidate's scene, as a
+write-time merge would), and the candidate is not written.
 """
 
 from __future__ import annotations
@@ -49,14 +50,19 @@ def reinforce_flow(memory: RecordFlows, namespace: Namespace | str | None,
                 out[i] = WriteResult(id=live[j]["id"], status="merged",
                                      similarity=round(sim, 4))
                 break
-            if sim < memory.settings.dedup_threshold:
+            if sim < memory.dedup_threshold:
                 break
     if out:
         now = memory._now()
         ids = [r.id for r in out.values()]
+        scenes: dict[uuid.UUID, list[str]] = {}
+        for i, res in out.items():  # the record now also belongs to the candidate's scene
+            scenes.setdefault(res.id, [])
+            if records[i]["scene"] not in scenes[res.id]:
+                scenes[res.id].append(records[i]["scene"])
         yield Sql(q.MERGE_DUPLICATE, [
             {"ns": ns, "id": rid, "now": now, "added": ids.count(rid), "critical": False,
-             "importance": None} for rid in dict.fromkeys(ids)], fetch="none")
+             "importance": None, "scenes": scenes[rid]} for rid in scenes], fetch="none")
         yield Sql(q.INSERT_EVENT, [
             {"ns": ns, "record_id": rid, "kind": "merged", "now": now,
              "detail": json.dumps({"added": ids.count(rid), "by": "reflection"})}

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..text import cjk_share
+from .evidence import failed_step
 from .trajectory import Trajectory
 
 NAME = "rule-based"
@@ -46,8 +47,8 @@ def _calls(trajectory: Trajectory) -> list[_Call]:
                 continue
             target.done = True
             target.steps.append(n)
-            target.failed = step.failed
-            target.error = step.content if step.failed else ""
+            target.failed = failed_step(step)
+            target.error = step.content if target.failed else ""
     return calls
 
 
