@@ -274,7 +274,7 @@ async def test_mcp_server_reads_on_the_replica(database_url: str, standby: Stand
                                                tmp_path) -> None:  # noqa: ANN001
     import secrets
 
-    from _mcp_util import free_port, http_client, start_cli, stop, wait_healthy
+    from _mcp_util import SIGTERM_EXIT, free_port, http_client, start_cli, stop, wait_healthy
 
     token = secrets.token_urlsafe(16)
     app = f"hs-mcp-{uuid.uuid4().hex[:8]}"  # names the server's connections to the standby
@@ -302,5 +302,5 @@ async def test_mcp_server_reads_on_the_replica(database_url: str, standby: Stand
             assert last and "COMMIT" in last, last
             assert any("pg_last_wal_replay_lsn" in q for q in last), last
     finally:
-        stop(proc)
-    assert "Traceback" not in log.read_text()
+        code = stop(proc)
+    assert code == SIGTERM_EXIT and "Traceback" not in log.read_text(), log.read_text()
