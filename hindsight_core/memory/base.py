@@ -79,6 +79,7 @@ class MemoryBase:
         self._database_url = database_url
         self.clock: Clock = clock or now_utc
         self._ready = False
+        self._model_loaded = False  # the embedder has answered once (see recall)
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_lock = threading.Lock()  # a Memory may be shared by threads
