@@ -28,6 +28,7 @@ Exit status 1 if any install or check failed.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -39,7 +40,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -223,50 +224,61 @@ def _reply(proc: subprocess.Popen[str], want_id: int) -> dict[str, object]:
     raise CheckFailed(f"hindsight mcp closed stdout before answering request {want_id}")
 
 
-def check_mcp(venv: Path, log: Path, home: Path) -> None:
-    """``hindsight mcp`` over stdio: initialize, tools/list, exit on EOF."""
+@contextlib.contextmanager
+def serving(venv: Path, home: Path, log: Path, args: list[str],
+            stdio: bool) -> Iterator[subprocess.Popen[str]]:
+    """Run ``hindsight <args>``; afterwards make sure it and its PostgreSQL are gone.
+
+    A server that leaves the embedded PostgreSQL of ``home`` running fails the check
+    (after the check's own failure, if any, which is the one reported).
+    """
     with log.open("a") as err:
-        proc = subprocess.Popen([str(venv / "bin" / "hindsight"), "mcp"],
+        proc = subprocess.Popen([str(venv / "bin" / "hindsight"), *args],
                                 env=server_env(venv, home), cwd=venv, text=True,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
-    timer = _Deadline(proc, SERVER_TIMEOUT)
+                                stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE if stdio else err, stderr=err)
     try:
-        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "check-installs", "version": "1"}}})
-        init = _reply(proc, 1)
-        if "result" not in init:
-            raise CheckFailed(f"initialize: {init}")
-        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
-        tools = {t["name"] for t in _reply(proc, 2)["result"]["tools"]}  # type: ignore[index]
-        if "search_memory" not in tools:
-            raise CheckFailed(f"tools/list has no search_memory: {sorted(tools)}")
-        assert proc.stdin is not None
-        proc.stdin.close()  # how a client ends a stdio server
-        code = proc.wait(30)
-        if code != 0:
-            raise CheckFailed(f"hindsight mcp exited {code} on end of input")
-    except (subprocess.TimeoutExpired, ValueError, KeyError, OSError) as exc:
-        raise CheckFailed(f"hindsight mcp: {exc!r}{timer.note()}") from exc
+        yield proc
     finally:
-        timer.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         left = stop_embedded(home, log)
     if left:
-        raise CheckFailed("hindsight mcp left the embedded PostgreSQL running")
+        raise CheckFailed(f"hindsight {' '.join(args)} left the embedded PostgreSQL running")
+
+
+def check_mcp(venv: Path, log: Path, home: Path) -> None:
+    """``hindsight mcp`` over stdio: initialize, tools/list, exit on EOF."""
+    with serving(venv, home, log, ["mcp"], stdio=True) as proc:
+        timer = _Deadline(proc, SERVER_TIMEOUT)
+        try:
+            _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "check-installs", "version": "1"}}})
+            init = _reply(proc, 1)
+            if "result" not in init:
+                raise CheckFailed(f"initialize: {init}")
+            _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+            _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+            tools = {t["name"] for t in _reply(proc, 2)["result"]["tools"]}  # type: ignore[index]
+            if "search_memory" not in tools:
+                raise CheckFailed(f"tools/list has no search_memory: {sorted(tools)}")
+            assert proc.stdin is not None
+            proc.stdin.close()  # how a client ends a stdio server
+            code = proc.wait(30)
+            if code != 0:
+                raise CheckFailed(f"hindsight mcp exited {code} on end of input")
+        except (subprocess.TimeoutExpired, ValueError, KeyError, OSError) as exc:
+            raise CheckFailed(f"hindsight mcp: {exc!r}{timer.note()}") from exc
+        finally:
+            timer.cancel()
 
 
 def check_ui(venv: Path, log: Path, home: Path) -> None:
     """``hindsight ui`` answers ``GET /`` on a loopback port, then stops on SIGTERM."""
     port = free_port()
-    with log.open("a") as err:
-        proc = subprocess.Popen([str(venv / "bin" / "hindsight"), "ui", "--port", str(port)],
-                                env=server_env(venv, home), cwd=venv, text=True,
-                                stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-    try:
+    with serving(venv, home, log, ["ui", "--port", str(port)], stdio=False) as proc:
         deadline = time.monotonic() + SERVER_TIMEOUT
         while True:
             if proc.poll() is not None:
@@ -283,16 +295,10 @@ def check_ui(venv: Path, log: Path, home: Path) -> None:
         if resp.status != 200 or "<html" not in body.lower():
             raise CheckFailed(f"GET / answered {resp.status}: {body[:200]!r}")
         proc.send_signal(signal.SIGTERM)  # what docker stop, systemd and supervisors send
-        proc.wait(30)
-    except subprocess.TimeoutExpired as exc:
-        raise CheckFailed("hindsight ui did not stop in 30 s on SIGTERM") from exc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        left = stop_embedded(home, log)
-    if left:
-        raise CheckFailed("hindsight ui left the embedded PostgreSQL running after SIGTERM")
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired as exc:
+            raise CheckFailed("hindsight ui did not stop in 30 s on SIGTERM") from exc
 
 
 class _Deadline:
