@@ -69,7 +69,8 @@ def run(cmd: list[str], log: Path, *, env: dict[str, str] | None = None,
     with log.open("a") as out:
         out.write(proc.stdout + proc.stderr)
     if proc.returncode != 0:
-        raise CheckFailed(f"{' '.join(cmd[:4])}... exited {proc.returncode}")
+        shown = " ".join(cmd).splitlines()[0][:120]
+        raise CheckFailed(f"{shown} ... exited {proc.returncode}")
     return proc.stdout
 
 
