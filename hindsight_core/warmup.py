@@ -71,7 +71,7 @@ class Warmup:
 
     def _load_model(self) -> None:
         try:
-            self.memory.embedder.embed(["warm up"])
+            self.memory.embedder.embed_documents(["warm up"])
         except Exception as exc:  # noqa: BLE001 - any provider failure; logged and survived
             self.model.error = str(exc)
             log.warning("embedder warm-up failed (%s); calls that embed report it until it "

