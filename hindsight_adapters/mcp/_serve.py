@@ -46,7 +46,7 @@ def warm_up(memory: AsyncMemory) -> None:
     degrades until the embedder answers.
     """
     try:
-        memory.embedder.embed(["warm up"])
+        memory.embedder.embed_queries(["warm up"])
     except Exception as exc:  # noqa: BLE001 - any provider failure; logged and survived
         log.warning("embedder warm-up failed (%s); recall degrades until it recovers", exc)
 
