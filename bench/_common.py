@@ -202,3 +202,11 @@ def time_calls(fn: Callable[[int], Any], n: int, warmup: int = 10) -> dict[str, 
 
 def new_ns() -> tuple[str, str]:
     return ("bench", uuid.uuid4().hex[:8])
+
+
+def analyze(url: str) -> None:
+    """``ANALYZE`` the database (the statistics autovacuum would gather in time)."""
+    engine = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with engine.connect() as conn:
+        conn.execute(sa.text("ANALYZE"))
+    engine.dispose()

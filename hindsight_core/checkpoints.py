@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from .memory.sync import Memory
 
 _NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
+CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's checkpoints
 
 
 # ---------------------------------------------------------------------- front ends
@@ -80,8 +81,22 @@ class Checkpoints(_Base):
         self._pool: WarmConnections | None = None
 
     def _run(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
-        """Run a flow: ``atomic`` ones in a transaction, the rest in autocommit mode
-        on a warm connection (one statement each, so each is atomic anyway)."""
+        """Run a flow that writes: ``atomic`` ones in a transaction, the rest in
+        autocommit mode on a warm connection (one statement each, so each is atomic
+        anyway). With read replicas, the WAL position is noted (read-your-writes)."""
+        result = self._primary(make, atomic)
+        self.memory._wrote(CHECKPOINTS_KEY)
+        return result
+
+    def _read(self, make: Callable[[], Flow[Any]]) -> Any:
+        """Run a read flow: on a read replica when configured, else on the primary."""
+        reads = self.memory._replica_reads() if self._migrated else None
+        if reads is None:
+            return self._primary(make)
+        return reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make),
+                         fast=True)
+
+    def _primary(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
         if not self._migrated:
             self.setup()
         engine = self.memory.engine
@@ -148,7 +163,7 @@ class Checkpoints(_Base):
         """One checkpoint, or the latest of the thread and namespace; None if absent."""
         return cast(
             "CheckpointRow | None",
-            self._run(lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id)),
+            self._read(lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id)),
         )
 
     def list(
@@ -164,7 +179,7 @@ class Checkpoints(_Base):
         """Checkpoints newest first; ``metadata`` matches by JSON containment."""
         return cast(
             "list[CheckpointRow]",
-            self._run(
+            self._read(
                 lambda: list_flow(thread_id, checkpoint_ns, checkpoint_id, metadata, before, limit)
             ),
         )
@@ -187,7 +202,7 @@ class Checkpoints(_Base):
 
     def thread_stats(self, thread_id: str) -> dict[str, int]:
         """Counts of checkpoints, blobs and writes of a thread, and the largest sizes."""
-        return cast("dict[str, int]", self._run(lambda: thread_stats_flow(thread_id)))
+        return cast("dict[str, int]", self._read(lambda: thread_stats_flow(thread_id)))
 
 
 class AsyncCheckpoints(_Base):
@@ -199,6 +214,18 @@ class AsyncCheckpoints(_Base):
         self._pool: AsyncWarmConnections | None = None
 
     async def _run(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
+        result = await self._primary(make, atomic)
+        await self.memory._wrote(CHECKPOINTS_KEY)
+        return result
+
+    async def _read(self, make: Callable[[], Flow[Any]]) -> Any:
+        reads = self.memory._replica_reads() if self._migrated else None
+        if reads is None:
+            return await self._primary(make)
+        return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY,
+                               lambda: self._primary(make), fast=True)
+
+    async def _primary(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
         if not self._migrated:
             await self.setup()
         engine = await self.memory._get_engine()
@@ -261,7 +288,7 @@ class AsyncCheckpoints(_Base):
     ) -> CheckpointRow | None:
         return cast(
             "CheckpointRow | None",
-            await self._run(lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id)),
+            await self._read(lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id)),
         )
 
     async def list(
@@ -276,7 +303,7 @@ class AsyncCheckpoints(_Base):
     ) -> list[CheckpointRow]:
         return cast(
             "list[CheckpointRow]",
-            await self._run(
+            await self._read(
                 lambda: list_flow(thread_id, checkpoint_ns, checkpoint_id, metadata, before, limit)
             ),
         )
@@ -294,4 +321,4 @@ class AsyncCheckpoints(_Base):
         await self._run(lambda: prune_flow(thread_ids, strategy), atomic=True)
 
     async def thread_stats(self, thread_id: str) -> dict[str, int]:
-        return cast("dict[str, int]", await self._run(lambda: thread_stats_flow(thread_id)))
+        return cast("dict[str, int]", await self._read(lambda: thread_stats_flow(thread_id)))

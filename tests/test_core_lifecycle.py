@@ -187,7 +187,7 @@ def test_model_mismatch_and_reindex(fresh_db: str, embedder) -> None:  # type: i
     with pytest.raises(EmbeddingModelMismatchError, match="hindsight reindex"):
         mem2.search("delete files")
     seen: list[tuple[int, int]] = []
-    assert mem2.reindex(progress=lambda done, total: seen.append((done, total))) == 1
+    assert mem2.reindex(progress=lambda done, total: seen.append((done, total))).reembedded == 1
     assert seen[-1] == (1, 1)
     assert mem2.search("check extension before deleting")[0].record.id == rid
     assert mem2.stats().embedding_model == "minilm-projected-128"

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import time
 import uuid
@@ -22,13 +21,22 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from _mcp_util import CLI, free_port, http_client, start_cli, stop, text, wait_healthy
+from _mcp_util import (
+    CLI,
+    SIGTERM_EXIT,
+    free_port,
+    http_client,
+    start_cli,
+    stop,
+    text,
+    wait_healthy,
+)
 
 from hindsight_core import Memory, Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
-SERVICES = {"hindsight-db", "hindsight-mcp", "hindsight-worker"}
+SERVICES = {"hindsight-db", "hindsight-mcp", "hindsight-proxy", "hindsight-worker"}
 
 
 @pytest.fixture(scope="module")
@@ -79,10 +87,31 @@ def test_service_graph(compose: dict[str, Any]) -> None:
         assert services[name]["depends_on"]["hindsight-db"]["condition"] == "service_healthy"
     assert "build" in services["hindsight-mcp"]
     assert services["hindsight-worker"]["image"] == services["hindsight-mcp"]["image"]
-    assert [n for n, s in services.items() if s.get("ports")] == ["hindsight-mcp"]
-    (port,) = services["hindsight-mcp"]["ports"]
+    assert [n for n, s in services.items() if s.get("ports")] == ["hindsight-proxy"]
+    (port,) = services["hindsight-proxy"]["ports"]
     assert port.endswith(":8765") and ":-8765}" in port
     assert Settings().mcp_port == 8765
+
+
+def test_several_mcp_replicas_behind_one_port(compose: dict[str, Any]) -> None:
+    """Replicas: no fixed container name or host port; the proxy reaches all of them."""
+    services = compose["services"]
+    mcp, proxy = services["hindsight-mcp"], services["hindsight-proxy"]
+    assert "container_name" not in mcp and "ports" not in mcp
+    assert re.fullmatch(r"\$\{HINDSIGHT_MCP_REPLICAS:-[2-9]\}", mcp["deploy"]["replicas"])
+    assert mcp["command"][-1] == "8765" and mcp["expose"] == ["8765"]
+    assert proxy["depends_on"]["hindsight-mcp"]["condition"] == "service_healthy"
+    (config,) = proxy["configs"]
+    assert config["target"] == "/etc/nginx/nginx.conf"
+    conf = compose["configs"][config["source"]]["content"]
+    # A variable upstream re-resolved through Docker's DNS: every replica gets requests.
+    assert "resolver 127.0.0.11" in conf
+    assert "set $$hindsight_mcp http://hindsight-mcp:8765;" in conf
+    assert "proxy_pass $$hindsight_mcp;" in conf
+    assert not re.search(r"(?<!\$)\$(?!\$)", conf), "a lone $ would be compose interpolation"
+    limit = re.search(r"client_max_body_size (\d+)m;", conf)
+    assert limit and int(limit.group(1)) * 1_000_000 >= Settings().mcp_max_body_bytes
+    assert "listen 8765;" in conf and "/healthz" in " ".join(proxy["healthcheck"]["test"])
 
 
 def test_database_health_volume_and_password(compose: dict[str, Any]) -> None:
@@ -105,7 +134,8 @@ def test_environment_names_are_settings(compose: dict[str, Any]) -> None:
     for service in compose["services"].values():
         names |= set(service.get("environment") or {})
     hindsight = {n for n in names if n.startswith("HINDSIGHT_")}
-    assert hindsight - {"HINDSIGHT_MCP_PUBLISH", "HINDSIGHT_IMAGE_TAG"} <= fields, (
+    not_settings = {"HINDSIGHT_MCP_PUBLISH", "HINDSIGHT_IMAGE_TAG", "HINDSIGHT_MCP_REPLICAS"}
+    assert hindsight - not_settings <= fields, (
         hindsight - fields)
     raw = (DOCKER / "compose.yml").read_text()
     required = set(re.findall(r"\$\{(\w+):\?", raw))
@@ -163,7 +193,7 @@ def test_worker_once_sweeps_and_reflects_pending(fresh_db: str) -> None:
         task = log.start_task("say hello")
         log.log_step(task, Step(kind="message", role="assistant", content="hello"))
         log.end_task(task, "success")
-    done = subprocess.run([*CLI, "worker", "--once", "--grace", "0"], capture_output=True,
+    done = subprocess.run([*CLI, "worker", "--once", "--grace", "0", "--json"], capture_output=True,
                           text=True, timeout=120,
                           env={**os.environ, "HINDSIGHT_DATABASE_URL": fresh_db})
     assert done.returncode == 0, done.stderr
@@ -210,7 +240,7 @@ async def test_mcp_entrypoint_serves_with_remote_embedder(
             stats = await client.read_resource("memory://stats")
     finally:
         code = stop(proc)
-    assert code in (0, -signal.SIGTERM), log.read_text()
+    assert code == SIGTERM_EXIT, log.read_text()
     assert not result.is_error, text(result)
     assert result.structured_content["results"] == []
     assert "memory unavailable" in result.structured_content["warning"]

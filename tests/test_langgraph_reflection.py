@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Annotated, Any, TypedDict
 
@@ -32,6 +33,7 @@ from hindsight_adapters.langgraph import (  # noqa: E402
     thread_trajectory,
 )
 from hindsight_core import AsyncMemory, Memory, Settings  # noqa: E402
+from hindsight_core.reflection import ScriptedLLM  # noqa: E402
 
 
 class State(TypedDict):
@@ -129,6 +131,31 @@ def test_recall_node_puts_lessons_first_and_reflection_node_learns(
     assert len(results) == 1 and not results[0].skipped
     lessons = {r.lesson for r in memory.list_records()}
     assert len(lessons) == 2  # the seeded one and the one just learned
+
+
+def test_a_model_repeating_the_recalled_lesson_reinforces_it(saver: Any, memory: Memory) -> None:
+    """Steps as the model sees them: 1 the question, 2 convert, 3 its error, 4 the call
+    with fmt=jpg, 5 its result, 6 the answer (the recalled-lessons message is no step)."""
+    shown = memory.write({"scene": "images", "trigger": "converting CMYK images for the web",
+                          "lesson": "Convert CMYK images to jpg, not png"})
+    repeat = {"lesson": "Convert CMYK images to jpg, not png.", "steps": [3, 4],
+              "trigger": "a CMYK image to convert", "confidence": 0.9}
+    copy = {"lesson": "Write every text field in the language of the run", "steps": [3],
+            "trigger": "any", "confidence": 0.9}
+    llm = ScriptedLLM([json.dumps({"records": [repeat, copy]})])
+    reflect = reflection_node(memory, llm=llm, scene="images")
+    graph = graph_for(saver, scripted_run(), ("recall", recall_node(memory, top_k=2)),
+                      ("reflect", reflect))
+    graph.invoke({"messages": [HumanMessage("convert a CMYK image for the web")]},
+                 {"configurable": {"thread_id": uuid.uuid4().hex}})
+    (result,) = reflect.reflection.wait(timeout=60)
+    reflect.reflection.close()
+    assert [r.id for r in result.reinforced] == [shown.id] and result.written == []
+    assert [d["reason"][:17] for d in result.dropped] == ["copies the prompt"]
+    (only,) = memory.list_records()
+    assert only.id == shown.id and only.occurrences == 2
+    assert "6. [message (assistant)] Converted a.tif to jpg." in llm.calls[0]["messages"][1][
+        "content"]
 
 
 def test_recall_node_degrades_to_nothing(embedder: Any) -> None:

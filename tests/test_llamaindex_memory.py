@@ -144,7 +144,8 @@ async def test_end_task_reflects_with_a_llamaindex_llm(amemory: AsyncMemory) -> 
     pytest.importorskip("hindsight_core.reflection", reason="reflection not built yet")
     reply = json.dumps({"records": [{
         "scene": "file-cleanup", "trigger": "clearing out a downloads folder",
-        "lesson": "Keep PDFs when cleaning downloads", "confidence": 0.9}]})
+        "lesson": "Keep PDFs when cleaning downloads", "confidence": 0.9,
+        "steps": [3], "evidence": "report.pdf"}]})  # step 3: list_files' result
     reflection_llm = ScriptedChatLLM([reply])
     mem = HindsightMemory(memory=amemory, reflection_llm=reflection_llm, tokenizer_fn=str.split)
     try:

@@ -40,15 +40,17 @@ def answer(*records: dict) -> str:
 
 def rec(lesson: str, confidence: float | str = 0.9, trigger: str = "cleaning downloads",
         **extra: object) -> dict:
+    """A record grounded in CLEANUP: it cites the delete (4) and the complaint (6)."""
     return {"scene": "file-cleanup", "trigger": trigger, "action": "deleted by date",
-            "outcome": "failure", "lesson": lesson, "confidence": confidence, **extra}
+            "outcome": "failure", "lesson": lesson, "confidence": confidence,
+            "steps": [4, 6], "evidence": "That was the installer I still need!", **extra}
 
 
 def test_three_good_records_are_written(memory: Memory) -> None:
     llm = ScriptedLLM([answer(
         rec("Check the extension before deleting files"),
-        rec("Retry with backoff on HTTP 429", trigger="calling a rate-limited API"),
-        rec("Use pip install --user without root", trigger="installing python packages"),
+        rec("Ask the user before deleting an installer", trigger="deleting installers"),
+        rec("Dates in names do not make setup files old", trigger="files named by date"),
     )])
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert not result.skipped and result.error is None
@@ -56,19 +58,22 @@ def test_three_good_records_are_written(memory: Memory) -> None:
     assert [w.status for w in result.written] == ["inserted"] * 3
     stored = {r.lesson: r for r in memory.list_records()}
     assert set(stored) == {"Check the extension before deleting files",
-                           "Retry with backoff on HTTP 429",
-                           "Use pip install --user without root"}
+                           "Ask the user before deleting an installer",
+                           "Dates in names do not make setup files old"}
     one = stored["Check the extension before deleting files"]
     assert one.scene == "file-cleanup"  # the trajectory's scene wins
     assert one.source["agent"] == "cleanup-bot" and one.source["distiller"] == "llm:scripted"
     assert one.confidence == pytest.approx(0.9)
     # the prompt: versioned template, JSON schema, the run rendered with its steps
     (call,) = llm.calls
-    assert call["json_schema"]["properties"]["records"]["maxItems"] == 3
+    items = call["json_schema"]["properties"]["records"]
+    assert items["maxItems"] == 3 and "steps" in items["items"]["required"]
     system, user = call["messages"]
-    assert "No new lesson" in system.get("content") or "no new lesson" in system["content"]
+    assert "An empty list is the right answer" in system["content"]
+    assert '"lesson": "' not in system["content"]  # no example lesson to copy
     assert "at most 50 characters" in system["content"]
     assert "setup-2024-01-02.exe" in user["content"] and "Goal: Clean up" in user["content"]
+    assert "\n6. [message (user)] That was the installer" in user["content"]
 
 
 def test_low_confidence_is_dropped(memory: Memory) -> None:
@@ -124,17 +129,31 @@ def test_model_errors_are_retried_then_skipped(memory: Memory) -> None:
     assert len(Reflector(memory, ok).reflect(CLEANUP).written) == 1
 
 
-def test_over_long_lesson_is_dropped_with_reason(memory: Memory) -> None:
+def test_over_long_lesson_is_sent_back_once_then_dropped(memory: Memory) -> None:
     long = "Before deleting anything in a downloads folder always check the extension first"
-    llm = ScriptedLLM([answer(rec(long), rec("Check the extension before deleting files"))])
+    llm = ScriptedLLM([answer(rec(long), rec("Check the extension before deleting files")),
+                       answer(rec(long + " of every file"))])
     result = Reflector(memory, llm).reflect(CLEANUP)
-    assert len(result.written) == 1
+    assert len(result.written) == 1 and result.asked_again == 1
     (dropped,) = result.dropped
-    assert dropped["record"]["lesson"] == long and "at most 50" in dropped["reason"]
+    assert dropped["record"]["lesson"] == long + " of every file"
+    assert "after being asked again" in dropped["reason"] and "≤ 50" in dropped["reason"]
+    fix = llm.calls[1]["messages"][-1]["content"]
+    assert "shorten it to ≤ 50 characters" in fix and long in fix
+    assert memory.list_records()[0].lesson == "Check the extension before deleting files"
+
+
+def test_over_long_lesson_shortened_when_asked_is_kept(memory: Memory) -> None:
+    long = "Before deleting anything in a downloads folder always check the extension first"
+    shorter = {"lesson": "Check the extension before deleting downloads"}  # no citations
+    llm = ScriptedLLM([answer(rec(long)), answer(shorter)])
+    result = Reflector(memory, llm).reflect(CLEANUP)
+    assert result.dropped == [] and result.asked_again == 1
+    assert [r["lesson"] for r in result.records] == [shorter["lesson"]]  # never truncated
 
 
 def test_string_numbers_and_extra_records(memory: Memory) -> None:
-    records = [rec(f"Lesson number {i} about topic {i * 7}", "85%") for i in range(4)]
+    records = [rec(f"Keep installer {i * 7} when deleting by date", "85%") for i in range(4)]
     result = Reflector(memory, ScriptedLLM([answer(*records)])).reflect(CLEANUP)
     assert len(result.written) == 3
     assert result.dropped[0]["reason"] == "more than 3 records"
@@ -237,7 +256,8 @@ def test_chinese_trajectory_keeps_chinese_lessons(memory: Memory) -> None:
     lesson = "删除前先检查扩展名，文件名带日期不代表可以删"
     llm = ScriptedLLM([answer({"scene": "文件清理", "trigger": "按日期批量删除下载文件",
                                "action": "按文件名中的日期删除", "outcome": "失败：误删报告",
-                               "lesson": lesson, "confidence": 0.85})])
+                               "lesson": lesson, "confidence": 0.85, "steps": [1, 3],
+                               "evidence": "安装包也不该删"})])
     result = Reflector(memory, llm).reflect(run)
     system, user = llm.calls[0]["messages"]
     assert "in Chinese" in system["content"] and "清理下载文件夹" in user["content"]

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
+from _chat_server import ChatServer, serve
 from typer.testing import CliRunner
 
 import hindsight_core.reflection as reflection
@@ -27,59 +24,14 @@ from hindsight_core.reflection import (
     parse_records,
 )
 
-
-class ChatServer:
-    """A tiny OpenAI-compatible chat server: canned answers, requests recorded."""
-
-    def __init__(self) -> None:
-        self.answers: list[tuple[int, dict[str, Any] | str]] = []
-        self.requests: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server API)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body,
-                                        "auth": self.headers.get("Authorization")})
-                status, payload = server.answers.pop(0)
-                data = payload if isinstance(payload, str) else json.dumps(payload)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(data.encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def completion(self, text: str, prompt: int = 40, completion: int = 9) -> None:
-        self.answers.append((200, {
-            "id": "c1", "object": "chat.completion", "model": "tiny-1",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion}}))
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def chat() -> Iterator[ChatServer]:
-    server = ChatServer()
-    yield server
-    server.close()
-
+chat = pytest.fixture(serve)
 
 LESSON = {"records": [{"trigger": "cleaning downloads", "lesson":
-                       "Check the extension before deleting files", "confidence": 0.8}]}
+                       "Check the extension before deleting files", "confidence": 0.8,
+                       "steps": [1, 2], "evidence": "I still need that installer"}]}
 RUN = Trajectory(goal="Clean up the Downloads folder", outcome="partial",
-                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"})])
+                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"}),
+                        Step(kind="message", role="user", content="I still need that installer")])
 
 
 def test_openai_client_round_trip(chat: ChatServer) -> None:
@@ -211,8 +163,9 @@ def test_all_is_complete() -> None:
 def test_prompt_is_package_data() -> None:
     prompts = Path(reflection.__file__).parent / "prompts"
     assert (prompts / f"{reflection.PROMPT_VERSION}.md").is_file()
-    text = (prompts / "distill_v1.md").read_text()
-    assert "{{max_chars}}" in text and '{"records": []}' in text and "language" in text
+    text = (prompts / "distill_v2.md").read_text()
+    assert "{{max_chars}}" in text and '"steps"' in text and "language" in text
+    assert '"lesson": "' not in text  # no example lesson to copy
 
 
 # ---------------------------------------------------------------------- CLI

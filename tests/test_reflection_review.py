@@ -114,3 +114,47 @@ async def test_async_review_matches(amemory: AsyncMemory) -> None:
     (merged,) = result.merged
     assert set(merged.merged_from) == {w[0].id, w[1].id}
     assert (await amemory.get(w[0].id)).merged_into == merged.id
+
+
+def merge_answer(lesson: str) -> str:
+    return json.dumps({"merge": True, "reason": "same point", "record": {
+        "trigger": "cleaning downloads", "lesson": lesson, "confidence": 0.9}})
+
+
+@pytest.mark.parametrize(("lesson", "why"), [
+    ("Check extensions before deleting and back up to a vault first", "adds claims"),
+    ("Check the extension before deleting 3 files", "adds a number"),
+    ("Never check the extension before deleting files", "contradicts lesson 1"),
+    ("Be careful with your downloads folder", "drops what lesson 1 says"),
+    ("Write one lesson that says what every one of them says", "copies the prompt"),
+])
+def test_a_merge_that_changes_what_the_lessons_say_is_skipped(memory: Memory, lesson: str,
+                                                              why: str) -> None:
+    ids = seed(memory)
+    result = Reflector(memory, ScriptedLLM([merge_answer(lesson)])).review(
+        Trajectory(goal="clean downloads", scene=SCENE))
+    assert result.merged == []
+    (decision,) = result.decisions
+    assert decision.action == "skip" and why in decision.reason, decision.reason
+    assert {ids["dup1"], ids["dup2"]} <= {r.id for r in memory.list_records()}  # unchanged
+
+
+def test_an_over_long_merge_is_asked_again_once(memory: Memory) -> None:
+    seed(memory)
+    long = "Check the extension of each file before deleting it when cleaning downloads"
+    short = "Check a file's extension before deleting"
+    llm = ScriptedLLM([merge_answer(long), merge_answer(short)])
+    result = Reflector(memory, llm).review(Trajectory(goal="clean downloads", scene=SCENE))
+    (merged,) = result.merged
+    assert merged.lesson == short
+    assert len(llm.calls) == 2 and "shorten it to ≤ 50" in llm.calls[1]["messages"][-1]["content"]
+
+
+def test_a_merge_still_too_long_when_asked_again_is_skipped(memory: Memory) -> None:
+    seed(memory)
+    long = "Check the extension of each file before deleting it when cleaning downloads"
+    llm = ScriptedLLM([merge_answer(long), merge_answer(long)])
+    result = Reflector(memory, llm).review(Trajectory(goal="x", scene=SCENE))
+    assert result.merged == [] and len(llm.calls) == 2
+    assert "after being asked again" in result.decisions[0].reason
+    assert len(memory.list_records()) == 4  # nothing archived

@@ -95,9 +95,11 @@ def test_task_log_validates(memory: Memory) -> None:
 
 
 GOOD = json.dumps({"records": [{"trigger": "cleaning downloads", "lesson":
-                                "Check the extension before deleting files", "confidence": 0.9}]})
+                                "Check the extension before deleting files", "confidence": 0.9,
+                                "steps": [1, 2], "evidence": "I still need that installer"}]})
 RUN = Trajectory(goal="Clean up the Downloads folder", scene="file-cleanup", outcome="partial",
-                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"})])
+                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"}),
+                        Step(kind="message", role="user", content="I still need that installer")])
 
 
 def test_background_reflector(memory: Memory) -> None:

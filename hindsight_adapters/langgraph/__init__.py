@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from hindsight_core.errors import missing_extra
+
 _LAZY = {
     # checkpointer (issue 4, parts 2-3; owned by the checkpointer work)
     "HindsightCheckpointer": ".checkpoint",
@@ -26,7 +28,7 @@ _LAZY = {
     "thread_trajectory": ".reflection",
     # store (issue 4, part 1)
     "HindsightStore": ".store",
-    "HindsightSearchItem": ".store",
+    "HindsightSearchItem": "._store_ops",
     "LangChainEmbedder": ".embeddings",
     # agent tools (issue 4, part 4)
     "create_memory_tools": ".tools",
@@ -46,9 +48,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(module, __name__), name)
     except ImportError as exc:
         if "langgraph" in str(exc) or "langchain" in str(exc):
-            raise ImportError(
-                f"{name} needs LangGraph: pip install 'hindsight[langgraph]'"
-            ) from None
+            raise missing_extra(f"LangGraph (needed by {name})", "langgraph") from None
         raise
     globals()[name] = value
     return value

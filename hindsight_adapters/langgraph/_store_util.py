@@ -40,17 +40,30 @@ class Coalescer:
 
     def __init__(self, run: Callable[[list[ItemOp]], Awaitable[list[Any]]]) -> None:
         self._run = run
-        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[list[ItemOp], Any]]] = {}
+        # (ops, future): a list of ops gets a list of results, a single op its result
+        self._pending: dict[asyncio.AbstractEventLoop,
+                            list[tuple[list[ItemOp] | ItemOp, Any]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
-    async def submit(self, ops: list[ItemOp]) -> list[Any]:
+    def enqueue(self, ops: list[ItemOp] | ItemOp) -> asyncio.Future[Any]:
+        """Queue ``ops`` for this tick's batch; the future gets their results (one op,
+        not in a list: its result).
+
+        A plain function returning the future, not a coroutine: with 60,000 calls
+        pending at once (``asyncio.gather``), each frame and object a pending call keeps
+        alive is traced by every garbage collection, which took most of the time.
+        """
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        pending = self._pending.setdefault(loop, [])
-        pending.append((ops, fut))
-        if len(pending) == 1:
+        pending = self._pending.get(loop)
+        if pending is None:
+            pending = self._pending[loop] = []
             loop.call_soon(self._flush, loop)
-        return await fut  # type: ignore[no-any-return]
+        pending.append((ops, fut))
+        return fut
+
+    async def submit(self, ops: list[ItemOp]) -> list[Any]:
+        return await self.enqueue(ops)
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         entries = self._pending.pop(loop, [])
@@ -58,8 +71,13 @@ class Coalescer:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _execute(self, entries: list[tuple[list[ItemOp], Any]]) -> None:
-        merged = [op for ops, _ in entries for op in ops]
+    async def _execute(self, entries: list[tuple[list[ItemOp] | ItemOp, Any]]) -> None:
+        merged: list[ItemOp] = []
+        for ops, _ in entries:
+            if isinstance(ops, list):
+                merged.extend(ops)
+            else:
+                merged.append(ops)
         try:
             results = await self._run(merged)
         except BaseException as exc:  # noqa: BLE001 - handed to the callers
@@ -70,7 +88,8 @@ class Coalescer:
                 return
             for ops, fut in entries:
                 try:
-                    result = await self._run(ops)
+                    result = await (self._run(ops) if isinstance(ops, list) else
+                                    self._one(ops))
                 except Exception as one:  # noqa: BLE001 - handed to the caller
                     if not fut.done():
                         fut.set_exception(one)
@@ -80,6 +99,14 @@ class Coalescer:
             return
         start = 0
         for ops, fut in entries:
+            if not isinstance(ops, list):
+                if not fut.done():
+                    fut.set_result(results[start])
+                start += 1
+                continue
             if not fut.done():
                 fut.set_result(results[start:start + len(ops)])
             start += len(ops)
+
+    async def _one(self, op: ItemOp) -> Any:
+        return (await self._run([op]))[0]

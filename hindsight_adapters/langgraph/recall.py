@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, Sy
 from langchain_core.runnables import RunnableLambda
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 
-from hindsight_core import AsyncMemory, Memory
+from hindsight_core import AsyncMemory, ConfigurationError, Memory
 from hindsight_core.models import Namespace, SearchHit
 
 __all__ = [
@@ -67,12 +67,12 @@ def lessons_message(hits: Sequence[SearchHit]) -> SystemMessage | None:
 
 def recall_lessons(memory: Memory, task: str, *, namespace: Namespace | str | None = None,
                    top_k: int = 3, scene: str | None = None) -> SystemMessage | None:
-    """The lessons for ``task`` as a system message, or None (also when recall fails)."""
-    try:
-        result = memory.recall(task, namespace=namespace, top_k=top_k, scene=scene)
-    except Exception:  # degrade, don't block
-        log.exception("recall failed; the run continues without lessons")
-        return None
+    """The lessons for ``task`` as a system message, or None (also when recall fails).
+
+    ``Memory.recall`` degrades by itself (database, embedder, timeout); what it raises
+    is the caller's mistake, e.g. a :class:`ValidationError` for a bad ``top_k``.
+    """
+    result = memory.recall(task, namespace=namespace, top_k=top_k, scene=scene)
     if result.warning:
         log.warning("recall degraded: %s", result.warning)
     return lessons_message(result.hits)
@@ -82,11 +82,7 @@ async def arecall_lessons(memory: AsyncMemory, task: str, *,
                           namespace: Namespace | str | None = None, top_k: int = 3,
                           scene: str | None = None) -> SystemMessage | None:
     """Async :func:`recall_lessons`."""
-    try:
-        result = await memory.recall(task, namespace=namespace, top_k=top_k, scene=scene)
-    except Exception:
-        log.exception("recall failed; the run continues without lessons")
-        return None
+    result = await memory.recall(task, namespace=namespace, top_k=top_k, scene=scene)
     if result.warning:
         log.warning("recall degraded: %s", result.warning)
     return lessons_message(result.hits)
@@ -111,16 +107,25 @@ def recall_node(memory: Memory | AsyncMemory, *, namespace: Namespace | str | No
     The task is the last human message (or ``query(state)``). The lessons arrive as
     a ``SystemMessage`` headed ``MEMORY_HEADER`` at the start of ``messages`` (the
     state key must use LangGraph's ``add_messages`` reducer). No lessons, or a
-    failed recall: the node changes nothing.
+    failed recall: the node changes nothing. Bad arguments (``top_k``, ``scene``,
+    ``namespace``) raise :class:`ValidationError`.
+
+    Raises:
+        ConfigurationError: ``memory`` is neither kind of memory; or, when the node
+            runs, an :class:`AsyncMemory` in a sync run (``invoke``).
     """
+    if not isinstance(memory, Memory | AsyncMemory):
+        raise ConfigurationError(
+            f"recall_node needs a Memory or an AsyncMemory, got {type(memory).__name__}")
 
     def task(state: dict[str, Any]) -> str:
         return query(state) if query else _task_of(state.get(messages_key) or [])
 
     def sync(state: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(memory, Memory):
-            log.warning("recall_node: an AsyncMemory needs an async run (ainvoke)")
-            return {}
+            raise ConfigurationError(
+                "recall_node was given an AsyncMemory but the graph runs synchronously "
+                "(invoke/stream): run it with ainvoke/astream, or pass a Memory")
         text = task(state)
         lesson = recall_lessons(memory, text, namespace=namespace, top_k=top_k,
                                 scene=scene) if text else None

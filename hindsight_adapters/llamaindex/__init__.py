@@ -5,7 +5,7 @@
 - :class:`LlamaIndexEmbedder` / :class:`LlamaIndexLLM` — reuse ``Settings.embed_model`` /
   ``Settings.llm`` as Hindsight's embedder and reflection model.
 
-Needs the ``llamaindex`` extra: ``pip install 'hindsight[llamaindex]'``.
+Needs the ``llamaindex`` extra: ``pip install 'agent-hindsight[llamaindex]'``.
 """
 
 from __future__ import annotations

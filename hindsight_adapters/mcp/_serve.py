@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from hindsight_core import AsyncMemory
-from hindsight_core.errors import DatabaseError
 from hindsight_core.settings import Settings
+from hindsight_core.storage.embedded import exit_on_signals
+from hindsight_core.warmup import Warmup
 
 from ._auth import (
     BearerNamespaceMiddleware,
@@ -26,6 +30,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("hindsight.mcp")
 
+# Both exit through SystemExit, so the embedded PostgreSQL is released (uvicorn shuts
+# down gracefully first, then re-raises the signal into these handlers).
+SERVER_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
 
 def fast_exit() -> None:
     """Spare the interpreter's final garbage collection over torch & co.
@@ -39,26 +47,14 @@ def fast_exit() -> None:
     gc.freeze()
 
 
-def warm_up(memory: AsyncMemory) -> None:
-    """Load the embedding model now, so the first recall is not slowed by it.
-
-    A failure (e.g. a remote embedder that is down) is logged, not fatal: recall
-    degrades until the embedder answers.
-    """
-    try:
-        memory.embedder.embed_queries(["warm up"])
-    except Exception as exc:  # noqa: BLE001 - any provider failure; logged and survived
-        log.warning("embedder warm-up failed (%s); recall degrades until it recovers", exc)
-
-
 def build_http_app(memory: AsyncMemory, tokens: dict[str, Namespace], *, host: str,
-                   max_body: int) -> ASGIApp:
+                   max_body: int, warmup: Warmup | None = None) -> ASGIApp:
     """The ASGI app: body limit, then bearer auth, then the MCP endpoint at ``/mcp``.
 
     A new app (and so a new session manager) is built per call: the SDK runs a
     session manager once.
     """
-    server = build_server(memory, require_token=bool(tokens))
+    server = build_server(memory, require_token=bool(tokens), warmup=warmup)
     inner = server.streamable_http_app(
         stateless_http=True, json_response=True, host=host, max_request_body_size=max_body
     )
@@ -75,15 +71,42 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
     """Serve one local client over stdin/stdout, in the configured namespace."""
     settings = settings or Settings()
     memory = _memory(settings, namespace)
-    prepare(memory)
-    server = build_server(memory)
-    server.run("stdio")
+    exit_on_signals(SERVER_SIGNALS)
+    server = build_server(memory, warmup=Warmup(memory).start())
+    try:
+        server.run("stdio")
+    except SystemExit as stop:
+        _exit_now(stop)
+    finally:
+        fast_exit()
+
+
+def _exit_now(stop: SystemExit) -> None:
+    """Leave at once after a signal, with the exit clean-up but without joining threads.
+
+    The SDK reads stdin in a worker thread, blocked in a read that nothing
+    interrupts: the interpreter's exit would wait for it (for the client to close
+    stdin). The exit functions still run (releasing the embedded PostgreSQL among
+    them), then the process ends with the signal's code.
+    """
+    import atexit
+    import os
+
     fast_exit()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    atexit._run_exitfuncs()
+    os._exit(stop.code if isinstance(stop.code, int) else 1)
 
 
 def serve_http(settings: Settings | None = None, *, host: str | None = None,
-               port: int | None = None, namespace: str | None = None) -> None:
+               port: int | None = None, namespace: str | None = None,
+               announce: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM.
+
+    ``announce`` is called once, as the server starts, with where it listens
+    (``{"server": "mcp", "url": ..., "tokens": n}``); ``hindsight mcp --json`` prints it.
 
     Raises:
         ConfigurationError: a non-loopback host with no token configured, or a
@@ -100,37 +123,14 @@ def serve_http(settings: Settings | None = None, *, host: str | None = None,
     if not tokens:
         log.warning("no MCP tokens configured: every local client shares namespace %s",
                     "/".join(memory.namespace))
-    prepare(memory)
-    app = build_http_app(memory, tokens, host=host, max_body=settings.mcp_max_body_bytes)
-    sys.stderr.write(f"Hindsight MCP server on http://{host}:{port}/mcp "
-                     f"({len(tokens)} token(s))\n")
+    exit_on_signals(SERVER_SIGNALS)
+    app = build_http_app(memory, tokens, host=host, max_body=settings.mcp_max_body_bytes,
+                         warmup=Warmup(memory).start())
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
+    sys.stderr.write(f"Hindsight MCP server on {url} ({len(tokens)} token(s))\n")
+    if announce is not None:
+        announce({"server": "mcp", "transport": "http", "url": url, "tokens": len(tokens)})
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
     finally:
         fast_exit()
-
-
-def prepare(memory: AsyncMemory) -> None:
-    """Warm the model and migrate the database; a database that is down is only logged.
-
-    Raises:
-        ConfigurationError: e.g. the database was embedded with another model.
-    """
-    warm_up(memory)
-    try:
-        memory_setup(memory)
-    except DatabaseError as exc:
-        log.warning("database not ready at start-up (%s); tools will report it", exc)
-
-
-def memory_setup(memory: AsyncMemory) -> None:
-    """Migrate and check the database once, before serving (in a private event loop)."""
-    import asyncio
-
-    async def _setup() -> None:
-        try:
-            await memory.setup()
-        finally:
-            await memory.aclose()  # the pool is bound to this loop; the server makes its own
-
-    asyncio.run(_setup())

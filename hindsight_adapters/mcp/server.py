@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -28,6 +28,7 @@ from hindsight_core.errors import (
     ValidationError,
 )
 from hindsight_core.models import MAX_LABEL_CHARS, Namespace
+from hindsight_core.warmup import Warmup
 
 from . import _reflect
 from ._auth import CURRENT_NAMESPACE
@@ -79,7 +80,7 @@ async def _call(awaitable: Any) -> Any:
 
 
 def build_server(memory: AsyncMemory, *, require_token: bool = False,
-                 name: str = "hindsight") -> MCPServer:
+                 name: str = "hindsight", warmup: Warmup | None = None) -> MCPServer:
     """Build the MCP server on one :class:`AsyncMemory` (its pool serves every tenant).
 
     Args:
@@ -88,6 +89,8 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
         require_token: refuse tool calls that did not come through the bearer
             middleware (set for the HTTP transport with tokens).
         name: the server name announced to clients.
+        warmup: the background start-up of the model and database, reported by
+            ``/healthz`` (the server answers while they load).
     """
 
     def namespace() -> Namespace:
@@ -197,7 +200,13 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
                   description="Record counts of your namespace, by scene, and the model.")
     async def stats() -> str:
         ns = namespace()
-        s = await _call(memory.stats(namespace=ns))
+        try:
+            s = await memory.stats(namespace=ns)
+        except HindsightError as exc:
+            # ResourceError: the client gets our message (e.g. "memory database
+            # unavailable: ..."), the log one line; anything else is a crash to the SDK
+            # (a generic message and a traceback).
+            raise ResourceError(str(_tool_error(exc))) from None
         out = StatsOut(namespace=list(ns), records=s.records, archived=s.archived,
                        scenes=s.scenes, embedding_model=s.embedding_model,
                        embedding_dim=s.embedding_dim)
@@ -207,7 +216,8 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
     async def healthz(_request: Any) -> Any:
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"status": "ok", "server": name})
+        return JSONResponse({"status": "ok", "server": name,
+                             **(warmup.status() if warmup else {})})
 
     return mcp
 

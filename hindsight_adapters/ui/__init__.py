@@ -1,6 +1,6 @@
 """The memory inspector: a small web page to see, search and curate what agents learned.
 
-Run it with ``hindsight ui`` (needs ``pip install 'hindsight[ui]'``), or build the
+Run it with ``hindsight ui`` (needs ``pip install 'agent-hindsight[ui]'``), or build the
 Starlette app yourself::
 
     from hindsight_adapters.ui import create_app

@@ -24,7 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from hindsight_core import AsyncMemory, Embedder, Settings
 from hindsight_core.errors import DatabaseError, HindsightError, NotFoundError, ValidationError
 from hindsight_core.models import Namespace, validate_namespace
+from hindsight_core.warmup import Warmup
 
+from .._http import BodyLimitMiddleware, check_tokens
 from .auth import GuardMiddleware
 from .fmt import fmt_day, fmt_time, nsq, show_ns
 
@@ -52,6 +54,7 @@ class UIState:
     def __init__(self, memory: AsyncMemory, *, default_namespace: Namespace,
                  scope: Namespace | None, token: str | None, page_size: int = 20) -> None:
         self.memory = memory
+        self.warmup: Warmup | None = None
         self.page_size = page_size
         self.default_namespace = default_namespace
         self.scope = scope
@@ -110,20 +113,29 @@ def create_app(
     token: str | None = None,
     loopback_only: bool = True,
     page_size: int = 20,
+    warm_up: bool = False,
 ) -> Starlette:
     """Build the inspector.
+
+    Request bodies over ``settings.ui_max_body_bytes`` get 413, however sent.
 
     Args:
         memory: the memory to inspect (the caller closes it); default: an
             ``AsyncMemory`` from ``settings`` and ``embedder``, closed on shutdown.
         namespace: opened when a request names none.
         scope: restrict the inspector to this namespace and those under it.
-        token: require this bearer token (header, or the cookie set by ``/login``).
+        token: require this bearer token (header, or the cookie set by ``/login``);
+            a blank one is refused, a short one warned about.
         loopback_only: accept only loopback host names (set when bound to loopback).
         page_size: records per page of the table.
+        warm_up: at start-up, load the model and set up the database in the
+            background (``hindsight ui`` does): pages answer meanwhile, and the
+            first search does not pay for the model.
     """
     from . import routes
 
+    if token is not None:  # a blank one must not read as "a token is set"
+        check_tokens([token], source="the inspector's token (HINDSIGHT_UI_TOKEN)")
     owned = memory is None
     mem = memory or AsyncMemory(namespace, settings=settings or Settings(), embedder=embedder)
     scope_ns = None if scope is None else validate_namespace(scope, field="scope")
@@ -134,6 +146,8 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if warm_up and state.warmup is None:
+            state.warmup = Warmup(mem).start()
         yield
         if owned:
             await mem.aclose()
@@ -154,6 +168,7 @@ def create_app(
     app = Starlette(
         routes=routes.build(state),
         middleware=[
+            Middleware(BodyLimitMiddleware, limit=mem.settings.ui_max_body_bytes),
             Middleware(SecurityHeaders),
             Middleware(GuardMiddleware, token=token, loopback_only=loopback_only),
         ],

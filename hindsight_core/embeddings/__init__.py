@@ -17,7 +17,7 @@ what each model needs and covers is in ``profiles.py``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
 from .base import Embedder, SymmetricEmbedder, Vectors, as_matrix, ensure_embedder, normalize
@@ -28,8 +28,25 @@ if TYPE_CHECKING:
     from ..settings import Settings
 
 __all__ = ["CallableEmbedder", "Embedder", "ModelProfile", "SymmetricEmbedder", "Vectors",
+           "adopt_recorded_dim",
            "as_matrix", "embedder_from_settings", "ensure_embedder", "normalize", "profile_for",
            "profile_from_settings"]
+
+
+def adopt_recorded_dim(embedder: Embedder, recorded: dict[str, Any]) -> None:
+    """Tell ``embedder`` the dimension the database recorded for its model.
+
+    Providers that learn their dimension lazily (a remote endpoint without
+    ``HINDSIGHT_EMBEDDING_DIMENSIONS``, a local model of unknown size) offer
+    ``adopt_dim``: with it, opening the database needs neither the endpoint nor the
+    model. Vectors of another size are still refused when they come (``normalize``).
+    Nothing happens for another model: that mismatch is reported by the caller.
+    """
+    adopt = getattr(embedder, "adopt_dim", None)
+    dim = recorded.get("dim")
+    # (not callable(): in this package that name is the .callable submodule)
+    if adopt is not None and recorded.get("model") == embedder.model_name and isinstance(dim, int):
+        adopt(dim)
 
 
 def embedder_from_settings(settings: Settings) -> Embedder:

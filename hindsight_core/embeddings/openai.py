@@ -50,6 +50,11 @@ class OpenAIEmbedder:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client_args: dict[str, Any] = {"headers": headers, "timeout": timeout}
 
+    def adopt_dim(self, dim: int) -> None:
+        """Take the dimension recorded in the database, if not known yet (no probe)."""
+        if self._dim is None:
+            self._dim = dim
+
     @property
     def dim(self) -> int:
         if self._dim is None:

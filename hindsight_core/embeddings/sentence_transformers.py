@@ -50,6 +50,11 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
         # Known dimensions, so that opening a database does not need to load the model.
         self._dim = self.profile.dim
 
+    def adopt_dim(self, dim: int) -> None:
+        """Take the dimension recorded in the database, if not known yet (no probe)."""
+        if self._dim is None:
+            self._dim = dim
+
     @property
     def dim(self) -> int:
         if self._dim is None:

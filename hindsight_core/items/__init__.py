@@ -25,7 +25,7 @@ from ..embeddings import Embedder, ensure_embedder
 from ..errors import ConfigurationError, DatabaseError
 from ..memory.aio import AsyncMemory
 from ..memory.fastpath import WarmConnections
-from ..memory.flow import run_async, run_sync
+from ..memory.flow import Flow, Sql, run_async, run_sync
 from ..memory.scan import ScanChoice
 from ..memory.sync import Memory
 from ..models import Item, ItemHit, Namespace
@@ -40,6 +40,13 @@ __all__ = [
 
 
 _RETRIES = 4
+ITEMS_KEY = "\x00items"  # read-your-writes session of a memory's items
+_READS = (GetItem, SearchItems, ListNamespaces)
+
+
+def _one(stmt: Sql) -> Flow[None]:
+    """A flow of one statement (a TTL refresh deferred to the primary)."""
+    yield stmt
 
 
 def _one_unit(ops: Sequence[ItemOp]) -> bool:
@@ -140,16 +147,36 @@ class Items(_ItemsBase):
 
         A transaction that loses a deadlock or serialization conflict is retried.
         """
+        reads = self.memory._replica_reads() if self._ready else None
+        if reads is not None and all(isinstance(op, _READS) for op in ops):
+            later: list[Sql] = []
+
+            def make() -> Flow[list[Result]]:
+                later.clear()
+                return self._batch_flow(ops, later)
+
+            warm = self._warm_connections()
+            results = reads.run(make, self.embedder, ITEMS_KEY,
+                                lambda: warm.run(make, self.embedder), fast=True)
+            if later:  # TTL refreshes are writes: on the primary
+                warm.run(lambda: _one(later[0]), self.embedder)
+            return results
         fast = self._ready and _one_unit(ops)
         for attempt in range(_RETRIES):
             try:
                 if fast:
-                    return self._warm_connections().run(lambda: self._batch_flow(ops),
-                                                        self.embedder)
-                return run_sync(self._batch_flow(ops), self.memory.engine, self.embedder)
+                    results = self._warm_connections().run(lambda: self._batch_flow(ops),
+                                                           self.embedder)
+                else:
+                    results = run_sync(self._batch_flow(ops), self.memory.engine,
+                                       self.embedder)
             except DatabaseError as exc:
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise
+            else:
+                if any(isinstance(op, PutItem) for op in ops):
+                    self.memory._wrote(ITEMS_KEY)
+                return results
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _warm_connections(self) -> WarmConnections:
@@ -201,12 +228,30 @@ class AsyncItems(_ItemsBase):
 
     async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         engine = await self.memory._get_engine()
+        reads = self.memory._replica_reads() if self._ready else None
+        if reads is not None and all(isinstance(op, _READS) for op in ops):
+            later: list[Sql] = []
+
+            def make() -> Flow[list[Result]]:
+                later.clear()
+                return self._batch_flow(ops, later)
+
+            results = await reads.run(make, self.embedder, ITEMS_KEY,
+                                      lambda: run_async(make(), engine, self.embedder),
+                                      fast=True)
+            if later:  # TTL refreshes are writes: on the primary
+                await run_async(_one(later[0]), engine, self.embedder)
+            return results
         for attempt in range(_RETRIES):
             try:
-                return await run_async(self._batch_flow(ops), engine, self.embedder)
+                results = await run_async(self._batch_flow(ops), engine, self.embedder)
             except DatabaseError as exc:
                 if attempt == _RETRIES - 1 or not _retryable(exc):
                     raise
+            else:
+                if any(isinstance(op, PutItem) for op in ops):
+                    await self.memory._wrote(ITEMS_KEY)
+                return results
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def setup(self) -> None:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import ValidationError
-from ..memory.flow import Embed, Migrate, Sql
+from ..memory.flow import Embed, Migrate, Sql, Unit
 from ..memory.scan import ScanChoice
 from ..memory.terms import CommonTerms
 from ..models import Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
@@ -110,22 +110,30 @@ class ItemFlows:
             return
         yield Migrate()
         if self.index is not None:
-            spec = self.index.spec
-            yield Sql(eq.LOCK_META)
-            yield Sql(eq.SET_META, {"key": "items_index", "value": json.dumps({
-                "dims": spec.dims, "distance": spec.distance, "vector_type": spec.vector_type,
-                "kind": spec.kind, "fields": list(self.index.fields),
-            })}, fetch="none")
-            create = q.ensure_index_sql(spec)
-            if create is not None:
-                exists = yield Sql(q.INDEX_EXISTS, {"name": spec.index_name})
-                if not exists:
-                    yield Sql(create, fetch="none")
+            # Its own committed unit: ready only once the index is there for good.
+            yield Unit(self._index_flow())
         self._ready = True
+
+    def _index_flow(self) -> Any:
+        assert self.index is not None
+        spec = self.index.spec
+        yield Sql(eq.LOCK_META)
+        yield Sql(eq.SET_META, {"key": "items_index", "value": json.dumps({
+            "dims": spec.dims, "distance": spec.distance, "vector_type": spec.vector_type,
+            "kind": spec.kind, "fields": list(self.index.fields),
+        })}, fetch="none")
+        create = q.ensure_index_sql(spec)
+        if create is not None:
+            exists = yield Sql(q.INDEX_EXISTS, {"name": spec.index_name})
+            if not exists:
+                yield Sql(create, fetch="none")
 
     # ------------------------------------------------------------------ batch
 
-    def _batch_flow(self, ops: Sequence[ItemOp]) -> Any:
+    def _batch_flow(self, ops: Sequence[ItemOp], refresh_later: list[Any] | None = None
+                    ) -> Any:
+        """Run ``ops``; ``refresh_later`` (reads on a replica): the TTL refresh is not
+        run but appended to it, as a flow for the primary."""
         gets: list[tuple[int, GetItem]] = []
         searches: list[tuple[int, SearchItems]] = []
         lists: list[tuple[int, ListNamespaces]] = []
@@ -192,27 +200,34 @@ class ItemFlows:
                 results[i] = _item(row)
                 if op.refresh_ttl and row["ttl_minutes"] is not None:
                     refresh[(row["ns"], row["key"])] = None
-        seen: dict[Any, Any] = {}  # identical reads in one batch run once
+        # Identical reads in one batch run once, and share one result list (as in
+        # LangGraph's batched stores): 2,000 identical searches of a batch each built
+        # their own hits, and the garbage collector traced them all.
+        seen: dict[Any, Any] = {}
         for i, op in searches:
             sig = _search_key(op)
             if sig not in seen:
                 qvec = qvectors[queries[i]] if i in queries else None
-                seen[sig] = yield from self._search(op, qvec, now, ac)
-            hits = seen[sig]
+                hits = yield from self._search(op, qvec, now, ac)
+                seen[sig] = (hits, [hit for hit, _ in hits])
+            hits, results[i] = seen[sig]
             if op.refresh_ttl:
                 for hit, ttl in hits:
                     if ttl is not None:
                         refresh[(ns_key(hit.item.namespace), hit.item.key)] = None
-            results[i] = [hit for hit, _ in hits]
         for i, op in lists:
             if op not in seen:
                 seen[op] = yield from self._list_namespaces(op, now, ac)
-            results[i] = list(seen[op])
+            results[i] = seen[op]
         if puts:
             yield from self._apply_puts(puts, fields, fvectors, now, ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
-            yield Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
-                                  "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)
+            stmt = Sql(q.REFRESH, {"now": now, "ns": [k[0] for k in refresh],
+                                   "keys": [k[1] for k in refresh]}, fetch="none", autocommit=ac)
+            if refresh_later is None:
+                yield stmt
+            else:
+                refresh_later.append(stmt)
         return results
 
     def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool

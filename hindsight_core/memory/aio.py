@@ -10,14 +10,25 @@ from typing import IO, Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from ..errors import HindsightError, ValidationError
-from ..models import Experience, MaintenanceReport, Namespace, SearchHit, Stats, WriteResult
+from ..models import (
+    Experience,
+    MaintenanceReport,
+    Namespace,
+    ReindexReport,
+    SearchHit,
+    Stats,
+    WriteResult,
+)
+from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
+from ..storage.vectors import adopt_engine
 from .fastpath import AsyncWarmConnections
 from .flow import Flow, R, run_async
 from .inspect import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress
 from .recall import RecallResult, degraded
 from .records import RecordFlows, RecordInput
+from .routing import AsyncReplicaReads, write_lsn_flow
 from .sync import _read_lines, _write_lines
 
 
@@ -32,11 +43,17 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         super().__init__(*args, **kwargs)
         self._engine = engine
         self._owns_engine = engine is None
+        if engine is not None:
+            adopt_engine(engine.sync_engine)
         self._warm: AsyncWarmConnections | None = None
         self._side: AsyncEngine | None = None  # flow.Parallel reads (write_many's lookups)
+        self._reads: AsyncReplicaReads | None = None  # read replicas, when configured
 
     async def _get_engine(self) -> AsyncEngine:
         if self._engine is None:
+            if self.database_url is None:
+                # From the loop's thread: the worker thread below cannot install handlers.
+                exit_on_signals()
             # Resolving the URL may start the embedded server: keep it off the loop.
             loop = asyncio.get_running_loop()
             engine = await loop.run_in_executor(
@@ -69,16 +86,51 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         """Run a flow of autocommit reads on a warm connection (``fastpath.py``)."""
         if not self._ready:
             return await self._run(make())
+        return await (await self._warm_pool()).run(make, self.embedder)  # type: ignore[no-any-return]
+
+    async def _warm_pool(self) -> AsyncWarmConnections:
         engine = await self._get_engine()
         warm = self._warm
         if warm is None or warm.engine is not engine:
             warm = self._warm = AsyncWarmConnections(engine)
-        return await warm.run(make, self.embedder)  # type: ignore[no-any-return]
+        return warm
+
+    def _replica_reads(self) -> AsyncReplicaReads | None:
+        """The read replicas (``settings.read_database_urls``), or None."""
+        if self._reads is None and self._replica_urls():
+            self._reads = AsyncReplicaReads(self.settings, self._replica_urls())
+        return self._reads
+
+    async def _run_read(self, make: Callable[[], Flow[R]], key: str | None, *,
+                        fast: bool = False) -> R:
+        """``Memory._run_read``: on a replica when configured and fresh enough."""
+        async def primary() -> R:
+            return await (self._run_fast(make) if fast else self._run(make()))
+
+        reads = self._replica_reads() if self._ready else None
+        if reads is None:
+            return await primary()
+        return await reads.run(make, self.embedder, key, primary, fast=fast)
+
+    async def _run_write(self, flow: Flow[R], key: str | None) -> R:
+        """``Memory._run_write``: note the WAL position after a write (with replicas)."""
+        result = await self._run(flow)
+        await self._wrote(key)
+        return result
+
+    async def _wrote(self, key: str | None) -> None:
+        reads = self._replica_reads()
+        if reads is not None:
+            warm = await self._warm_pool()
+            reads.router.note_write(key, await warm.run(write_lsn_flow, self.embedder))
 
     async def aclose(self) -> None:
         """Close the connection pool (if this object created it)."""
         if self._warm is not None:
             await self._warm.aclose()
+        if self._reads is not None:
+            await self._reads.aclose()
+            self._reads = None
         if self._side is not None:
             await self._side.dispose()
             self._side = None
@@ -97,24 +149,28 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def write(self, record: RecordInput, *, namespace: Namespace | str | None = None
                     ) -> WriteResult:
-        return (await self._run(self._write_flow([record], namespace)))[0]
+        return (await self._run_write(self._write_flow([record], namespace),
+                                       self._ns(namespace)))[0]
 
     async def write_many(self, records: Sequence[RecordInput], *,
                          namespace: Namespace | str | None = None) -> list[WriteResult]:
-        return await self._run(self._write_flow(records, namespace))
+        return await self._run_write(self._write_flow(records, namespace), self._ns(namespace))
 
     async def search(self, query: str, *, namespace: Namespace | str | None = None,
                      scene: str | None = None, top_k: int = 5,
                      filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
-        return await self._run_fast(
-            lambda: self._search_flow(query, namespace, scene, top_k, filters))
+        return await self._run_read(
+            lambda: self._search_flow(query, namespace, scene, top_k, filters),
+            self._ns(namespace), fast=True)
 
     async def recall(self, query: str, *, namespace: Namespace | str | None = None,
                      scene: str | None = None, top_k: int = 5) -> RecallResult:
         timeout = self.settings.recall_timeout
-        flow = self._search_flow(query, namespace, scene, top_k, None, int(timeout * 1000))
+        key = self._ns(namespace)
         try:
-            return RecallResult(hits=await asyncio.wait_for(self._run(flow), timeout))
+            return RecallResult(hits=await asyncio.wait_for(self._run_read(
+                lambda: self._search_flow(query, namespace, scene, top_k, None,
+                                          int(timeout * 1000)), key), timeout))
         except ValidationError:
             raise
         except (HindsightError, TimeoutError) as exc:
@@ -122,47 +178,59 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def get(self, record_id: object, *, namespace: Namespace | str | None = None
                   ) -> Experience:
-        return await self._run(self._get_flow(record_id, namespace))
+        return await self._run_read(lambda: self._get_flow(record_id, namespace),
+                                    self._ns(namespace))
 
     async def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
                            ) -> list[Experience]:
-        return await self._run(self._list_flow(namespace, **options))
+        key = None if options.get("all_namespaces") else self._ns(namespace)
+        return await self._run_read(lambda: self._list_flow(namespace, **options), key)
 
     async def mark_used(self, record_id: object, helpful: bool = True, *,
                         namespace: Namespace | str | None = None) -> Experience:
-        return await self._run(self._mark_used_flow(record_id, helpful, namespace))
+        return await self._run_write(self._mark_used_flow(record_id, helpful, namespace),
+                                     self._ns(namespace))
 
     async def forget(self, record_id: object, *, namespace: Namespace | str | None = None
                      ) -> None:
-        await self._run(self._change_flow(record_id, "forget", namespace))
+        await self._run_write(self._change_flow(record_id, "forget", namespace),
+                              self._ns(namespace))
 
     async def archive(self, record_id: object, *, namespace: Namespace | str | None = None
                       ) -> Experience:
-        return await self._run(self._curate_flow(record_id, "archive", namespace))
+        return await self._run_write(self._curate_flow(record_id, "archive", namespace),
+                                     self._ns(namespace))
 
     async def restore(self, record_id: object, *, namespace: Namespace | str | None = None
                       ) -> Experience:
-        return await self._run(self._curate_flow(
-            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1))
+        return await self._run_write(self._curate_flow(
+            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1),
+            self._ns(namespace))
 
     async def set_critical(self, record_id: object, critical: bool = True, *,
                            namespace: Namespace | str | None = None) -> Experience:
-        return await self._run(self._curate_flow(
-            record_id, "critical", namespace, critical=bool(critical)))
+        return await self._run_write(self._curate_flow(
+            record_id, "critical", namespace, critical=bool(critical)), self._ns(namespace))
 
     async def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
                    **changes: Any) -> Experience:
-        return await self._run(self._edit_flow(record_id, changes, namespace))
+        return await self._run_write(self._edit_flow(record_id, changes, namespace),
+                                     self._ns(namespace))
 
     async def merge(self, record_ids: Iterable[object], into: RecordInput, *,
                     namespace: Namespace | str | None = None) -> Experience:
-        return await self._run(self._merge_flow(record_ids, into, namespace))
+        return await self._run_write(self._merge_flow(record_ids, into, namespace),
+                                     self._ns(namespace))
 
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
-        return await self._run(self._maintain_flow(namespace, namespace is None))
+        return await self._run_write(self._maintain_flow(namespace, namespace is None),
+                                     None if namespace is None else self._ns(namespace))
 
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
-        return await self._run(self._stats_flow(namespace))
+        return self._with_reads(await self._run(self._stats_flow(namespace)))
+
+    async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
+        return await self._run(self._drop_namespace_flow(namespace))
 
     async def export(self, target: str | Path | IO[str], *,
                      namespace: Namespace | str | None = None,
@@ -173,8 +241,9 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def import_records(self, source: str | Path | Iterable[str], *,
                              skip_invalid: bool = False,
                              progress: Progress | None = None) -> dict[str, Any]:
-        return await self._run(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
-                                                 progress=progress))
+        return await self._run_write(self._import_flow(
+            _read_lines(source), skip_invalid=skip_invalid, progress=progress), None)
 
-    async def reindex(self, *, progress: Progress | None = None) -> int:
-        return await self._run(self._reindex_flow(progress))
+    async def reindex(self, *, force: bool = False, progress: Progress | None = None
+                      ) -> ReindexReport:
+        return await self._run_write(self._reindex_flow(progress, force), None)

@@ -8,6 +8,7 @@ inspector's views); this class holds the state they need.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import uuid
@@ -18,18 +19,29 @@ from typing import Any
 
 from ..embeddings import (
     Embedder,
+    adopt_recorded_dim,
     as_matrix,
     embedder_from_settings,
     ensure_embedder,
     profile_for,
 )
 from ..errors import EmbeddingModelMismatchError, ValidationError
-from ..models import Experience, Namespace, now_utc, ns_from_key, ns_key, validate_namespace
+from ..models import (
+    Experience,
+    Namespace,
+    Stats,
+    now_utc,
+    ns_from_key,
+    ns_key,
+    validate_namespace,
+)
 from ..settings import Settings
 from ..storage import experiences_sql as q
-from ..storage.vectors import QueryVector
+from ..storage.replicas import parse_urls
+from ..storage.vectors import QueryVector, vector_param
 from ..text import cjk_share
-from .flow import Embed, Flow, Migrate, Sql
+from .flow import Embed, Flow, Migrate, Sql, Unit
+from .inputs import embed_key
 from .scan import ScanChoice
 from .terms import CommonTerms
 
@@ -77,6 +89,21 @@ class MemoryBase:
 
     # ------------------------------------------------------------------ plumbing
 
+    _reads: Any = None  # the front end's ReplicaReads / AsyncReplicaReads, once built
+    _replica_url_list: list[str] | None = None
+
+    def _replica_urls(self) -> list[str]:
+        """The read replicas' URLs (``settings.read_database_urls``), parsed once."""
+        if self._replica_url_list is None:
+            self._replica_url_list = parse_urls(self.settings.read_database_urls)
+        return self._replica_url_list
+
+    def _with_reads(self, stats: Stats) -> Stats:
+        """``stats`` with how this memory's reads were routed (when replicas are set)."""
+        if self._reads is None:
+            return stats
+        return stats.model_copy(update={"reads": self._reads.router.counts()})
+
     @property
     def embedder(self) -> Embedder:
         """The embedder in use (built from the settings on first access)."""
@@ -112,18 +139,32 @@ class MemoryBase:
         return q.params_for_decay(self.settings, now)
 
     def _ready_flow(self, *, check_model: bool = True) -> Flow[None]:
-        """Migrate, check the embedding model against the database, ensure the index."""
+        """Migrate, check the embedding model against the database, ensure the index.
+
+        The check is its own committed unit (:class:`~.flow.Unit`), and the memory
+        counts as ready only once it committed: inside the operation's transaction, a
+        failed first write rolled back the recorded model and the index while the
+        memory believed itself set up, and another model could then write unchecked.
+        """
         if self._ready:
             return
         yield Migrate()
+        self._ready = yield Unit(self._setup_flow(check_model))
+
+    def _setup_flow(self, check_model: bool) -> Flow[bool]:
+        """Record the model (first use) or check it; build the index. True when the
+        configured model is the recorded one (with ``check_model=False`` a mismatch is
+        let through, for stats and ``reindex``, and the memory is not ready)."""
         yield Sql(q.LOCK_META)
         rows = yield Sql(q.GET_META, {"key": "embedding"})
+        if rows:
+            adopt_recorded_dim(self.embedder, rows[0]["value"])
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         if not rows:
-            import json
-
             yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
-        elif rows[0]["value"] != want and check_model:
+        elif rows[0]["value"] != want:
+            if not check_model:
+                return False
             have = rows[0]["value"]
             raise EmbeddingModelMismatchError(
                 f"this database was embedded with {have.get('model')} ({have.get('dim')} dims) "
@@ -131,17 +172,24 @@ class MemoryBase:
                 f"HINDSIGHT_EMBEDDING_MODEL={have.get('model')}, or run `hindsight reindex` to "
                 "re-embed every record with the new model."
             )
-        if rows and rows[0]["value"] == want or not rows:
-            present = yield Sql(q.index_exists_sql(want["dim"]))
-            if not present:
-                yield from self._build_index_flow(want["dim"])
-        self._ready = True
+        present = yield Sql(q.index_exists_sql(want["dim"]))
+        if not present:
+            yield from self._build_index_flow(want["dim"])
+        return True
 
     def _build_index_flow(self, dim: int) -> Flow[None]:
         """Create the HNSW index; over stored rows it takes ~20 s per 100k records, so
         not under a query's statement timeout."""
         yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": "0"})
         yield Sql(q.ensure_index_sql(dim), fetch="none")
+
+    def _vector_fields(self, text: str, vector: Any) -> dict[str, Any]:
+        """A record's ``embedding`` and ``embed_key`` statement parameters for the vector
+        of ``text`` (``inputs.embedding_text``) from the configured model."""
+        return {"embedding": vector_param(vector), "embed_key": self._embed_key(text)}
+
+    def _embed_key(self, text: str) -> str:
+        return embed_key(self.embedder.model_name, self.embedder.dim, text)
 
     def _embed_one_query(self, query: str) -> Flow[list[float]]:
         """The query's vector; recent queries are answered from a small LRU cache."""
@@ -187,6 +235,7 @@ class MemoryBase:
         fields["namespace"] = ns_from_key(fields.pop("ns"))
         fields["source"] = row["source"] or {}
         fields["merged_from"] = list(row["merged_from"] or [])
+        fields["scenes"] = [row["scene"], *(fields.pop("also_scenes", None) or [])]
         return fields
 
     @classmethod

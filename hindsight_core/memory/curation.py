@@ -12,7 +12,6 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage.vectors import vector_param
 from ..text import search_document, tokens
 from .flow import Embed, Flow, Sql
 from .inputs import RecordInput, embedding_text, validate_records
@@ -98,13 +97,14 @@ class CurationFlows(RecallFlows):
         merged = {k: getattr(current, k) for k in allowed} | dict(changes)
         (rec,) = validate_records([merged], self.settings)
         self._warn_language([rec.lesson])
-        (vector,) = yield Embed([embedding_text(rec)])
+        text = embedding_text(rec)
+        (vector,) = yield Embed([text])
         now = self._now()
         yield Sql(q.EDIT, {
             "ns": self._ns(namespace), "id": current.id, "now": now, "scene": rec.scene,
             "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
             "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
-            "embedding": vector_param(vector),
+            **self._vector_fields(text, vector),
             "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
         })
@@ -137,8 +137,12 @@ class CurationFlows(RecallFlows):
             raise NotFoundError(
                 f"cannot merge: no live record {', '.join(missing)} in namespace {self._show(ns)}"
             )
-        (vector,) = yield Embed([embedding_text(rec)])
+        text = embedding_text(rec)
+        (vector,) = yield Embed([text])
         new_id = self._new_id()
+        # The general lesson belongs to every scene its sources belonged to.
+        scenes = list(dict.fromkeys(
+            s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene))
         yield Sql(q.INSERT, {
             "ns": ns, "id": new_id, "scene": rec.scene, "trigger": rec.trigger,
             "action": rec.action, "outcome": rec.outcome, "lesson": rec.lesson,
@@ -149,7 +153,8 @@ class CurationFlows(RecallFlows):
             "use_count": sum(r["use_count"] for r in live.values()),
             "occurrences": sum(r["occurrences"] for r in live.values()),
             "last_used_at": now, "created_at": now, "updated_at": now, "archived_at": None,
-            "merged_into": None, "merged_from": ids, "embedding": vector_param(vector),
+            "merged_into": None, "merged_from": ids, "also_scenes": scenes,
+            **self._vector_fields(text, vector),
             "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
         }, fetch="none")

@@ -42,7 +42,7 @@ from ..errors import (
     HindsightError,
 )
 from ..storage.engine import db_errors, translate_db_error
-from .flow import Embed, Flow, Sql
+from .flow import Embed, Flow, Sql, embed_async, embed_sync
 
 __all__ = ["AsyncWarmConnections", "WarmConnections", "driver_error", "pyformat"]
 
@@ -180,7 +180,7 @@ class WarmConnections(_Warm[sa.Connection, psycopg.Cursor[Any]]):
                         conn = None
                     return stop.value
                 if isinstance(req, Embed):
-                    reply = req.run(embedder)
+                    reply = embed_sync(embedder, req)
                     continue
                 if not isinstance(req, Sql):  # pragma: no cover - only once set up
                     raise AssertionError(f"unexpected request {req!r} on the fast path")
@@ -304,7 +304,7 @@ class AsyncWarmConnections(_Warm[AsyncConnection, psycopg.AsyncCursor[Any]]):
                         conn = None
                     return stop.value
                 if isinstance(req, Embed):
-                    reply = await req.arun(embedder)
+                    reply = await embed_async(embedder, req)
                     continue
                 if not isinstance(req, Sql):  # pragma: no cover - only once set up
                     raise AssertionError(f"unexpected request {req!r} on the fast path")

@@ -6,7 +6,8 @@ Each public operation of :class:`Memory` / :class:`AsyncMemory` is a generator
 - :class:`Sql` — run a statement in the operation's transaction; receive rows;
 - :class:`Embed` — embed queries or documents with the configured embedder; receive vectors;
 - :class:`Migrate` — bring the schema up to date (outside the transaction);
-- :class:`Parallel` — reads that may run at the same time on side connections.
+- :class:`Parallel` — reads that may run at the same time on side connections;
+- :class:`Unit` — a sub-flow run and committed on its own (set-up), before the rest.
 
 The flow holds all the logic (validation, SQL choice, ranking, dedup); the two
 drivers below hold only I/O. This is httpx's ``Auth.auth_flow`` pattern applied to
@@ -18,8 +19,10 @@ before any connection is held, and it commits when the flow returns.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Generator, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -27,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..embeddings import Embedder
+from ..errors import EmbeddingError, HindsightError
 from ..storage import migrate
 from ..storage.engine import db_errors
 
@@ -91,8 +95,44 @@ class Parallel:
     parts: tuple[Sql, ...]
 
 
-Request = Sql | Embed | Migrate | Parallel
+@dataclass(frozen=True)
+class Unit:
+    """Run ``flow`` as a unit of its own, on another connection, committed before the
+    reply (its return value) comes back: for set-up that must hold even if the
+    operation that triggered it fails afterwards."""
+
+    flow: Generator[Any, Any, Any]
+
+
+Request = Sql | Embed | Migrate | Parallel | Unit
 Flow = Generator[Request, Any, R]
+
+
+@contextmanager
+def embedding_errors(embedder: Embedder) -> Iterator[None]:
+    """Re-raise an embedder's failure as :class:`EmbeddingError`, whatever it raised (a
+    ``ConnectionError`` came out as "the database cannot be reached", a
+    ``RuntimeError`` escaped recall's degradation)."""
+    try:
+        yield
+    except HindsightError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of the embedder is one
+        raise EmbeddingError(
+            f"the embedder {getattr(embedder, 'model_name', type(embedder).__name__)} "
+            f"failed: {type(exc).__name__}: {exc}") from exc
+
+
+def embed_sync(embedder: Embedder, req: Embed) -> list[list[float]]:
+    """Answer an :class:`Embed` request (blocking)."""
+    with embedding_errors(embedder):
+        return req.run(embedder)
+
+
+async def embed_async(embedder: Embedder, req: Embed) -> list[list[float]]:
+    """Answer an :class:`Embed` request (asyncio)."""
+    with embedding_errors(embedder):
+        return await req.arun(embedder)
 
 
 def _execute(conn: sa.Connection, req: Sql) -> list[dict[str, Any]]:
@@ -149,11 +189,13 @@ def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder,
                         conn.commit()
                     return stop.value  # type: ignore[no-any-return]
                 if isinstance(req, Embed):
-                    reply = req.run(embedder)
+                    reply = embed_sync(embedder, req)
                 elif isinstance(req, Migrate):
                     with engine.connect() as mconn:
                         migrate.upgrade(mconn)
                     reply = None
+                elif isinstance(req, Unit):
+                    reply = run_sync(req.flow, engine, embedder, side)
                 else:
                     if conn is None:
                         conn = engine.connect()
@@ -165,6 +207,24 @@ def run_sync(flow: Flow[R], engine: sa.Engine, embedder: Embedder,
         flow.close()
         if conn is not None:
             conn.close()  # rolls back anything not committed
+
+
+def run_sync_within(timeout: float, executor: Executor, call: Callable[[], R]) -> R:
+    """``call()`` (a flow run by :func:`run_sync`, directly or through the replica router)
+    on a worker thread of ``executor``, waited for at most ``timeout`` seconds (then
+    ``TimeoutError``): what ``asyncio.wait_for`` is to :func:`run_async`.
+
+    Blocking I/O has no deadline of its own: a pool checkout waits ``pool_timeout``, a
+    connect ``connect_timeout``, a statement to a server that stopped answering waits
+    for TCP. The flow left behind ends by itself when its wait does (its error is
+    dropped); it holds no transaction the caller could see.
+    """
+    future = executor.submit(call)
+    try:
+        return future.result(timeout)
+    except FutureTimeout:
+        future.cancel()  # not started yet (every worker busy): never runs
+        raise TimeoutError(f"no answer within {timeout:g} s") from None
 
 
 async def _aexecute(conn: AsyncConnection, req: Sql) -> list[dict[str, Any]]:
@@ -220,11 +280,13 @@ async def run_async(flow: Flow[R], engine: AsyncEngine, embedder: Embedder,
                         await conn.commit()
                     return stop.value  # type: ignore[no-any-return]
                 if isinstance(req, Embed):
-                    reply = await req.arun(embedder)
+                    reply = await embed_async(embedder, req)
                 elif isinstance(req, Migrate):
                     async with engine.connect() as mconn:
                         await mconn.run_sync(migrate.upgrade)
                     reply = None
+                elif isinstance(req, Unit):
+                    reply = await run_async(req.flow, engine, embedder, side)
                 else:
                     if conn is None:
                         conn = await engine.connect()

@@ -17,16 +17,17 @@ from ..models import (
     ExperienceIn,
     MaintenanceReport,
     Namespace,
+    ReindexReport,
     Stats,
     ns_key,
+    parse_experience,
     raise_validation,
     to_utc,
     validate_namespace,
 )
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import tasks_sql
-from ..storage.vectors import vector_param
+from ..storage import namespace_sql, tasks_sql
 from ..text import search_document, tokens
 from .base import MemoryBase
 from .flow import Embed, Flow, Sql
@@ -52,6 +53,7 @@ class ExportedRecord(ExperienceIn):
     archived_at: datetime | None = None
     merged_into: uuid.UUID | None = None
     merged_from: list[uuid.UUID] = Field(default_factory=list)
+    scenes: list[str] = Field(default_factory=list)
 
     @pydantic.field_validator("last_used_at", "updated_at", "archived_at")
     @classmethod
@@ -95,6 +97,13 @@ class LifecycleFlows(MemoryBase):
         model = meta[0]["value"] if meta else {}
         return Stats(**row, embedding_model=model.get("model"), embedding_dim=model.get("dim"))
 
+    def _drop_namespace_flow(self, namespace: Namespace | str) -> Flow[dict[str, int]]:
+        ns = ns_key(validate_namespace(namespace))
+        yield from self._ready_flow(check_model=False)
+        yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # no write lands halfway through
+        (row,) = yield Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
+        return {k: int(v) for k, v in row.items()}
+
     def _export_flow(self, namespace: Namespace | str | None, all_namespaces: bool,
                      page: int = 1000) -> Flow[list[Experience]]:
         out: list[Experience] = []
@@ -116,8 +125,14 @@ class LifecycleFlows(MemoryBase):
         skip_invalid: bool = False,
         progress: Progress | None = None,
     ) -> Flow[dict[str, Any]]:
-        """Validate every line first; write nothing if one is bad (unless skipping)."""
+        """Validate every line first; write nothing if one is bad (unless skipping).
+
+        A line with an ``id`` is an exported record, restored as it was (kept if that
+        id is already stored). A line without one is a new record, written through
+        the normal write path (dedup included) in its ``namespace`` or the default.
+        """
         records: list[ExportedRecord] = []
+        plain: dict[Namespace, list[ExperienceIn]] = {}
         skipped: list[int] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -126,6 +141,13 @@ class LifecycleFlows(MemoryBase):
                 data = json.loads(line)
                 if not isinstance(data, dict):
                     raise ValidationError("a line must hold a JSON object", field="(line)")
+                if "id" not in data:
+                    raw_ns = data.pop("namespace", None)
+                    ns = self.namespace if raw_ns is None else validate_namespace(raw_ns)
+                    plain.setdefault(ns, []).append(parse_experience(
+                        data, lesson_max_chars=self.settings.lesson_max_chars,
+                        field_max_chars=self.settings.field_max_chars))
+                    continue
                 data["namespace"] = list(validate_namespace(data.get("namespace")))
                 record = ExportedRecord.model_validate(
                     data,
@@ -145,6 +167,7 @@ class LifecycleFlows(MemoryBase):
             records.append(record)
         yield from self._ready_flow()
         now = self._now()
+        total = len(records) + sum(map(len, plain.values()))
         done = 0
         existing = 0
         for start in range(0, len(records), REINDEX_BATCH):
@@ -155,48 +178,70 @@ class LifecycleFlows(MemoryBase):
             new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
             existing += len(batch) - len(new)
             if new:
-                vectors = yield Embed([embedding_text(r) for r in new])
-                params = [_import_params(r, v, now) for r, v in zip(new, vectors, strict=True)]
+                texts = [embedding_text(r) for r in new]
+                vectors = yield Embed(texts)
+                params = [_import_params(r, self._vector_fields(t, v), now)
+                          for r, t, v in zip(new, texts, vectors, strict=True)]
                 yield Sql(q.INSERT, params, fetch="none")
             done += len(batch)
             if progress:
-                progress(done, len(records))
-        return {"read": len(records) + len(skipped), "imported": len(records) - existing,
-                "already_present": existing, "skipped_lines": skipped}
+                progress(done, total)
+        inserted = merged = 0
+        for ns, new_records in plain.items():
+            for start in range(0, len(new_records), REINDEX_BATCH):
+                batch_in = new_records[start : start + REINDEX_BATCH]
+                results = yield from self._write_flow(batch_in, ns)  # type: ignore[attr-defined]
+                merged += sum(r.status == "merged" for r in results)
+                inserted += sum(r.status == "inserted" for r in results)
+                done += len(batch_in)
+                if progress:
+                    progress(done, total)
+        return {"read": total + len(skipped), "imported": len(records) - existing + inserted,
+                "merged": merged, "already_present": existing, "skipped_lines": skipped}
 
-    def _reindex_flow(self, progress: Progress | None = None) -> Flow[int]:
-        """Re-embed every record with the configured model and rebuild the index."""
+    def _reindex_flow(self, progress: Progress | None = None, force: bool = False
+                      ) -> Flow[ReindexReport]:
+        """Re-embed, with the configured model, the records whose vector was computed
+        from another model or text (every record with ``force``); record the model and
+        make sure the index is there."""
         yield from self._ready_flow(check_model=False)
         yield Sql(q.LOCK_META)
         meta = yield Sql(q.GET_META, {"key": "embedding"})
-        if meta:
-            yield Sql(q.drop_index_sql(int(meta[0]["value"]["dim"])), fetch="none")
+        want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
+        have = meta[0]["value"] if meta else None
+        if have is not None and (have != want or force):
+            # Most vectors change: updating the HNSW index row by row costs more than
+            # building it again afterwards.
+            yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
         (count,) = yield Sql(q.COUNT_ALL)
         total = int(count["count"])
-        done = 0
+        done = embedded = 0
         cursor: dict[str, Any] = {"ns": "", "id": uuid.UUID(int=0)}
         while True:
             rows = yield Sql(q.REINDEX_BATCH, {**cursor, "limit": REINDEX_BATCH})
             if not rows:
                 break
-            texts = [f"{r['lesson']}\n{r['trigger']}" for r in rows]
-            vectors = yield Embed(texts)
-            yield Sql(q.REINDEX_UPDATE, [
-                {"ns": r["ns"], "id": r["id"], "embedding": vector_param(v)}
-                for r, v in zip(rows, vectors, strict=True)
-            ], fetch="none")
+            texts = {i: embedding_text(r) for i, r in enumerate(rows)}
+            stale = [i for i, t in texts.items()
+                     if force or rows[i]["embed_key"] != self._embed_key(t)]
+            if stale:
+                vectors = yield Embed([texts[i] for i in stale])
+                yield Sql(q.REINDEX_UPDATE, [
+                    {"ns": rows[i]["ns"], "id": rows[i]["id"],
+                     **self._vector_fields(texts[i], v)}
+                    for i, v in zip(stale, vectors, strict=True)
+                ], fetch="none")
             done += len(rows)
+            embedded += len(stale)
             cursor = {"ns": rows[-1]["ns"], "id": rows[-1]["id"]}
             if progress:
                 progress(done, total)
-        want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
         yield from self._build_index_flow(want["dim"])
-        self._ready = True
-        return done
+        return ReindexReport(reembedded=embedded, skipped=done - embedded)
 
 
-def _import_params(r: ExportedRecord, vector: list[float], now: datetime) -> dict[str, Any]:
+def _import_params(r: ExportedRecord, vector: dict[str, Any], now: datetime) -> dict[str, Any]:
     return {
         "ns": ns_key(tuple(r.namespace)), "id": r.id, "scene": r.scene, "trigger": r.trigger,
         "action": r.action, "outcome": r.outcome, "lesson": r.lesson,
@@ -206,6 +251,6 @@ def _import_params(r: ExportedRecord, vector: list[float], now: datetime) -> dic
         "last_used_at": r.last_used_at, "created_at": r.created_at or now,
         "updated_at": r.updated_at or now, "archived_at": r.archived_at,
         "merged_into": r.merged_into, "merged_from": r.merged_from,
-        "embedding": vector_param(vector),
+        "also_scenes": [s for s in dict.fromkeys(r.scenes) if s != r.scene], **vector,
         "search_tsv": fts.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
     }

@@ -19,7 +19,7 @@ from ..models import Namespace, WriteResult, raise_validation
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import scan_sql
-from ..storage.vectors import vector_param, vectors_param
+from ..storage.vectors import vectors_param
 from ..text import merge_veto, search_document, tokens
 from .base import MemoryBase
 from .curation import CurationFlows
@@ -114,7 +114,8 @@ class WriteFlows(MemoryBase):
             return []
         yield from self._ready_flow()
         self._warn_language([p.lesson for p in parsed])
-        vectors = yield Embed([embedding_text(p) for p in parsed])
+        texts = [embedding_text(p) for p in parsed]
+        vectors = yield Embed(texts)
         now = self._now()
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
         matrix = as_matrix(vectors)
@@ -125,6 +126,9 @@ class WriteFlows(MemoryBase):
         inserts: list[int] = []  # indexes into parsed
         insert_ids: dict[int, uuid.UUID] = {}
         insert_extra: dict[int, int] = defaultdict(int)  # merged into a batch insert
+        # Scenes of the records merged into a batch insert (a record belongs to every
+        # scene it was written under: ``experiences_sql.scene_condition``).
+        insert_scenes: dict[int, list[str]] = defaultdict(list)
         merges: dict[uuid.UUID, dict[str, Any]] = {}
         for i, rec in enumerate(parsed):
             target: tuple[uuid.UUID, float, int | None] | None = None
@@ -153,11 +157,14 @@ class WriteFlows(MemoryBase):
             results.append(WriteResult(id=target_id, status="merged", similarity=round(sim, 4)))
             if batch_index is not None:
                 insert_extra[batch_index] += 1
+                if rec.scene != parsed[batch_index].scene:
+                    _add_scene(insert_scenes[batch_index], rec.scene)
             else:
                 m = merges.setdefault(
-                    target_id, {"added": 0, "critical": False, "importance": None}
+                    target_id, {"added": 0, "critical": False, "importance": None, "scenes": []}
                 )
                 m["added"] += 1
+                _add_scene(m["scenes"], rec.scene)
                 m["critical"] = m["critical"] or rec.critical
                 if rec.importance is not None:
                     m["importance"] = max(m["importance"] or 0.0, rec.importance)
@@ -176,8 +183,8 @@ class WriteFlows(MemoryBase):
                     "score": 1.0, "use_count": 0, "occurrences": 1 + insert_extra[i],
                     "last_used_at": now if insert_extra[i] else None,
                     "created_at": created, "updated_at": now, "archived_at": None,
-                    "merged_into": None, "merged_from": [],
-                    "embedding": vector_param(matrix[i]),
+                    "merged_into": None, "merged_from": [], "also_scenes": insert_scenes[i],
+                    **self._vector_fields(texts[i], matrix[i]),
                     "search_tsv": fts.tsvector_literal(
                         tokens(search_document(rec.lesson, rec.trigger, rec.scene))
                     ),
@@ -194,6 +201,11 @@ class WriteFlows(MemoryBase):
                  "detail": json.dumps({"added": m["added"]})} for rid, m in merges.items()
             ], fetch="none")
         return results
+
+
+def _add_scene(scenes: list[str], scene: str) -> None:
+    if scene not in scenes:
+        scenes.append(scene)
 
 
 class RecordFlows(WriteFlows, CurationFlows):

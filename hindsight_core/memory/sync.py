@@ -5,27 +5,31 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 import sqlalchemy as sa
 
-from ..errors import EmbeddingError, HindsightError, ValidationError
+from ..errors import HindsightError, ValidationError
 from ..models import (
     Experience,
     MaintenanceReport,
     Namespace,
+    ReindexReport,
     SearchHit,
     Stats,
     WriteResult,
 )
 from ..storage.engine import create_side_engine, create_sync_engine
+from ..storage.vectors import adopt_engine
 from .fastpath import WarmConnections
-from .flow import Flow, R, run_sync
+from .flow import Flow, R, run_sync, run_sync_within
 from .inspect import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, export_line
 from .recall import RecallResult, degraded
 from .records import RecordFlows, RecordInput
+from .routing import ReplicaReads, write_lsn_flow
 
 log = logging.getLogger("hindsight")
 
@@ -48,9 +52,13 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         super().__init__(*args, **kwargs)
         self._engine = engine
         self._owns_engine = engine is None
+        if engine is not None:
+            adopt_engine(engine)
         self._engine_lock = threading.Lock()
         self._warm: WarmConnections | None = None
         self._side: sa.Engine | None = None  # flow.Parallel reads (write_many's lookups)
+        self._reads: ReplicaReads | None = None  # read replicas, when configured
+        self._recaller: ThreadPoolExecutor | None = None
 
     @property
     def engine(self) -> sa.Engine:
@@ -82,16 +90,57 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         set up; ``make`` builds the flow (again, if a warm connection was broken)."""
         if not self._ready:
             return self._run(make())
+        return self._warm_pool().run(make, self.embedder)  # type: ignore[no-any-return]
+
+    def _warm_pool(self) -> WarmConnections:
         engine = self.engine
         warm = self._warm
         if warm is None or warm.engine is not engine:
             warm = self._warm = WarmConnections(engine)
-        return warm.run(make, self.embedder)  # type: ignore[no-any-return]
+        return warm
+
+    def _replica_reads(self) -> ReplicaReads | None:
+        """The read replicas (``settings.read_database_urls``), or None."""
+        if self._reads is None and self._replica_urls():
+            with self._engine_lock:
+                if self._reads is None:
+                    self._reads = ReplicaReads(self.settings, self._replica_urls())
+        return self._reads
+
+    def _run_read(self, make: Callable[[], Flow[R]], key: str | None, *,
+                  fast: bool = False) -> R:
+        """Run a read flow on a replica when configured and fresh enough for ``key``
+        (a namespace; ``None``: any), else on the primary (``storage/replicas.py``)."""
+        def primary() -> R:
+            return self._run_fast(make) if fast else self._run(make())
+
+        reads = self._replica_reads() if self._ready else None
+        if reads is None:
+            return primary()
+        return reads.run(make, self.embedder, key, primary, fast=fast)
+
+    def _run_write(self, flow: Flow[R], key: str | None) -> R:
+        """Run a flow that writes; with replicas, note where the WAL got to, so that
+        ``key``'s next reads wait for a replica to replay it."""
+        result = self._run(flow)
+        self._wrote(key)
+        return result
+
+    def _wrote(self, key: str | None) -> None:
+        reads = self._replica_reads()
+        if reads is not None:
+            reads.router.note_write(key, self._warm_pool().run(write_lsn_flow, self.embedder))
 
     def close(self) -> None:
-        """Close the connection pool (if this object created it)."""
+        """Close the connection pool (if this object created it) and the replicas'."""
         if self._warm is not None:
             self._warm.close()
+        if self._reads is not None:
+            self._reads.close()
+            self._reads = None
+        if self._recaller is not None:
+            self._recaller.shutdown(wait=False, cancel_futures=True)
+            self._recaller = None
         if self._side is not None:
             self._side.dispose()
             self._side = None
@@ -123,12 +172,12 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Raises:
             ValidationError: the record is malformed; nothing was written.
         """
-        return self._run(self._write_flow([record], namespace))[0]
+        return self._run_write(self._write_flow([record], namespace), self._ns(namespace))[0]
 
     def write_many(self, records: Sequence[RecordInput], *,
                    namespace: Namespace | str | None = None) -> list[WriteResult]:
         """Write many records in one transaction (all or nothing), deduplicated."""
-        return self._run(self._write_flow(records, namespace))
+        return self._run_write(self._write_flow(records, namespace), self._ns(namespace))
 
     def search(self, query: str, *, namespace: Namespace | str | None = None,
                scene: str | None = None, top_k: int = 5,
@@ -142,30 +191,44 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
                 ``source.task``, ``source.tool``.
         """
-        return self._run_fast(lambda: self._search_flow(query, namespace, scene, top_k, filters))
+        return self._run_read(lambda: self._search_flow(query, namespace, scene, top_k, filters),
+                              self._ns(namespace), fast=True)
 
     def recall(self, query: str, *, namespace: Namespace | str | None = None,
                scene: str | None = None, top_k: int = 5) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on a database or embedding
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
-        timeout_ms = int(self.settings.recall_timeout * 1000)
+        timeout = self.settings.recall_timeout
         try:
-            return RecallResult(hits=self._run(
-                self._search_flow(query, namespace, scene, top_k, None, timeout_ms)))
+            return RecallResult(hits=run_sync_within(
+                timeout, self._recall_executor(),
+                lambda: self._run_read(lambda: self._search_flow(
+                    query, namespace, scene, top_k, None, int(timeout * 1000)),
+                    self._ns(namespace))))
         except ValidationError:
             raise
-        except (HindsightError, EmbeddingError) as exc:
+        except (HindsightError, TimeoutError) as exc:
             return degraded(exc)
+
+    def _recall_executor(self) -> ThreadPoolExecutor:
+        """The threads ``recall`` runs on, so that it can stop waiting (built on first
+        need; as many as the pool has connections)."""
+        with self._engine_lock:
+            if self._recaller is None:
+                self._recaller = ThreadPoolExecutor(
+                    max_workers=self.settings.pool_size, thread_name_prefix="hindsight-recall")
+            return self._recaller
 
     def get(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """One record by id (archived ones too)."""
-        return self._run(self._get_flow(record_id, namespace))
+        return self._run_read(lambda: self._get_flow(record_id, namespace), self._ns(namespace))
 
     def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
                      ) -> list[Experience]:
         """Records of a namespace; options: ``scene``, ``archived`` (False, True or None
         for both), ``order_by``, ``descending``, ``limit``, ``offset``, ``all_namespaces``."""
-        return self._run(self._list_flow(namespace, **options))
+        key = None if options.get("all_namespaces") else self._ns(namespace)
+        return self._run_read(lambda: self._list_flow(namespace, **options), key)
 
     # ------------------------------------------------------------------ feedback & curation
 
@@ -173,49 +236,63 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                   namespace: Namespace | str | None = None) -> Experience:
         """Feedback on a recalled record: helpful raises its score (+0.1) and resets its
         decay clock; unhelpful lowers it."""
-        return self._run(self._mark_used_flow(record_id, helpful, namespace))
+        return self._run_write(self._mark_used_flow(record_id, helpful, namespace),
+                               self._ns(namespace))
 
     def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""
-        self._run(self._change_flow(record_id, "forget", namespace))
+        self._run_write(self._change_flow(record_id, "forget", namespace), self._ns(namespace))
 
     def archive(self, record_id: object, *, namespace: Namespace | str | None = None
                 ) -> Experience:
         """Stop recalling a record (restorable)."""
-        return self._run(self._curate_flow(record_id, "archive", namespace))
+        return self._run_write(self._curate_flow(record_id, "archive", namespace),
+                               self._ns(namespace))
 
     def restore(self, record_id: object, *, namespace: Namespace | str | None = None
                 ) -> Experience:
         """Bring an archived record back (its score is lifted to the eviction line)."""
-        return self._run(self._curate_flow(
-            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1))
+        return self._run_write(self._curate_flow(
+            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1),
+            self._ns(namespace))
 
     def set_critical(self, record_id: object, critical: bool = True, *,
                      namespace: Namespace | str | None = None) -> Experience:
         """Mark a record critical (never decays, never evicted) or not."""
-        return self._run(self._curate_flow(
-            record_id, "critical", namespace, critical=bool(critical)))
+        return self._run_write(self._curate_flow(
+            record_id, "critical", namespace, critical=bool(critical)), self._ns(namespace))
 
     def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
              **changes: Any) -> Experience:
         """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
-        return self._run(self._edit_flow(record_id, changes, namespace))
+        return self._run_write(self._edit_flow(record_id, changes, namespace), self._ns(namespace))
 
     def merge(self, record_ids: Iterable[object], into: RecordInput, *,
               namespace: Namespace | str | None = None) -> Experience:
         """Replace records by one more general lesson; the sources are archived and linked."""
-        return self._run(self._merge_flow(record_ids, into, namespace))
+        return self._run_write(self._merge_flow(record_ids, into, namespace), self._ns(namespace))
 
     # ------------------------------------------------------------------ whole store
 
     def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep
         expired items and abandoned task logs. ``namespace=None``: every namespace."""
-        return self._run(self._maintain_flow(namespace, namespace is None))
+        return self._run_write(self._maintain_flow(namespace, namespace is None),
+                               None if namespace is None else self._ns(namespace))
 
     def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
-        return self._run(self._stats_flow(namespace))
+        return self._with_reads(self._run(self._stats_flow(namespace)))
+
+    def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
+        """Delete everything stored in ``namespace`` (exactly it, not those under it):
+        records, their history, items and task logs. For throw-away namespaces (demos,
+        examples, tests); there is no undo.
+
+        Returns:
+            How many ``records``, ``events``, ``items`` and ``tasks`` were deleted.
+        """
+        return self._run(self._drop_namespace_flow(namespace))
 
     def export(self, target: str | Path | IO[str], *, namespace: Namespace | str | None = None,
                all_namespaces: bool = False) -> int:
@@ -225,17 +302,27 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     def import_records(self, source: str | Path | Iterable[str], *, skip_invalid: bool = False,
                        progress: Progress | None = None) -> dict[str, Any]:
-        """Import JSON lines written by :meth:`export`.
+        """Import JSON lines: written by :meth:`export`, or one new record per line.
 
+        A line with an ``id`` is restored as exported (kept if already stored); a
+        line without one (``{"lesson": ..., "trigger": ...}``, optionally with a
+        ``namespace``) is written like :meth:`write_many`, near-duplicates merged.
         A malformed line raises :class:`ImportFormatError` with its line number and
         nothing is imported, unless ``skip_invalid``.
-        """
-        return self._run(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
-                                           progress=progress))
 
-    def reindex(self, *, progress: Progress | None = None) -> int:
-        """Re-embed every record with the configured model; returns how many."""
-        return self._run(self._reindex_flow(progress))
+        Returns:
+            Counts: ``read``, ``imported``, ``merged``, ``already_present`` and
+            ``skipped_lines`` (their numbers).
+        """
+        return self._run_write(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
+                                                 progress=progress), None)
+
+    def reindex(self, *, force: bool = False, progress: Progress | None = None
+                ) -> ReindexReport:
+        """Re-embed with the configured model the records whose vector came from another
+        model or from other text (``force``: every record), record the model and build
+        the index. Returns how many were re-embedded and skipped."""
+        return self._run_write(self._reindex_flow(progress, force), None)
 
 
 def _write_lines(target: str | Path | IO[str], records: list[Experience]) -> int:

@@ -42,18 +42,20 @@ def usage_flow(memory: MemoryBase, ns: str, purpose: str, model: str,
 
 
 def ask_json(memory: MemoryBase, ns: str, model: str, messages: list[dict[str, str]],
-             schema: dict[str, Any] | None, purpose: str, parse: Callable[[str], T]
-             ) -> RFlow[tuple[T | None, str | None]]:
+             schema: dict[str, Any] | None, purpose: str, parse: Callable[[str], T],
+             *, attempts: int = 2) -> RFlow[tuple[T | None, str | None]]:
     """Ask for JSON and parse it; on a failed call or an unusable answer, ask once more
-    (telling the model what was wrong). Returns ``(value, None)`` or ``(None, error)``."""
+    (telling the model what was wrong) unless ``attempts`` is 1. Returns
+    ``(value, None)`` or ``(None, error)``."""
     msgs = list(messages)
     error: str | None = None
-    for attempt in (1, 2):
+    for attempt in range(1, attempts + 1):
         try:
             reply = yield Ask(msgs, schema, purpose)
         except Exception as exc:  # the model call failed (network, provider, script)
             error = f"model call failed: {type(exc).__name__}: {exc}"
-            log.warning("%s (attempt %d of 2, purpose %s)", error, attempt, purpose)
+            log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts,
+                        purpose)
             continue
         try:
             yield Store(usage_flow(memory, ns, purpose, model, reply))
@@ -63,7 +65,8 @@ def ask_json(memory: MemoryBase, ns: str, model: str, messages: list[dict[str, s
             return parse(reply.text), None
         except ParseError as exc:
             error = f"unusable model answer: {exc}"
-            log.warning("%s (attempt %d of 2, purpose %s)", error, attempt, purpose)
+            log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts,
+                        purpose)
             msgs = [*msgs, {"role": "assistant", "content": reply.text[:4000]},
                     {"role": "user", "content": f"Your answer could not be used: {exc}. "
                      "Answer again with only the JSON object described above."}]

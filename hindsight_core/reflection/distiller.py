@@ -1,10 +1,11 @@
-"""The LLM distiller: a finished run in, 0-3 candidate records out.
+"""The LLM distiller: a finished run in, 0-3 screened candidate records out.
 
 The prompt is a versioned template shipped with the package
-(``prompts/distill_v1.md``); the run is rendered as a numbered list of steps, long
-contents clipped. Candidates are then screened (:func:`screen`) before anything is
-written: below ``settings.min_confidence`` or failing validation (e.g. a lesson
-over the length limit) they are dropped with a reason.
+(``prompts/distill_v2.md``); the run is rendered as a numbered list of steps, long
+contents clipped, and the model cites the numbers of the steps each lesson draws
+on. Candidates are screened (``screen.py``): copies of the prompt, generic advice,
+unsupported or contradicting lessons are dropped with a reason; a lesson that is
+too long or in the wrong language is sent back once with the reason, then dropped.
 """
 
 from __future__ import annotations
@@ -13,17 +14,16 @@ import json
 import re
 from typing import Any
 
-from ..errors import ValidationError
 from ..memory.base import MemoryBase
-from ..models import parse_experience
 from ..settings import Settings
-from ..text import cjk_share
 from ._ask import ask_json, load_prompt
 from ._driver import RFlow
+from .evidence import is_chinese
 from .parse import parse_records
+from .screen import screen, validate
 from .trajectory import Step, Trajectory
 
-PROMPT_VERSION = "distill_v1"
+PROMPT_VERSION = "distill_v2"
 MAX_STEP_CHARS = 600
 MAX_STEPS = 60
 
@@ -36,10 +36,13 @@ RECORDS_SCHEMA: dict[str, Any] = {
             "maxItems": 3,
             "items": {
                 "type": "object",
-                "properties": {"scene": _STR, "trigger": _STR, "action": _STR, "outcome": _STR,
-                               "lesson": _STR,
-                               "confidence": {"type": "number", "minimum": 0, "maximum": 1}},
-                "required": ["trigger", "lesson", "confidence"],
+                "properties": {
+                    "steps": {"type": "array", "items": {"type": "integer", "minimum": 1},
+                              "minItems": 1},
+                    "evidence": _STR, "scene": _STR, "trigger": _STR, "action": _STR,
+                    "outcome": _STR, "lesson": _STR,
+                    "confidence": {"type": "number", "minimum": 0, "maximum": 1}},
+                "required": ["steps", "evidence", "trigger", "lesson", "confidence"],
             },
         }
     },
@@ -81,11 +84,6 @@ def render_trajectory(trajectory: Trajectory) -> str:
     return "\n".join(lines)
 
 
-def is_chinese(trajectory: Trajectory) -> bool:
-    """Whether the run is mostly in Chinese/Japanese/Korean script."""
-    return cjk_share(trajectory.goal) > 0.3 or cjk_share(trajectory.text()) > 0.3
-
-
 def language_hint(trajectory: Trajectory) -> str:
     """An explicit reminder of the run's language when it is written in CJK script."""
     if not is_chinese(trajectory):
@@ -109,16 +107,55 @@ def distill_messages(trajectory: Trajectory, settings: Settings) -> list[dict[st
             {"role": "user", "content": render_trajectory(trajectory)}]
 
 
+def _fix_request(fixable: list[dict[str, Any]], max_chars: int) -> str:
+    lines = [f"{i}. {json.dumps(f['record'], ensure_ascii=False)}\n   Problem: {f['reason']}."
+             for i, f in enumerate(fixable, start=1)]
+    return ("These records cannot be stored as written:\n" + "\n".join(lines) + "\n\n"
+            'Answer with {"records": [...]} holding only these records, in this order, each '
+            f"with its lesson rewritten (one sentence, at most {max_chars} characters, the "
+            "run's language) and the same steps and evidence. An empty list drops them.")
+
+
 def llm_distill(memory: MemoryBase, ns: str, model: str, trajectory: Trajectory
-                ) -> RFlow[tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]]:
-    """Ask the model; returns ``(candidates, dropped, error)`` (error: skipped)."""
-    parsed, error = yield from ask_json(
-        memory, ns, model, distill_messages(trajectory, memory.settings), RECORDS_SCHEMA,
-        "distill", parse_records)
+                ) -> RFlow[tuple[list[dict[str, Any]], list[dict[str, Any]], str | None, int]]:
+    """Ask the model and screen its answer.
+
+    Returns:
+        ``(kept, dropped, error, asked_again)``: the candidates that passed the
+        screen, the dropped ones with reasons, the error when the run was skipped
+        (model failed twice, unusable answers), and how many lessons were sent back
+        for length or language.
+    """
+    settings = memory.settings
+    messages = distill_messages(trajectory, settings)
+    parsed, error = yield from ask_json(memory, ns, model, messages, RECORDS_SCHEMA,
+                                        "distill", parse_records)
     if parsed is None:
-        return [], [], error
+        return [], [], error, 0
     candidates, dropped = parsed
-    return candidates, dropped, None
+    kept, more, fixable = screen(candidates, trajectory, settings, [messages[0]["content"]])
+    dropped.extend(more)
+    if not fixable:
+        return kept, dropped, None, 0
+    # Once: send the lessons back with what is wrong; what still fails is dropped.
+    again = [*messages, {"role": "assistant", "content": json.dumps(
+        {"records": candidates}, ensure_ascii=False)},
+        {"role": "user", "content": _fix_request(fixable, settings.lesson_max_chars)}]
+    originals = [f["record"] for f in fixable]
+    reparsed, error = yield from ask_json(  # a rewrite that leaves out its citations keeps them
+        memory, ns, model, again, RECORDS_SCHEMA, "distill-fix",
+        lambda text: parse_records(text, defaults=originals), attempts=1)
+    rewritten = reparsed[0] if reparsed is not None else []
+    for i, fix in enumerate(fixable):
+        if i >= len(rewritten):
+            why = error or "not rewritten when asked"
+            dropped.append({"record": fix["record"], "reason": f"{fix['reason']} ({why})"})
+            continue
+        ok, bad, _ = screen([rewritten[i]], trajectory, settings, [messages[0]["content"]],
+                            can_fix=False)
+        kept.extend(ok)
+        dropped.extend({**b, "reason": f"after being asked again: {b['reason']}"} for b in bad)
+    return kept, dropped, None, len(fixable)
 
 
 def _source(trajectory: Trajectory, distiller: str) -> dict[str, Any]:
@@ -134,21 +171,12 @@ def _source(trajectory: Trajectory, distiller: str) -> dict[str, Any]:
     return source
 
 
-def screen(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: Settings,
-           distiller: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Complete and validate candidates; returns ``(records to write, dropped)``.
-
-    A candidate is dropped (with a reason) when its confidence is below
-    ``settings.min_confidence`` or it fails validation (lesson too long, ...).
-    """
+def complete(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: Settings,
+             distiller: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Screened candidates as records to write, and those that fail validation."""
     keep: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = []
     for cand in candidates:
-        confidence = float(cand.get("confidence", 0.0))
-        if confidence < settings.min_confidence:
-            dropped.append({"record": cand, "reason": f"confidence {confidence:g} is below "
-                            f"{settings.min_confidence:g}"})
-            continue
         record = {
             "scene": (trajectory.scene or str(cand.get("scene") or "").strip() or "general")[:100],
             "trigger": str(cand.get("trigger") or "").strip()
@@ -156,14 +184,12 @@ def screen(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: S
             "action": str(cand.get("action") or ""),
             "outcome": str(cand.get("outcome") or trajectory.outcome),
             "lesson": str(cand.get("lesson") or "").strip(),
-            "confidence": confidence,
+            "confidence": float(cand["confidence"]),
             "source": _source(trajectory, distiller),
         }
-        try:
-            parse_experience(record, lesson_max_chars=settings.lesson_max_chars,
-                             field_max_chars=settings.field_max_chars)
-        except ValidationError as exc:
-            dropped.append({"record": cand, "reason": str(exc)})
+        error = validate(record, settings)
+        if error is not None:
+            dropped.append({"record": cand, "reason": error})
             continue
         keep.append(record)
     return keep, dropped

@@ -18,7 +18,8 @@ from ..errors import LLMError
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
 _NO_LESSON = re.compile(r"^\W*(no new lessons?|none|nothing( new)?( to learn)?|n/a)\W*$",
                         re.IGNORECASE)
-RECORD_KEYS = ("scene", "trigger", "action", "outcome", "lesson", "confidence")
+RECORD_KEYS = ("scene", "trigger", "action", "outcome", "lesson", "confidence", "steps",
+               "evidence")
 
 
 class ParseError(LLMError, ValueError):
@@ -79,11 +80,20 @@ def coerce_number(value: Any, field: str) -> float:
     return value
 
 
-def parse_records(text: str, *, max_records: int = 3) -> tuple[list[dict[str, Any]], list[dict]]:
+def parse_records(text: str, *, max_records: int = 3,
+                  defaults: list[dict[str, Any]] | None = None
+                  ) -> tuple[list[dict[str, Any]], list[dict]]:
     """The records in a distiller answer, and the entries that were dropped.
 
     Accepts ``{"records": [...]}`` (also under ``lessons``), a bare list, one record
     object, ``{"records": []}`` and a plain "no new lesson" as "nothing to learn".
+
+    Args:
+        text: the model's answer.
+        max_records: more entries than this are dropped.
+        defaults: for a rewrite, the records asked about: entry ``i`` of the answer
+            keeps the fields of ``defaults[i]`` it leaves out (its citations,
+            confidence...).
 
     Returns:
         ``(records, dropped)``: records as dicts with string fields and a float
@@ -116,11 +126,13 @@ def parse_records(text: str, *, max_records: int = 3) -> tuple[list[dict[str, An
         if not isinstance(item, dict):
             dropped.append({"record": item, "reason": f"records[{i}] is not an object"})
             continue
+        if defaults is not None and i < len(defaults):
+            item = {**defaults[i], **{k: v for k, v in item.items() if v not in ("", [], None)}}
         if len(records) >= max_records:
             dropped.append({"record": item, "reason": f"more than {max_records} records"})
             continue
         record = {k: item[k] for k in RECORD_KEYS if item.get(k) is not None}
-        for key in ("scene", "trigger", "action", "outcome", "lesson"):
+        for key in ("scene", "trigger", "action", "outcome", "lesson", "evidence"):
             if key in record and not isinstance(record[key], str):
                 record[key] = json.dumps(record[key], ensure_ascii=False) \
                     if isinstance(record[key], dict | list) else str(record[key])

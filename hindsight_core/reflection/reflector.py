@@ -1,12 +1,15 @@
 """``Reflector`` / ``AsyncReflector``: distill a finished run into lessons, review it.
 
 ``reflect`` picks the distiller (the LLM when one is given, else the rule-based
-one), screens the candidates (confidence, validation) and writes the survivors
-with ``memory.write_many`` (so dedup applies: a lesson the store already holds
-merges into it). It never raises for a model failure: a failed call or unusable
-answer is retried once with the error, then the run is skipped and logged, and
-the result says so. Storage failures are reported the same way. Only bad
-arguments (a malformed trajectory or namespace) raise.
+one), screens the candidates (``screen.py``: confidence, copies of the prompt,
+generic advice, grounding in the cited steps, "nothing new", length and language,
+validation), lets a candidate that repeats a lesson recalled during the run
+reinforce it (``reinforce.py``), and writes the rest with ``memory.write_many`` (so
+dedup applies: a lesson the store already holds merges into it).
+It never raises for a model failure: a failed call or unusable answer is retried
+once with the error, then the run is skipped and logged, and the result says so.
+Storage failures are reported the same way. Only bad arguments (a malformed
+trajectory or namespace) raise.
 
 Both classes drive the same generator flows (``_driver.py``); neither has logic
 of its own.
@@ -24,10 +27,12 @@ from ..errors import HindsightError, ValidationError
 from ..memory.records import RecordFlows
 from ..models import Namespace, WriteResult
 from ._driver import RFlow, Store, drive_async, drive_sync
-from .distiller import llm_distill, screen
+from .distiller import complete, llm_distill
 from .llm import LLM
+from .reinforce import reinforce_flow
 from .review import ReviewResult, review_flow
 from .rules import RuleBasedDistiller
+from .screen import screen
 from .tasks import TaskFlows
 from .trajectory import Trajectory
 
@@ -44,7 +49,13 @@ class ReflectionResult(BaseModel):
         written: one entry per record written (``inserted``, or ``merged`` into an
             existing near-duplicate), in the order of ``records``.
         records: the records that were written (as dicts), aligned with ``written``.
-        dropped: candidates not written, each ``{"record": ..., "reason": ...}``.
+        dropped: candidates not written, each ``{"record": ..., "reason": ...}``
+            (below the confidence floor, a copy of the prompt, generic, not
+            grounded in the steps it cites, nothing new, contradicting the run, still
+            too long or in the wrong language after being asked again, invalid).
+        reinforced: recalled records that a candidate repeated (``merged``, with
+            the similarity); those candidates are not in ``records``.
+        asked_again: how many lessons were sent back once for length or language.
         skipped: the run could not be distilled (model failed twice, storage failed).
         error: why it was skipped.
         distiller: ``llm:<model>`` or ``rule-based``.
@@ -56,6 +67,8 @@ class ReflectionResult(BaseModel):
     error: str | None = None
     distiller: str = ""
     records: list[dict[str, Any]] = Field(default_factory=list)
+    reinforced: list[WriteResult] = Field(default_factory=list)
+    asked_again: int = 0
 
 
 def _trajectory(value: Trajectory | dict[str, Any]) -> Trajectory:
@@ -79,22 +92,30 @@ def reflect_flow(memory: RecordFlows, llm: LLM | None, trajectory: Trajectory,
     """Distill, screen, write; drop the task log once distilled."""
     ns = memory._ns(namespace)
     settings = memory.settings
+    asked = 0
     if llm is None:
         distiller = RuleBasedDistiller(max_chars=settings.lesson_max_chars)
         name = distiller.name
-        candidates, error = distiller.distill(trajectory), None
-        dropped: list[dict[str, Any]] = []
+        candidates, dropped, _ = screen(distiller.distill(trajectory), trajectory, settings,
+                                        [], can_fix=False)
+        error = None
     else:
         name = f"llm:{llm.model_name}"
-        candidates, dropped, error = yield from llm_distill(memory, ns, llm.model_name,
-                                                           trajectory)
+        candidates, dropped, error, asked = yield from llm_distill(
+            memory, ns, llm.model_name, trajectory)
     if error is not None:
         log.warning("reflection skipped (%s): %s; goal: %.80s", name, error, trajectory.goal)
         return ReflectionResult(skipped=True, error=error, distiller=name, dropped=dropped)
-    records, more_dropped = screen(candidates, trajectory, settings, name)
+    records, more_dropped = complete(candidates, trajectory, settings, name)
     dropped.extend(more_dropped)
     written: list[WriteResult] = []
+    reinforced: list[WriteResult] = []
     try:
+        if records and trajectory.recalled:
+            repeats = yield Store(reinforce_flow(memory, namespace, trajectory.recalled,
+                                                 records))
+            reinforced = list(repeats.values())
+            records = [r for i, r in enumerate(records) if i not in repeats]
         if records:
             written = yield Store(memory._write_flow(records, namespace))
         task = trajectory.source.get("task")
@@ -103,14 +124,17 @@ def reflect_flow(memory: RecordFlows, llm: LLM | None, trajectory: Trajectory,
     except HindsightError as exc:
         log.error("reflection could not be stored (%s): %s", name, exc)
         return ReflectionResult(skipped=True, error=f"storage failed: {exc}", distiller=name,
-                                dropped=dropped, records=records)
+                                dropped=dropped, records=records, asked_again=asked)
     for d in dropped:
         log.info("reflection dropped a candidate: %s", d["reason"])
     for rec, res in zip(records, written, strict=True):
         log.info("reflection %s %s: %s", res.status, res.id, rec["lesson"])
+    for res in reinforced:
+        log.info("reflection reinforced recalled record %s", res.id)
     if not records:
         log.info("reflection (%s): no new lesson", name)
-    return ReflectionResult(written=written, dropped=dropped, distiller=name, records=records)
+    return ReflectionResult(written=written, dropped=dropped, distiller=name, records=records,
+                            reinforced=reinforced, asked_again=asked)
 
 
 def _task_id(value: Any) -> Any:

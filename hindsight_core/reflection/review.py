@@ -8,13 +8,17 @@
   into clusters; the model is asked whether each cluster says one thing and, if so,
   for one more general lesson, written with ``memory.merge`` (the sources are
   archived, not deleted, and stay linked through ``merged_into``/``merged_from``).
-  Without a model, clusters are reported but not merged.
+  The merged lesson is screened (``screen.screen_merge``): it must keep what every
+  original says and add no claim, and must not copy the prompt; one that is too
+  long or in the wrong language is sent back once with the reason, then the merge
+  is skipped. Without a model, clusters are reported but not merged.
 
 Every decision is in the returned :class:`ReviewResult` and in the log.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import uuid
 from typing import Any, Literal
@@ -30,11 +34,12 @@ from ..storage import review_sql
 from ._ask import ask_json, load_prompt
 from ._driver import RFlow, Store
 from .parse import ParseError, coerce_number, extract_json
+from .screen import screen_merge
 from .trajectory import Trajectory
 
 log = logging.getLogger("hindsight.reflection")
 
-MERGE_PROMPT = "merge_v1"
+MERGE_PROMPT = "merge_v2"
 MAX_CLUSTERS = 3
 MAX_CLUSTER_SIZE = 8
 MAX_SCAN = 500
@@ -173,9 +178,11 @@ def _review_cluster(memory: RecordFlows, ns: str, model: str | None,
             action="skip", ids=ids, reason="near-duplicates; no LLM configured to merge them"))
         return
     settings = memory.settings
-    answer, error = yield from ask_json(
-        memory, ns, model, _merge_messages(cluster, scene, settings.lesson_max_chars),
-        MERGE_SCHEMA, "review-merge", _parse_merge)
+    messages = _merge_messages(cluster, scene, settings.lesson_max_chars)
+    answer, error = yield from ask_json(memory, ns, model, messages, MERGE_SCHEMA,
+                                        "review-merge", _parse_merge)
+    if answer is not None and answer["merge"]:
+        answer, error = yield from _screened(memory, ns, model, messages, cluster, answer)
     if answer is None:
         result.errors.append(f"merge of {len(ids)} records skipped: {error}")
         result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(error)))
@@ -206,3 +213,31 @@ def _review_cluster(memory: RecordFlows, ns: str, model: str | None,
     result.decisions.append(ReviewDecision(
         action="merge", ids=ids, into=merged.id, lesson=merged.lesson,
         reason=str(answer.get("reason") or "model: same point")))
+
+
+def _screened(memory: RecordFlows, ns: str, model: str, messages: list[dict[str, str]],
+              cluster: list[dict[str, Any]], answer: dict[str, Any]
+              ) -> RFlow[tuple[dict[str, Any] | None, str | None]]:
+    """The merge answer if its lesson passes :func:`screen_merge` (after one rewrite for
+    length or language), else ``(None, why)``."""
+    originals = [str(r["lesson"]) for r in cluster]
+    triggers = [str(r["trigger"]) for r in cluster]
+    settings = memory.settings
+    lesson = str(answer["record"]["lesson"]).strip()
+    reason, fix = screen_merge(lesson, originals, [messages[0]["content"]], settings, triggers)
+    if reason is not None:
+        return None, reason
+    if fix is None:
+        return answer, None
+    again = [*messages, {"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)},
+             {"role": "user", "content": f"The merged lesson cannot be stored: {fix}. Answer "
+              "again with the same JSON object, the lesson rewritten."}]
+    retry, error = yield from ask_json(memory, ns, model, again, MERGE_SCHEMA,
+                                       "review-merge-fix", _parse_merge, attempts=1)
+    if retry is None or not retry["merge"]:
+        return None, f"{fix} ({error or 'the model withdrew the merge when asked again'})"
+    reason, fix = screen_merge(str(retry["record"]["lesson"]).strip(), originals,
+                               [messages[0]["content"]], settings, triggers)
+    if reason is not None or fix is not None:
+        return None, f"after being asked again: {reason or fix}"
+    return retry, None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..text import cjk_share
+from .evidence import failed_step
 from .trajectory import Trajectory
 
 NAME = "rule-based"
@@ -28,25 +29,26 @@ class _Call:
     failed: bool = False
     error: str = ""
     done: bool = False  # a result or error was seen
-    extra: dict[str, Any] = field(default_factory=dict)
+    steps: list[int] = field(default_factory=list)  # the call's step and its result's
 
 
 def _calls(trajectory: Trajectory) -> list[_Call]:
     calls: list[_Call] = []
-    for step in trajectory.steps:
+    for n, step in enumerate(trajectory.steps, start=1):
         if step.kind == "tool_call":
-            calls.append(_Call(tool=step.tool or "tool", args=dict(step.args or {})))
+            calls.append(_Call(tool=step.tool or "tool", args=dict(step.args or {}), steps=[n]))
         elif step.kind in ("tool_result", "error"):
             target = next((c for c in reversed(calls) if not c.done
                            and (step.tool is None or c.tool == step.tool)), None)
             if target is None:
                 if step.kind == "error" and step.tool:  # a failed call reported in one step
                     calls.append(_Call(tool=step.tool, args=dict(step.args or {}), failed=True,
-                                       error=step.content, done=True))
+                                       error=step.content, done=True, steps=[n]))
                 continue
             target.done = True
-            target.failed = step.failed
-            target.error = step.content if step.failed else ""
+            target.steps.append(n)
+            target.failed = failed_step(step)
+            target.error = step.content if target.failed else ""
     return calls
 
 
@@ -202,4 +204,7 @@ class RuleBasedDistiller:
             "outcome": outcome,
             "lesson": lesson,
             "confidence": self.confidence,
+            # cited like a model's lesson, so that the same screen applies
+            "steps": sorted({*bad.steps, *fix.steps}),
+            "evidence": error,
         }

@@ -26,6 +26,7 @@ from ..errors import (
 from ..settings import Settings
 from . import embedded
 from .experiences_sql import DEDUP_EF_SEARCH
+from .vectors import ADAPTERS
 
 VECTOR_HELP = (
     "the PostgreSQL server has no pgvector extension. Install it (Debian/Ubuntu: "
@@ -33,6 +34,25 @@ VECTOR_HELP = (
     "managed services: enable the 'vector' extension), or unset HINDSIGHT_DATABASE_URL "
     "to use the embedded PostgreSQL, which ships pgvector"
 )
+
+
+def parse_database_url(raw: str) -> sa.URL:
+    """Parse a configured database URL, or raise one clear line.
+
+    Raises:
+        ConfigurationError: not a URL, or not PostgreSQL's.
+    """
+    try:
+        parsed = make_url(raw)
+    except (sa_exc.ArgumentError, ValueError) as exc:  # ValueError: e.g. a port not a number
+        raise ConfigurationError(
+            f"HINDSIGHT_DATABASE_URL is not a valid URL ({exc}); expected e.g. "
+            "postgresql://user:password@host:5432/dbname") from None
+    if parsed.get_backend_name() != "postgresql":
+        raise ConfigurationError(
+            f"HINDSIGHT_DATABASE_URL must point at PostgreSQL, got {parsed.get_backend_name()!r}"
+        )
+    return parsed
 
 
 def resolve_url(settings: Settings, url: str | None = None) -> str:
@@ -43,14 +63,7 @@ def resolve_url(settings: Settings, url: str | None = None) -> str:
     raw = url or settings.database_url
     if raw is None:
         return embedded.embedded_url(settings.home)
-    try:
-        parsed = make_url(raw)
-    except sa_exc.ArgumentError as exc:
-        raise ConfigurationError(f"HINDSIGHT_DATABASE_URL is not a valid URL: {exc}") from exc
-    if parsed.get_backend_name() != "postgresql":
-        raise ConfigurationError(
-            f"HINDSIGHT_DATABASE_URL must point at PostgreSQL, got {parsed.get_backend_name()!r}"
-        )
+    parsed = parse_database_url(raw)
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
@@ -65,7 +78,7 @@ def _engine_args(settings: Settings) -> dict[str, Any]:
         "pool_pre_ping": True,
         "pool_recycle": 1800,
         "connect_args": {"connect_timeout": max(1, round(settings.connect_timeout)),
-                         "options": options},
+                         "options": options, "context": ADAPTERS},
     }
 
 

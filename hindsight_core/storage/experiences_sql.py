@@ -22,8 +22,16 @@ T = "hindsight_experiences"
 COLUMNS = (
     "ns, id, scene, trigger, action, outcome, lesson, confidence, importance, critical, "
     "source, score, use_count, occurrences, last_used_at, created_at, updated_at, "
-    "archived_at, merged_into, merged_from"
+    "archived_at, merged_into, merged_from, also_scenes"
 )
+
+
+def scene_condition(scene: str = ":scene") -> str:
+    """SQL true when record ``e`` belongs to the scene ``scene`` (an SQL expression):
+    its own scene or one of the scenes of the writes merged into it (``also_scenes``,
+    migration 0007). The b-tree on ``(ns, scene)`` and the GIN index on
+    ``also_scenes`` serve the two halves."""
+    return f"(e.scene = {scene} OR e.also_scenes @> ARRAY[{scene}])"
 
 
 
@@ -126,11 +134,12 @@ INSERT = sa.text(
     f"""
     INSERT INTO {T} (ns, id, scene, trigger, action, outcome, lesson, confidence, importance,
         critical, source, score, use_count, occurrences, last_used_at, created_at, updated_at,
-        archived_at, merged_into, merged_from, embedding, search_tsv)
+        archived_at, merged_into, merged_from, also_scenes, embedding, embed_key, search_tsv)
     VALUES (:ns, :id, :scene, :trigger, :action, :outcome, :lesson, :confidence, :importance,
         :critical, CAST(:source AS jsonb), :score, :use_count, :occurrences, :last_used_at,
         :created_at, :updated_at, :archived_at, :merged_into, CAST(:merged_from AS uuid[]),
-        CAST(:embedding AS vector), CAST(:search_tsv AS tsvector))
+        CAST(:also_scenes AS text[]), CAST(:embedding AS vector), :embed_key,
+        CAST(:search_tsv AS tsvector))
     ON CONFLICT (ns, id) DO NOTHING
     """
 )
@@ -140,7 +149,10 @@ MERGE_DUPLICATE = sa.text(
     UPDATE {T} SET occurrences = occurrences + :added, last_used_at = :now, updated_at = :now,
         critical = critical OR :critical,
         importance = CASE WHEN importance IS NULL THEN CAST(:importance AS real)
-                          ELSE GREATEST(importance, CAST(:importance AS real)) END
+                          ELSE GREATEST(importance, CAST(:importance AS real)) END,
+        also_scenes = also_scenes || ARRAY(
+            SELECT u.s FROM unnest(CAST(:scenes AS text[])) WITH ORDINALITY u(s, i)
+            WHERE u.s <> scene AND u.s <> ALL(also_scenes) ORDER BY u.i)
     WHERE ns = :ns AND id = :id
     """
 )
@@ -187,7 +199,9 @@ EDIT = sa.text(
     f"""
     UPDATE {T} SET scene = :scene, trigger = :trigger, action = :action, outcome = :outcome,
         lesson = :lesson, importance = :importance, critical = :critical, updated_at = :now,
-        embedding = CAST(:embedding AS vector), search_tsv = CAST(:search_tsv AS tsvector)
+        also_scenes = array_remove(also_scenes, CAST(:scene AS text)),
+        embedding = CAST(:embedding AS vector), embed_key = :embed_key,
+        search_tsv = CAST(:search_tsv AS tsvector)
     WHERE ns = :ns AND id = :id RETURNING id
     """
 )
@@ -217,7 +231,7 @@ def list_conditions(*, scene: bool, archived: bool | None, all_ns: bool = False)
     archived or live. Shared by :func:`list_sql` and ``inspect_sql.count_sql``."""
     where = ["TRUE" if all_ns else "e.ns = :ns"]
     if scene:
-        where.append("e.scene = :scene")
+        where.append(scene_condition())
     if archived is True:
         where.append("e.archived_at IS NOT NULL")
     elif archived is False:
@@ -282,11 +296,12 @@ SET_META = sa.text(
 LOCK_META = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:meta', 0))")
 
 REINDEX_BATCH = sa.text(
-    f"SELECT ns, id, trigger, lesson FROM {T} WHERE (ns, id) > (:ns, :id) "
+    f"SELECT ns, id, trigger, lesson, embed_key FROM {T} WHERE (ns, id) > (:ns, :id) "
     "ORDER BY ns, id LIMIT :limit"
 )
 REINDEX_UPDATE = sa.text(
-    f"UPDATE {T} SET embedding = CAST(:embedding AS vector) WHERE ns = :ns AND id = :id"
+    f"UPDATE {T} SET embedding = CAST(:embedding AS vector), embed_key = :embed_key "
+    "WHERE ns = :ns AND id = :id"
 )
 COUNT_ALL = sa.text(f"SELECT count(*) FROM {T}")
 EXISTING_IDS = sa.text(f"SELECT ns, id FROM {T} WHERE id = ANY(CAST(:ids AS uuid[]))")

@@ -25,13 +25,16 @@ NAMESPACES = sa.text(
     """
 )
 
+# A record counts in each of its scenes (``experiences_sql.scene_condition``), as the
+# scene filter finds it there.
 SCENES = sa.text(
     f"""
-    SELECT scene,
+    SELECT s.scene,
         count(*) FILTER (WHERE archived_at IS NULL) AS records,
         count(*) FILTER (WHERE archived_at IS NOT NULL) AS archived
-    FROM {T} WHERE ns = :ns
-    GROUP BY scene ORDER BY count(*) FILTER (WHERE archived_at IS NULL) DESC, scene
+    FROM {T} e CROSS JOIN LATERAL unnest(ARRAY[e.scene] || e.also_scenes) AS s(scene)
+    WHERE e.ns = :ns
+    GROUP BY s.scene ORDER BY count(*) FILTER (WHERE archived_at IS NULL) DESC, scene
     """
 )
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from .experiences_sql import COLUMNS, DECAYED, FILTERABLE, T, ann, vec
+from .experiences_sql import COLUMNS, DECAYED, FILTERABLE, T, ann, scene_condition, vec
 from .fulltext_sql import TS_NORM
 
 
@@ -62,7 +62,7 @@ def search_sql(
     ns = "(SELECT CAST(:ns AS text))"
     where = [f"e.ns = {ns}", "e.archived_at IS NULL"]
     if scene:
-        where.append("e.scene = (SELECT CAST(:scene AS text))")
+        where.append(scene_condition("(SELECT CAST(:scene AS text))"))
     for i, name in enumerate(filters):
         column, kind = FILTERABLE[name]
         where.append(f"{column} = CAST(:f{i} AS {'boolean' if kind == 'bool' else 'text'})")

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from .experiences_sql import DEDUP_EF_SEARCH, T
+from .experiences_sql import DEDUP_EF_SEARCH, T, scene_condition
 from .items_sql import V, prefix_condition
 
 EXACT_SCAN_MAX = 2000
@@ -45,7 +45,7 @@ def _gate(rows_sql: str, table: str) -> sa.TextClause:
 @lru_cache(maxsize=4)
 def recall_exact_scan_sql(scene: bool) -> sa.TextClause:
     """Whether recall in ``:ns`` (and ``:scene``) should scan exactly."""
-    cond = "e.ns = :ns AND e.archived_at IS NULL" + (" AND e.scene = :scene" if scene else "")
+    cond = "e.ns = :ns AND e.archived_at IS NULL" + (f" AND {scene_condition()}" if scene else "")
     return _gate(f"SELECT 1 FROM {T} e WHERE {cond}", T)
 
 

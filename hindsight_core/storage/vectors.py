@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg.adapt import Dumper
+import sqlalchemy as sa
+from psycopg.adapt import AdaptersMap, Dumper
 from psycopg.pq import Format
 
 from ..embeddings.base import as_matrix
@@ -56,9 +58,25 @@ class _Float4ArrayDumper(Dumper):
         return obj.payload
 
 
-# Process-wide: every psycopg connection (sync or async, through SQLAlchemy or not)
-# created afterwards sends Float4Array parameters this way.
-psycopg.adapters.register_dumper(Float4Array, _Float4ArrayDumper)
+# Hindsight's connections only (not process-wide, which would change every other
+# psycopg user's adaptation): engines it creates connect with this map as their
+# context (``storage.engine``); engines given to it get the dumper on checkout
+# (:func:`adopt_engine`).
+ADAPTERS = AdaptersMap(psycopg.adapters)
+ADAPTERS.register_dumper(Float4Array, _Float4ArrayDumper)
+
+
+def _on_checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+    driver = getattr(dbapi_connection, "driver_connection", dbapi_connection)
+    driver.adapters.register_dumper(Float4Array, _Float4ArrayDumper)
+
+
+def adopt_engine(engine: sa.Engine) -> None:
+    """Make an engine Hindsight did not create send vector parameters (its connections
+    get the dumper at each checkout; a sync engine, or an async engine's
+    ``sync_engine``)."""
+    if not sa.event.contains(engine, "checkout", _on_checkout):
+        sa.event.listen(engine, "checkout", _on_checkout)
 
 
 class QueryVector(list[float]):

@@ -1,0 +1,232 @@
+"""Reads on a real streaming standby (``HINDSIGHT_READ_DATABASE_URLS``).
+
+The standby is a ``pg_basebackup`` copy of the session's embedded server, streaming
+over its unix socket (``_replica_util.Standby``). Pausing its WAL replay
+(``pg_wal_replay_pause()``) makes it stale on purpose: a read that returns the old
+state proves it was served by the replica, and read-your-writes must then fall back
+to the primary. Every wait polls with a deadline; the standby is always removed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from _replica_util import Standby, wait_for
+
+from hindsight_core import AsyncMemory, Memory, Settings
+from hindsight_core.errors import ConfigurationError
+from hindsight_core.items import Items
+from hindsight_core.storage.replicas import parse_urls
+
+
+@pytest.fixture(scope="module")
+def standby(database_url: str) -> Iterator[Standby]:
+    replica = Standby(database_url)
+    try:
+        replica.create()
+        replica.start()
+        wait_for(replica.caught_up, "the standby to catch up")
+        yield replica
+    finally:
+        replica.destroy()
+
+
+def _settings(database_url: str, standby: Standby, **extra: object) -> Settings:
+    options: dict[str, object] = {"read_your_writes_timeout": 30.0, "replica_max_lag": 600.0,
+                                  "replica_check_interval": 0.0}
+    options.update(extra)
+    return Settings(database_url=database_url, read_database_urls=standby.url, **options)
+
+
+def _record(lesson: str) -> dict[str, object]:
+    return {"scene": "replica-test", "trigger": f"when {lesson}", "lesson": lesson}
+
+
+def test_bad_replica_url_names_the_setting() -> None:
+    with pytest.raises(ConfigurationError, match="HINDSIGHT_READ_DATABASE_URLS"):
+        parse_urls("mysql://x@y/z")
+    assert parse_urls(" , ") == []
+
+
+def test_reads_served_by_the_replica_and_read_your_writes(
+        database_url: str, standby: Standby, embedder, namespace) -> None:  # noqa: ANN001
+    writer = Memory(namespace, settings=_settings(database_url, standby), embedder=embedder)
+    reader = Memory(namespace, settings=_settings(database_url, standby), embedder=embedder)
+    hasty = Memory(namespace, settings=_settings(database_url, standby,
+                                                 read_your_writes_timeout=0.2),
+                   embedder=embedder)
+    try:
+        first = writer.write(_record("Pin the base image digest"))
+        assert writer.get(first.id).lesson == "Pin the base image digest"  # waited, replica
+        assert writer.stats(namespace=namespace).reads["replica"] >= 1
+        reader.setup()
+        hasty.setup()
+        with _paused(standby):
+            second = hasty.write(_record("Rotate the API keys monthly"))
+            # The reader never wrote: the (stale) replica serves it, without the new record.
+            ids = {r.id for r in reader.list_records()}
+            assert first.id in ids and second.id not in ids
+            assert reader.stats().reads["replica"] >= 1
+            # The writer must see its own write: the replica cannot replay it while
+            # paused, so after read_your_writes_timeout the primary answers.
+            before = hasty.stats().reads
+            assert second.id in {r.id for r in hasty.list_records()}
+            hits = hasty.search("rotate api keys")
+            assert hits and hits[0].record.id == second.id
+            after = hasty.stats().reads
+            assert after["skipped_lag"] >= before["skipped_lag"] + 2
+            assert after["primary"] >= before["primary"] + 2
+        # Replay resumed: the reader sees the record once the replica has it.
+        wait_for(lambda: second.id in {r.id for r in reader.list_records()},
+                 "the replica to replay the second write")
+        assert reader.stats().reads["primary"] == 0
+    finally:
+        writer.close()
+        reader.close()
+        hasty.close()
+
+
+class _paused:
+    """``with _paused(standby):`` pauses WAL replay for the block."""
+
+    def __init__(self, standby: Standby) -> None:
+        self.standby = standby
+
+    def __enter__(self) -> None:
+        self.standby.sql("SELECT pg_wal_replay_pause()")
+
+    def __exit__(self, *exc: object) -> None:
+        self.standby.sql("SELECT pg_wal_replay_resume()")
+
+
+def test_replica_down_mid_run_then_back(database_url: str, standby: Standby, embedder,
+                                        namespace) -> None:  # noqa: ANN001
+    settings = _settings(database_url, standby, replica_retry_interval=0.0, connect_timeout=2)
+    mem = Memory(namespace, settings=settings, embedder=embedder)
+    written: list[uuid.UUID] = []
+
+    def step(i: int) -> None:
+        written.append(mem.write(_record(f"Lesson number {i} about replicas")).id)
+        # Nothing lost: every record written so far is there, wherever reads go.
+        assert {r.id for r in mem.list_records(limit=100)} >= set(written)
+        assert mem.get(written[-1]).id == written[-1]
+
+    try:
+        for i in range(3):
+            step(i)
+        on_replica = mem.stats().reads["replica"]
+        assert on_replica >= 6
+        standby.stop("fast")
+        for i in range(3, 6):
+            step(i)
+        reads = mem.stats().reads
+        assert reads["skipped_down"] >= 6 and reads["primary"] >= 6
+        assert reads["replica"] == on_replica
+        standby.start()
+        i = 6
+
+        def used_again() -> bool:
+            nonlocal i
+            step(i)
+            i += 1
+            return mem.stats().reads["replica"] > on_replica
+
+        wait_for(used_again, "the restarted replica to serve reads again")
+        assert len({r.id for r in mem.list_records(limit=100)}) == len(written)
+    finally:
+        mem.close()
+        if not standby.running():
+            standby.start()
+
+
+async def test_async_memory_store_and_checkpoints_on_the_replica(
+        database_url: str, standby: Standby, embedder, namespace) -> None:  # noqa: ANN001
+    from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
+
+    settings = _settings(database_url, standby)
+    amem = AsyncMemory(namespace, settings=settings, embedder=embedder)
+    mem = Memory(namespace, settings=settings, embedder=embedder)
+    try:
+        res = await amem.write(_record("Cache the wheel downloads"))
+        assert (await amem.get(res.id)).id == res.id
+        hits = await amem.search("wheel cache")
+        assert hits and hits[0].record.id == res.id
+        assert (await amem.stats()).reads["replica"] >= 2
+
+        items = Items(mem)
+        items.put(("replica", namespace[1]), "k", {"v": 1})
+        assert items.get(("replica", namespace[1]), "k").value == {"v": 1}
+        cps = Checkpoints(mem)
+        cps.put("t-" + namespace[1], "", "c1", None, {"v": 1, "id": "c1"}, {})
+        assert cps.get("t-" + namespace[1]).checkpoint_id == "c1"
+        assert mem.stats().reads["replica"] >= 2
+
+        acps = AsyncCheckpoints(amem)
+        await acps.put("a-" + namespace[1], "", "c2", None, {"v": 2, "id": "c2"}, {})
+        assert (await acps.get("a-" + namespace[1])).checkpoint_id == "c2"
+        assert (await amem.stats()).reads["replica"] >= 3
+        assert (await amem.stats()).reads["primary"] == 0
+    finally:
+        await amem.aclose()
+        mem.close()
+
+
+def _drive(plan, replies):  # noqa: ANN001, ANN202
+    """Drive a router plan: ``replies`` maps a step type to a value or an exception."""
+    steps, reply, error = [], None, None
+    while True:
+        try:
+            step = plan.throw(error) if error is not None else plan.send(reply)
+        except StopIteration as stop:
+            return steps, stop.value
+        steps.append(type(step).__name__)
+        answer = replies.get(type(step))
+        error, reply = (answer, None) if isinstance(answer, BaseException) else (None, answer)
+
+
+def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby() -> None:
+    from hindsight_core.errors import DatabaseError, DatabaseUnavailableError
+    from hindsight_core.storage.replicas import Primary, Probe, Read, ReadRouter
+
+    settings = Settings(replica_retry_interval=60, replica_check_interval=60)
+    router = ReadRouter(settings, parse_urls("postgresql://u:secret@replica/db"))
+    standby = {"standby": True, "replay": 100, "lag": 0.0}
+    # A read that fails on the replica (e.g. a statement timeout): the primary serves
+    # it; the replica stays in use.
+    steps, result = _drive(router.plan("ns"), {
+        Probe: standby, Read: DatabaseError("statement timeout"), Primary: "from primary"})
+    assert steps == ["Probe", "Read", "Primary"] and result == "from primary"
+    steps, result = _drive(router.plan("ns"), {Read: "from replica"})
+    assert steps == ["Read"] and result == "from replica"  # probed < 60 s ago: no probe
+    # A write past the replica's replay position: probe again, wait, then read there.
+    router.note_write("ns", 150)
+    steps, result = _drive(router.plan("other-ns"), {Read: "other"})
+    assert steps == ["Read"]  # another namespace's reads do not wait for it
+    replay = iter([100, 120, 150])
+    plan = router.plan("ns")
+    steps = [type(plan.send(None)).__name__]
+    while steps[-1] != "Read":
+        reply = {"standby": True, "replay": next(replay), "lag": 0.0} \
+            if steps[-1] == "Probe" else None
+        steps.append(type(plan.send(reply)).__name__)
+    assert steps == ["Probe", "Pause", "Probe", "Pause", "Probe", "Read"]
+    with pytest.raises(StopIteration):
+        plan.send("the read's rows")
+    # Unreachable: marked down, so the next read goes straight to the primary.
+    router.note_write("ns", 10**9)
+    steps, _ = _drive(router.plan("ns"), {Probe: DatabaseUnavailableError("refused"),
+                                          Primary: "p"})
+    assert steps == ["Probe", "Primary"]
+    steps, _ = _drive(router.plan("ns"), {Primary: "p"})
+    assert steps == ["Primary"]
+    counts = router.counts()
+    assert counts["failed"] == 1 and counts["skipped_down"] == 1
+    assert counts["no_replica"] == 1 and counts["replica"] == 3 and counts["waited"] == 1
+    # A server that is not a standby is another database: never read there.
+    other = ReadRouter(settings, parse_urls("postgresql://u@promoted/db"))
+    steps, _ = _drive(other.plan(None), {Probe: {"standby": False, "replay": None, "lag": 0},
+                                         Primary: "p"})
+    assert steps == ["Probe", "Primary"] and other.counts()["skipped_down"] == 1
+    assert "secret" not in router._replicas[0].name  # logs never show the password
