@@ -135,22 +135,29 @@ _CLAUSE = re.compile(r"[,.;:!?，。；：！？\n]+")
 
 
 def prohibitions(text: str) -> list[tuple[set[str], set[str]]]:
-    """What ``text`` says not to do: per negation, ``(negated, clause)``: the units the
-    negation governs ("do not *delete the lock* file", "依赖文件不要*删除*") and the
-    rest of its clause (the object: "依赖文件")."""
+    """What ``text`` says not to do: per negation, ``(negated, clause)``: the units of
+    the verb the negation governs ("do not *delete* the lock file", "依赖文件不要*删除*")
+    and the rest of its clause (the object: "lock file", "依赖文件")."""
     out: list[tuple[set[str], set[str]]] = []
     negations = {w.replace("'", "") for w in _NEGATION_WORDS}
     for clause in _CLAUSE.split(unicodedata.normalize("NFKC", text).lower()):
         words = re.findall(r"[\w']+", clause)
         for i, word in enumerate(words):
             if word.replace("'", "") in negations:
-                negated = units(" ".join(words[i + 1:i + 4]))
+                # the verb it governs ("don't *rename* public functions"), not its object
+                negated = next((u for w in words[i + 1:i + 4] if (u := units(w))), set())
                 out.append((negated, units(clause) - negated))
         for neg in _CJK_NEGATIONS:
             for m in re.finditer(re.escape(neg), clause):
                 negated = {u for u in units(clause[m.end():m.end() + 3]) if cjk_share(u)}
                 out.append((negated, units(clause[:m.start()])))
     return [(n, c) for n, c in out if n]
+
+
+def asked_units(text: str) -> set[str]:
+    """Units of the clauses of ``text`` that hold no negation: what it asks for instead
+    ("never send it to everyone, *only to team-dev*")."""
+    return set().union(*(units(c) for c in _CLAUSE.split(text) if not prohibitions(c)))
 
 
 def negated_units(text: str) -> set[str]:

@@ -33,6 +33,7 @@ from .evidence import (
     Run,
     affirmed_units,
     analyse,
+    asked_units,
     changed_units,
     near_equal,
     negated_units,
@@ -154,7 +155,10 @@ def _contradiction(lesson: str, run: Run, trajectory: Trajectory) -> str | None:
     """Why the lesson says the opposite of what the run showed, or None."""
     said = affirmed_units(lesson)
     for n in run.complaints:
-        for negated, clause in prohibitions(trajectory.steps[n - 1].content):
+        complaint = trajectory.steps[n - 1].content
+        if said & asked_units(complaint):
+            continue  # it follows what the user asked for instead
+        for negated, clause in prohibitions(complaint):
             if negated & said and (not clause or clause & said):
                 return (f"recommends what the user said not to do in step {n} "
                         f"({', '.join(sorted(negated & said))})")
