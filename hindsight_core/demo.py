@@ -97,10 +97,26 @@ def _selected(name: str, match_by: str) -> bool:
     return bool(DATED.search(name)) and not name.endswith(".md")  # dated, not a document
 
 
-def run_demo(say: Say, memory: Memory | None = None) -> dict[str, object]:
-    """Run the whole story; returns the figures it printed (used by the tests)."""
+def run_demo(say: Say, memory: Memory | None = None, *, keep: bool = False
+             ) -> dict[str, object]:
+    """Run the whole story; returns the figures it printed (used by the tests).
+
+    The story runs in a fresh namespace (``demo/<hex>``), dropped at the end unless
+    ``keep``: the demo leaves nothing in the user's store.
+    """
     namespace = ("demo", uuid.uuid4().hex[:8])  # a fresh one per run: the story starts empty
     mem = memory or Memory(namespace)
+    try:
+        summary = _story(say, mem, namespace)
+    finally:
+        if not keep:
+            mem.drop_namespace(namespace)
+    if keep:
+        say(f"Kept the demo's lessons in namespace {'/'.join(namespace)}.")
+    return {**summary, "kept": keep}
+
+
+def _story(say: Say, mem: Memory, namespace: tuple[str, str]) -> dict[str, object]:
     llm = llm_from_settings(mem.settings)
     reflector = Reflector(mem, llm=llm)
 

@@ -85,6 +85,15 @@ def ns_from_key(key: str) -> Namespace:
     return tuple(key.split(NS_SEPARATOR))
 
 
+def show_namespace(namespace: Namespace | str) -> str:
+    """A namespace for people and messages: ``acme/agent`` (as the CLI takes it).
+
+    Accepts the tuple or its stored key.
+    """
+    labels = ns_from_key(namespace) if isinstance(namespace, str) else namespace
+    return "/".join(labels)
+
+
 def to_utc(value: datetime) -> datetime:
     """Normalise a datetime to UTC; a naive datetime is taken to be UTC already."""
     if value.tzinfo is None:
@@ -114,6 +123,23 @@ def raise_validation(exc: pydantic.ValidationError, *, prefix: str = "") -> Vali
             msg = "unknown field"
         parts.append(f"{prefix}{loc}: {msg}")
     return ValidationError("invalid input: " + "; ".join(parts), field=prefix + (first_field or ""))
+
+
+def reject_nul(value: Any, path: str) -> None:
+    """Raise ``ValueError`` naming the first string under ``value`` (keys included)
+    that holds a NUL byte: PostgreSQL cannot store one in text or jsonb, and would
+    report it as a database failure."""
+    if isinstance(value, str):  # first: the Mapping check is an ABC's (~2 us)
+        if "\x00" in value:
+            raise ValueError(f"{path} contains a NUL byte, which cannot be stored")
+        return
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            reject_nul(str(k), path)
+            reject_nul(v, f"{path}.{k}")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            reject_nul(v, f"{path}[{i}]")
 
 
 def _check_text(value: str, info: ValidationInfo) -> str:
@@ -146,21 +172,7 @@ class Source(_Strict):
     @model_validator(mode="after")
     def _no_nul(self) -> Source:
         """jsonb cannot store NUL (``\\u0000``): reject it here, not as a database error."""
-
-        def walk(value: Any, path: str) -> None:
-            if isinstance(value, str):  # first: the Mapping check is an ABC's (~2 us)
-                if "\x00" in value:
-                    raise ValueError(f"{path} contains a NUL byte, which cannot be stored")
-                return
-            if isinstance(value, Mapping):
-                for k, v in value.items():
-                    walk(str(k), path)
-                    walk(v, f"{path}.{k}")
-            elif isinstance(value, list | tuple):
-                for i, v in enumerate(value):
-                    walk(v, f"{path}[{i}]")
-
-        walk(self.model_dump(), "source")
+        reject_nul(self.model_dump(), "source")
         return self
 
 
@@ -333,7 +345,8 @@ class Stats(BaseModel):
     reads: dict[str, float] = Field(
         default_factory=dict,
         description="With read replicas: how this memory's reads were served since it "
-        "was created (replica, primary, waited, skipped_down, skipped_lag, no_replica) "
+        "was created (replica, primary, waited, skipped_down, skipped_lag, failed, "
+        "no_replica) "
         "and the largest replica lag seen (max_lag_seconds).",
     )
 

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from hindsight_core import Memory, Settings
 from hindsight_core.cli import COMMAND_MODULES, app, main  # noqa: F401
+
+CLI = [sys.executable, "-c", "from hindsight_core.cli import main; main()"]
 
 runner = CliRunner()
 
@@ -25,6 +31,17 @@ def _commands(database_url: str) -> None:
 def invoke(*args: str) -> tuple[int, str]:
     result = runner.invoke(app, list(args), env={"COLUMNS": "250"})
     return result.exit_code, result.output
+
+
+def invoke_json(*args: str) -> tuple[int, object, str]:
+    """Run with ``--json``: stdout must be one JSON document (stderr is separate)."""
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return result.exit_code, json.loads(result.stdout), result.stderr
+
+
+def parse(ns: str) -> tuple[str, ...]:
+    return tuple(ns.split("/"))
 
 
 @pytest.fixture
@@ -93,7 +110,7 @@ def test_db_status_and_maintain(fresh_db: str, monkeypatch: pytest.MonkeyPatch) 
     assert code == 0 and "archived" in json.loads(out)
 
 
-def test_demo_shows_the_mistake_avoided() -> None:
+def test_demo_shows_the_mistake_avoided(settings: Settings) -> None:
     code, out = invoke("demo", "--json")
     assert code == 0, out
     summary = json.loads(out)
@@ -102,6 +119,10 @@ def test_demo_shows_the_mistake_avoided() -> None:
     assert summary["lessons"] >= 1 and summary["recalled"] >= 1
     assert summary["merged"] == "merged"
     assert summary["records_before"] == summary["records_after"]
+    # it cleans up after itself: its namespace is gone from the store
+    assert summary["kept"] is False
+    with Memory(("x",), settings=settings) as mem:
+        assert mem.namespaces(prefix=tuple(summary["namespace"])) == []
 
 
 def test_help_lists_the_documented_commands() -> None:
@@ -109,3 +130,112 @@ def test_help_lists_the_documented_commands() -> None:
     for command in ("write", "search", "used", "forget", "stats", "maintain", "export",
                     "import", "reindex", "db", "demo"):
         assert command in out
+
+
+def test_version() -> None:
+    from hindsight_core import __version__
+
+    code, out = invoke("--version")
+    assert code == 0 and out.strip() == f"hindsight {__version__}"
+
+
+def test_write_takes_confidence(ns: str, settings: Settings) -> None:
+    _, result, _ = invoke_json("write", "-n", ns, "-t", "deploying on Friday",
+                               "-l", "Deploy before noon", "--confidence", "0.75")
+    with Memory(parse(ns), settings=settings) as mem:
+        assert mem.get(result["id"]).confidence == 0.75  # type: ignore[index]
+    code, out = invoke("write", "-n", ns, "-t", "x", "-l", "Something", "--confidence", "2")
+    assert code == 2 and "confidence" in out
+
+
+def test_json_is_valid_on_import_export_and_db_upgrade(ns: str, tmp_path: Path) -> None:
+    """Progress bars go to stderr: stdout holds the JSON alone."""
+    invoke("write", "-n", ns, "-t", "deploying", "-l", "Run migrations before the deploy")
+    target = tmp_path / "out.jsonl"
+    _, exported, _ = invoke_json("export", str(target), "-n", ns)
+    assert exported == {"exported": 1, "path": str(target)}
+    _, report, _ = invoke_json("import", str(target))
+    assert report["already_present"] == 1 and report["imported"] == 0  # type: ignore[index]
+    _, upgraded, _ = invoke_json("db", "upgrade")
+    assert upgraded["up_to_date"] is True  # type: ignore[index]
+    result = runner.invoke(app, ["export", "-", "-n", ns, "--json"])
+    assert [json.loads(line)["lesson"] for line in result.stdout.splitlines()] == [
+        "Run migrations before the deploy"]
+
+
+def test_import_plain_lines_through_the_write_path(ns: str, tmp_path: Path,
+                                                   settings: Settings) -> None:
+    invoke("write", "-n", ns, "-s", "api", "-t", "the API returns 429",
+           "-l", "Retry with exponential backoff")
+    other = f"{ns}/child"
+    lines = [
+        {"scene": "api", "trigger": "the API returns 429", "lesson": "Retry using exponential "
+         "backoff"},                                                       # merges
+        {"trigger": "deploying on Friday", "lesson": "Deploy before noon", "importance": "0.5"},
+        {"trigger": "reading CSV files", "lesson": "Pass the encoding explicitly",
+         "namespace": other.split("/")},
+    ]
+    source = tmp_path / "plain.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    _, report, _ = invoke_json("import", str(source), "-n", ns)
+    assert report == {"read": 3, "imported": 2, "merged": 1, "already_present": 0,
+                      "skipped_lines": []}
+    with Memory(parse(ns), settings=settings) as mem:
+        lessons = sorted(r.lesson for r in mem.list_records())
+        assert lessons == ["Deploy before noon", "Retry with exponential backoff"]
+        assert max(r.occurrences for r in mem.list_records()) == 2
+        assert [r.lesson for r in mem.list_records(namespace=parse(other))] == [
+            "Pass the encoding explicitly"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"trigger": "t", "lesson": "ok"}) + "\n"
+                   + json.dumps({"trigger": "t"}) + "\n")
+    code, out = invoke("import", str(bad), "-n", ns)
+    assert code == 2 and "line 2" in out and "lesson" in out
+
+
+def test_search_shows_whole_ids_when_piped(ns: str) -> None:
+    """Piped (80 columns, no terminal), as a user pastes ids into `hindsight used`."""
+    _, wrote, _ = invoke_json("write", "-n", ns, "-t", "cleaning the downloads folder of "
+                              "old installers", "-l", "Check the file extension first")
+    done = subprocess.run([*CLI, "search", "clean the downloads folder", "-n", ns],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    assert wrote["id"] in done.stdout, done.stdout  # type: ignore[index]
+    assert "…" not in done.stdout
+
+
+def test_unknown_namespace_is_named_with_the_known_ones(ns: str) -> None:
+    invoke("write", "-n", ns, "-t", "deploying", "-l", "Run migrations first")
+    typo = ns + "x"
+    for args in (["search", "deploying", "-n", typo], ["stats", "-n", typo],
+                 ["export", "-", "-n", typo]):
+        code, out = invoke(*args)
+        assert code == 1, (args, out)
+        assert f"no namespace {typo}" in out and ns in out, out
+        assert "(" not in out.split("known namespaces are")[1], out  # a/b, not tuples
+    code, out = invoke("forget", str(uuid.uuid4()), "-n", ns)
+    assert code == 1 and f"in namespace {ns}" in out
+
+
+def test_malformed_settings_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HINDSIGHT_POOL_SIZE", "many")
+    code, out = invoke("stats")
+    assert code == 2 and "HINDSIGHT_POOL_SIZE" in out and "Traceback" not in out
+    monkeypatch.delenv("HINDSIGHT_POOL_SIZE")
+    monkeypatch.setenv("HINDSIGHT_DATABASE_URL", "postgresql://u@host:notaport/db")
+    code, out = invoke("stats")
+    assert code == 1 and out.count("\n") == 1 and "not a valid URL" in out
+
+
+def test_mcp_json_needs_http() -> None:
+    code, out = invoke("mcp", "--json")
+    assert code == 2 and "--http" in out
+
+
+def test_reindex_json_is_valid(fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress bar goes to stderr; stdout is the JSON report alone."""
+    monkeypatch.setenv("HINDSIGHT_DATABASE_URL", fresh_db)
+    invoke("write", "-t", "deploying", "-l", "Run migrations first")
+    _, report, _ = invoke_json("reindex", "--force")
+    assert report["reembedded"] == 1 and report["model"] == "all-MiniLM-L6-v2"  # type: ignore[index]

@@ -287,3 +287,23 @@ def test_terms_in_over_2_percent_of_records_generate_no_keyword_candidates(
     assert "zebra" in common
     assert "quokka" not in common
     mem.close()
+
+
+def test_nul_and_out_of_range_arguments_are_validation_errors(memory: Memory) -> None:
+    """Refused before PostgreSQL sees them (it reported them as database failures)."""
+    from hindsight_core.errors import ValidationError as VE
+
+    memory.write({"scene": "deploy", "trigger": "deploying", "lesson": "Run migrations"})
+    checks = [
+        ("scene", lambda: memory.search("deploy", scene="de\x00ploy")),
+        ("scene", lambda: memory.recall("deploy", scene="de\x00ploy")),
+        ("scene", lambda: memory.list_records(scene="\x00")),
+        ("scene", lambda: memory.count_records(scene="a\x00")),
+        ("offset", lambda: memory.list_records(offset=10**20)),
+        ("scene", lambda: memory.write({"scene": "a\x00", "trigger": "t", "lesson": "l"})),
+    ]
+    for field, call in checks:
+        with pytest.raises(VE) as info:
+            call()
+        assert info.value.field == field and field in str(info.value), str(info.value)
+    assert memory.count_records() == 1

@@ -193,7 +193,7 @@ def test_worker_once_sweeps_and_reflects_pending(fresh_db: str) -> None:
         task = log.start_task("say hello")
         log.log_step(task, Step(kind="message", role="assistant", content="hello"))
         log.end_task(task, "success")
-    done = subprocess.run([*CLI, "worker", "--once", "--grace", "0"], capture_output=True,
+    done = subprocess.run([*CLI, "worker", "--once", "--grace", "0", "--json"], capture_output=True,
                           text=True, timeout=120,
                           env={**os.environ, "HINDSIGHT_DATABASE_URL": fresh_db})
     assert done.returncode == 0, done.stderr

@@ -131,3 +131,29 @@ def test_is_loopback_and_safe_next() -> None:
     assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "example.com"]))
     assert safe_next("/?ns=a") == "/?ns=a"
     assert safe_next("//evil.example/") == "/" and safe_next("https://evil.example") == "/"
+
+
+def test_drop_namespace_deletes_everything_in_it_and_nothing_else(memory: Memory) -> None:
+    from hindsight_core.items import Items
+    from hindsight_core.reflection import TaskLog
+
+    ns, other = memory.namespace, (*memory.namespace, "child")
+    ids = [r.id for r in memory.write_many(RECORDS)]
+    memory.mark_used(ids[0])
+    memory.write(RECORDS[0], namespace=other)
+    items = Items(memory)
+    items.put(ns, "k", {"v": 1})
+    TaskLog(memory).start_task("tidy up", namespace=ns)
+    assert memory.drop_namespace(ns) == {"records": 3, "events": 1, "items": 1, "tasks": 1}
+    assert memory.namespaces(prefix=ns) == [n for n in memory.namespaces(prefix=ns)
+                                            if n.namespace == other]
+    assert memory.count_records(namespace=other) == 1 and items.get(ns, "k") is None
+    assert memory.activity(days=1) == [] and memory.history(ids[0]) == []
+    assert memory.drop_namespace(ns) == {"records": 0, "events": 0, "items": 0, "tasks": 0}
+    items.close()
+
+
+async def test_drop_namespace_async(amemory: AsyncMemory) -> None:
+    await amemory.write(RECORDS[0])
+    assert (await amemory.drop_namespace(amemory.namespace))["records"] == 1
+    assert await amemory.count_records() == 0

@@ -65,3 +65,20 @@ def test_scripted_model_depends_on_the_prompt(tmp_path: Path) -> None:
     # An unrelated lesson does not change what it does.
     other = SystemMessage(example.MEMORY_HEADER + "\n- Prefer small commits")
     assert len(model.invoke([other, HumanMessage(example.TASK), listing]).tool_calls) == 2
+
+
+def test_main_leaves_nothing_in_the_store(database_url: str, settings: object,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``python file_cleanup_agent.py`` drops its namespace and its runs' threads."""
+    import re
+
+    example = _load()
+    example.main([])
+    out = capsys.readouterr().out
+    threads = re.findall(r"thread (cleanup-\w+)", out)
+    assert len(threads) == 2 and "lesson stored" in out
+    with Memory(("x",), settings=settings) as mem:  # type: ignore[arg-type]
+        assert mem.namespaces(prefix=("examples", "file-cleanup")) == []
+        with HindsightCheckpointer(mem) as checkpointer:
+            for thread in threads:
+                assert checkpointer.get_tuple({"configurable": {"thread_id": thread}}) is None

@@ -218,12 +218,14 @@ class _STEmbedding(BaseEmbedding):
     """Our real local model behind LlamaIndex's BaseEmbedding interface."""
 
     _inner: Any = PrivateAttr()
+    queries: list[str] = []  # pydantic copies the default per instance
 
     def __init__(self, inner: Any) -> None:
         super().__init__(model_name="all-MiniLM-L6-v2")
         self._inner = inner
 
     def _get_query_embedding(self, query: str) -> list[float]:
+        self.queries.append(query)
         return self._inner.embed([query])[0]
 
     async def _aget_query_embedding(self, query: str) -> list[float]:
@@ -248,6 +250,8 @@ async def test_llamaindex_embedder_round_trip(settings: Any, embedder: Any,
         await mem.write(LESSON)
         hits = (await mem.recall(QUESTION)).hits
         assert hits and hits[0].record.lesson == LESSON["lesson"]
+    # the query went to the query side (a model's query instruction applies there)
+    assert wrapped.embed_model.queries == [QUESTION]
     with pytest.raises(TypeError):
         LlamaIndexEmbedder(object())  # type: ignore[arg-type]
 

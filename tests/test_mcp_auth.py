@@ -150,3 +150,43 @@ def test_stdio_namespace_from_settings_or_option() -> None:
     assert _memory(Settings(namespace="acme/agent"), "cli/ns").namespace == ("cli", "ns")
     with pytest.raises(ValidationError, match="namespace"):
         _memory(Settings(namespace="acme//agent"), None)
+
+
+def test_blank_tokens_refused_short_ones_warned(tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    blank = tmp_path / "blank.json"
+    blank.write_text(json.dumps({"   ": "acme/agent"}))
+    with pytest.raises(ConfigurationError, match="blank"):
+        load_tokens(Settings(mcp_tokens_file=str(blank)))
+    assert load_tokens(Settings(mcp_tokens="short=acme/agent")) == {"short": ("acme", "agent")}
+    assert "shorter than 16 characters" in caplog.text
+
+
+async def test_body_limit_answers_413_even_if_the_app_answers_the_error() -> None:
+    """The MCP SDK catches the error raised at the limit and answers 500 itself."""
+
+    async def swallowing(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            while (await receive()).get("more_body"):
+                pass
+        except Exception:  # noqa: BLE001 - what the SDK does
+            await send({"type": "http.response.start", "status": 500, "headers": []})
+            await send({"type": "http.response.body", "body": b"Internal Server Error"})
+
+    app = BodyLimitMiddleware(swallowing, limit=1000)
+    status, body = await call(app, {}, [b"x" * 600, b"y" * 600])
+    assert status == 413 and b"too large" in body
+
+
+@pytest.mark.parametrize("args", [["mcp"], ["mcp", "--http", "--port", "1"],
+                                  ["worker", "--once"]])
+def test_malformed_database_url_is_one_line_at_start(args: list[str]) -> None:
+    """Not a traceback, and not a server that starts and then cannot work."""
+    import os
+
+    env = {**os.environ, "HINDSIGHT_DATABASE_URL": "postgresql://u@host:notaport/db"}
+    done = subprocess.run([sys.executable, "-c", "from hindsight_core.cli import main; main()",
+                           *args], env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "not a valid URL" in done.stderr, done.stderr

@@ -41,10 +41,15 @@ def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
     log = tmp_path_factory.mktemp("mcp-http") / "server.log"
     env = {"HINDSIGHT_MCP_TOKENS": ",".join(f"{t}={'/'.join(ns)}" for t, ns in tokens.items()),
            "HINDSIGHT_MCP_MAX_BODY_BYTES": "200000"}
-    proc = start_cli(["mcp", "--http", "--port", str(port)], env, log)
+    proc = start_cli(["mcp", "--http", "--port", str(port), "--json"], env, log)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, base, log)
+        # --json: one JSON line saying where it listens (stdout and stderr share the log)
+        announced = [json.loads(line) for line in log.read_text().splitlines()
+                     if line.startswith("{")]
+        assert announced == [{"server": "mcp", "transport": "http", "url": f"{base}/mcp",
+                              "tokens": 2}], log.read_text()
         yield Server(f"{base}/mcp", proc.pid, tokens)
     finally:
         assert stop(proc) == SIGTERM_EXIT, log.read_text()  # uvicorn re-raises it
@@ -287,3 +292,50 @@ async def test_concurrent_tenants_never_mix(server: Server) -> None:
         results = await asyncio.gather(*(call for call, _ in calls))
     seen = [tuple(json.loads(r.contents[0].text)["namespace"]) for r in results]
     assert seen == [ns for _, ns in calls]
+
+
+async def test_nul_byte_is_a_validation_error_naming_the_field(server: Server,
+                                                              core: Memory) -> None:
+    """Not "memory unavailable" (which blamed the database and leaked its message)."""
+    before = core.stats(namespace=server.ns_a).records
+    calls = {
+        "scene": ("search_memory", {"query": "deploy", "scene": "de\x00ploy"}),
+        "query": ("search_memory", {"query": "dep\x00loy"}),
+        "lesson": ("write_memory", lesson_args("Pin\x00 the version")),
+        "trajectory.goal": ("reflect_task", {"trajectory": failed_then_fixed_run(
+            goal="list\x00 the reports")}),
+        "trajectory.steps.1.content": ("reflect_task", {"trajectory": {
+            **failed_then_fixed_run(), "steps": [
+                {"kind": "tool_call", "tool": "ls", "args": {"path": "/x"}},
+                {"kind": "error", "tool": "ls", "content": "no such\x00 dir"}]}}),
+        "trajectory.scene": ("review_task", {"goal": "g", "outcome": "success",
+                                             "recalled": [], "scene": "s\x00"}),
+    }
+    async with http_client(server.url, server.token_a) as client:
+        for field, (tool, args) in calls.items():
+            result = await client.call_tool(tool, args)
+            message = text(result)
+            assert result.is_error, (field, message)
+            assert field in message and "NUL" in message, (field, message)
+            assert "unavailable" not in message and "database" not in message, message
+    assert core.stats(namespace=server.ns_a).records == before
+
+
+def test_oversized_chunked_body_is_413(server: Server, core: Memory) -> None:
+    """Streamed without Content-Length (chunked): 413, not the SDK's 500."""
+    before = core.stats(namespace=server.ns_a).records
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "write_memory", "arguments": lesson_args("Huge", action="x" * 300_000)}})
+
+    def chunks() -> Iterator[bytes]:
+        data = body.encode()
+        for start in range(0, len(data), 16_384):
+            yield data[start:start + 16_384]
+
+    response = httpx.post(server.url, content=chunks(), headers={
+        "Authorization": f"Bearer {server.token_a}", "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream"})
+    assert response.request.headers.get("transfer-encoding") == "chunked"
+    assert response.status_code == 413, response.text
+    assert "too large" in response.json()["error"]["message"]
+    assert core.stats(namespace=server.ns_a).records == before

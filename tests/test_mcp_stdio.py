@@ -144,3 +144,25 @@ async def test_search_degrades_when_database_is_down(where: str, blackhole: str)
         server.should_exit = True
         thread.join(timeout=15)
     assert not thread.is_alive()
+
+
+async def test_stats_resource_says_the_database_is_down(caplog: pytest.LogCaptureFixture
+                                                        ) -> None:
+    """Not the SDK's generic "Error reading resource" with two tracebacks in the log."""
+    from mcp import MCPError
+
+    memory = AsyncMemory(("down",), settings=Settings(database_url=UNREACHABLE,
+                                                      connect_timeout=5))
+    token = uuid.uuid4().hex * 2
+    app = build_http_app(memory, {token: ("down",)}, host="127.0.0.1", max_body=100_000)
+    server, thread, mcp_url = serve_in_thread(app)
+    try:
+        async with http_client(mcp_url, token) as client:
+            with pytest.raises(MCPError) as info:
+                await client.read_resource("memory://stats")
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+    assert "database unavailable" in str(info.value), str(info.value)
+    assert "Traceback" not in caplog.text and not any(
+        r.exc_info for r in caplog.records), caplog.text

@@ -171,3 +171,62 @@ async def test_async_memory_store_and_checkpoints_on_the_replica(
     finally:
         await amem.aclose()
         mem.close()
+
+
+def _drive(plan, replies):  # noqa: ANN001, ANN202
+    """Drive a router plan: ``replies`` maps a step type to a value or an exception."""
+    steps, reply, error = [], None, None
+    while True:
+        try:
+            step = plan.throw(error) if error is not None else plan.send(reply)
+        except StopIteration as stop:
+            return steps, stop.value
+        steps.append(type(step).__name__)
+        answer = replies.get(type(step))
+        error, reply = (answer, None) if isinstance(answer, BaseException) else (None, answer)
+
+
+def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby() -> None:
+    from hindsight_core.errors import DatabaseError, DatabaseUnavailableError
+    from hindsight_core.storage.replicas import Primary, Probe, Read, ReadRouter
+
+    settings = Settings(replica_retry_interval=60, replica_check_interval=60)
+    router = ReadRouter(settings, parse_urls("postgresql://u:secret@replica/db"))
+    standby = {"standby": True, "replay": 100, "lag": 0.0}
+    # A read that fails on the replica (e.g. a statement timeout): the primary serves
+    # it; the replica stays in use.
+    steps, result = _drive(router.plan("ns"), {
+        Probe: standby, Read: DatabaseError("statement timeout"), Primary: "from primary"})
+    assert steps == ["Probe", "Read", "Primary"] and result == "from primary"
+    steps, result = _drive(router.plan("ns"), {Read: "from replica"})
+    assert steps == ["Read"] and result == "from replica"  # probed < 60 s ago: no probe
+    # A write past the replica's replay position: probe again, wait, then read there.
+    router.note_write("ns", 150)
+    steps, result = _drive(router.plan("other-ns"), {Read: "other"})
+    assert steps == ["Read"]  # another namespace's reads do not wait for it
+    replay = iter([100, 120, 150])
+    plan = router.plan("ns")
+    steps = [type(plan.send(None)).__name__]
+    while steps[-1] != "Read":
+        reply = {"standby": True, "replay": next(replay), "lag": 0.0} \
+            if steps[-1] == "Probe" else None
+        steps.append(type(plan.send(reply)).__name__)
+    assert steps == ["Probe", "Pause", "Probe", "Pause", "Probe", "Read"]
+    with pytest.raises(StopIteration):
+        plan.send("the read's rows")
+    # Unreachable: marked down, so the next read goes straight to the primary.
+    router.note_write("ns", 10**9)
+    steps, _ = _drive(router.plan("ns"), {Probe: DatabaseUnavailableError("refused"),
+                                          Primary: "p"})
+    assert steps == ["Probe", "Primary"]
+    steps, _ = _drive(router.plan("ns"), {Primary: "p"})
+    assert steps == ["Primary"]
+    counts = router.counts()
+    assert counts["failed"] == 1 and counts["skipped_down"] == 1
+    assert counts["no_replica"] == 1 and counts["replica"] == 3 and counts["waited"] == 1
+    # A server that is not a standby is another database: never read there.
+    other = ReadRouter(settings, parse_urls("postgresql://u@promoted/db"))
+    steps, _ = _drive(other.plan(None), {Probe: {"standby": False, "replay": None, "lag": 0},
+                                         Primary: "p"})
+    assert steps == ["Probe", "Primary"] and other.counts()["skipped_down"] == 1
+    assert "secret" not in router._replicas[0].name  # logs never show the password

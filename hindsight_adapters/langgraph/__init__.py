@@ -28,7 +28,7 @@ _LAZY = {
     "thread_trajectory": ".reflection",
     # store (issue 4, part 1)
     "HindsightStore": ".store",
-    "HindsightSearchItem": ".store",
+    "HindsightSearchItem": "._store_ops",
     "LangChainEmbedder": ".embeddings",
     # agent tools (issue 4, part 4)
     "create_memory_tools": ".tools",

@@ -18,50 +18,23 @@ from typing import Any, Literal
 
 from langgraph.store.base import (
     BaseStore,
-    GetOp,
     IndexConfig,
-    Item,
-    ListNamespacesOp,
     Op,
-    PutOp,
     Result,
-    SearchItem,
-    SearchOp,
     TTLConfig,
 )
-from langgraph.store.base import validate_op_namespace as _validate_op
 
 from hindsight_core import AsyncMemory, Memory, Settings
 from hindsight_core.embeddings import Embedder
-from hindsight_core.items import (
-    AsyncItems,
-    GetItem,
-    ItemIndex,
-    ItemOp,
-    Items,
-    ListNamespaces,
-    PutItem,
-    SearchItems,
-)
-from hindsight_core.models import Item as CoreItem
-from hindsight_core.models import ItemHit, ScoreBreakdown
+from hindsight_core.items import AsyncItems, ItemIndex, ItemOp, Items
 
+from ._store_ops import DirectAsyncCalls, _core_ops, _result
 from ._store_util import Coalescer, Stopped, SweeperFuture
 from .embeddings import as_embedder
 
 log = logging.getLogger("hindsight.langgraph")
 
 Ranking = Literal["hybrid", "vector"]
-
-
-class HindsightSearchItem(SearchItem):
-    """A ``SearchItem`` that also carries the hybrid score's parts (``breakdown``)."""
-
-    __slots__ = ("breakdown",)
-
-    def __init__(self, *args: Any, breakdown: ScoreBreakdown | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.breakdown = breakdown
 
 
 def item_index(index: IndexConfig | dict[str, Any]) -> ItemIndex:
@@ -80,7 +53,7 @@ def item_index(index: IndexConfig | dict[str, Any]) -> ItemIndex:
     )
 
 
-class HindsightStore(BaseStore):
+class HindsightStore(DirectAsyncCalls, BaseStore):
     """LangGraph store on Hindsight (PostgreSQL + pgvector).
 
     Args:
@@ -127,7 +100,7 @@ class HindsightStore(BaseStore):
         self.items = Items(self.memory, index=spec, embedder=item_embedder, ranking=ranking,
                            omit_expired=omit)
         self._aitems: AsyncItems | None = None
-        self._coalescer = Coalescer(lambda ops: self.aitems.batch(ops))
+        self._coalescer = Coalescer(self._run_batch)
         self._omit = omit
         self._sweeper: threading.Thread | None = None
         self._sweep_stop = threading.Event()
@@ -229,9 +202,28 @@ class HindsightStore(BaseStore):
         Like LangGraph's ``AsyncBatchedBaseStore``, calls made in the same event-loop
         tick (e.g. ``asyncio.gather`` of many ``aput``/``aget``) run as one batch.
         """
-        core = _core_ops(list(ops))
-        self.aitems.omit_expired = self._omit_expired()
-        return [_result(r) for r in await self._coalescer.submit(core)]
+        return await self._queue(ops if isinstance(ops, list) else list(ops))
+
+    async def _run_batch(self, ops: list[ItemOp]) -> list[Result]:
+        """One coalesced batch, its results mapped to LangGraph's; a result shared by
+        identical reads is mapped once and stays shared."""
+        mapped: dict[int, Result] = {}
+        out: list[Result] = []
+        self.aitems.omit_expired = self._omit_expired()  # ttl_config may have changed
+        for r in await self.aitems.batch(ops):
+            m = mapped.get(id(r))
+            if m is None:
+                m = mapped[id(r)] = _result(r)
+            out.append(m)
+        return out
+
+    def _queue(self, ops: list[Op]) -> asyncio.Future[list[Any]]:
+        """Queue ``ops`` on this tick's batch (a future of their results)."""
+        return self._queue_one(_core_ops(ops))  # type: ignore[arg-type]
+
+    def _queue_one(self, op: ItemOp | list[ItemOp]) -> asyncio.Future[Any]:
+        """Queue a core op (or a list of them) on this tick's batch."""
+        return self._coalescer.enqueue(op)
 
     def _omit_expired(self) -> bool:
         return bool((self.ttl_config or {}).get("omit_expired", False))
@@ -318,43 +310,3 @@ class HindsightStore(BaseStore):
         with suppress(asyncio.CancelledError, TimeoutError):
             await asyncio.wait_for(asyncio.shield(task), timeout)
         return task.done()
-
-
-# ---------------------------------------------------------------------- mapping
-
-
-def _core_ops(ops: list[Op]) -> list[ItemOp]:
-    for op in ops:  # like PostgresStore: a bad namespace anywhere aborts the whole batch
-        _validate_op(op)
-    out: list[ItemOp] = []
-    for op in ops:
-        if isinstance(op, GetOp):
-            out.append(GetItem(tuple(op.namespace), str(op.key), op.refresh_ttl))
-        elif isinstance(op, PutOp):
-            out.append(PutItem(tuple(op.namespace), str(op.key), op.value, op.index, op.ttl))
-        elif isinstance(op, SearchOp):
-            out.append(SearchItems(tuple(op.namespace_prefix), op.query, op.filter, op.limit,
-                                   op.offset, op.refresh_ttl))
-        elif isinstance(op, ListNamespacesOp):
-            conds = tuple((c.match_type, tuple(c.path)) for c in op.match_conditions or ())
-            out.append(ListNamespaces(conds, op.max_depth, op.limit, op.offset))  # type: ignore[arg-type]
-        else:
-            raise ValueError(f"Unknown operation type: {type(op)}")
-    return out
-
-
-def _item(item: CoreItem) -> Item:
-    return Item(value=item.value, key=item.key, namespace=item.namespace,
-                created_at=item.created_at, updated_at=item.updated_at)
-
-
-def _result(res: Any) -> Result:
-    if isinstance(res, CoreItem):
-        return _item(res)
-    if isinstance(res, list) and res and isinstance(res[0], ItemHit):
-        hits: list[SearchItem] = [
-            HindsightSearchItem(h.item.namespace, h.item.key, h.item.value, h.item.created_at,
-                                h.item.updated_at, h.score, breakdown=h.breakdown)
-            for h in res]
-        return hits
-    return res  # type: ignore[no-any-return]

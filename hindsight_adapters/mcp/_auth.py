@@ -22,8 +22,10 @@ from hindsight_core.errors import ConfigurationError, ValidationError
 from hindsight_core.models import Namespace, validate_namespace
 from hindsight_core.settings import Settings
 
+from .. import _http
+
 if TYPE_CHECKING:
-    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger("hindsight.mcp")
 
@@ -92,11 +94,7 @@ def load_tokens(settings: Settings) -> dict[str, Namespace]:
             tokens.update({str(k): _ns(v, source) for k, v in data.items()})
         else:
             tokens.update(parse_tokens(text, source=source))
-    short = [t for t in tokens if len(t) < 16]
-    if short:
-        log.warning("%d MCP token(s) are shorter than 16 characters: use long random tokens "
-                    "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)",
-                    len(short))
+    _http.check_tokens(tokens, source="HINDSIGHT_MCP_TOKENS")
     return tokens
 
 
@@ -175,47 +173,13 @@ class BearerNamespaceMiddleware:
             CURRENT_NAMESPACE.reset(reset)
 
 
-class _TooLarge(Exception):
-    pass
-
-
-class BodyLimitMiddleware:
-    """Answer 413 to request bodies over ``limit`` bytes (declared or streamed)."""
+class BodyLimitMiddleware(_http.BodyLimitMiddleware):
+    """Answer 413 (a JSON-RPC error) to request bodies over ``limit`` bytes, declared
+    or streamed (see :class:`hindsight_adapters._http.BodyLimitMiddleware`)."""
 
     def __init__(self, app: ASGIApp, limit: int) -> None:
-        self.app = app
-        self.limit = limit
+        super().__init__(app, limit, _too_large)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._too_large(send)
-            return
-        received = 0
-        started = False
 
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise _TooLarge
-            return message
-
-        async def tracking_send(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except _TooLarge:
-            if not started:
-                await self._too_large(send)
-
-    async def _too_large(self, send: Send) -> None:
-        await _reply(send, 413, f"Request body too large (limit {self.limit} bytes)", -32600)
+async def _too_large(send: Send, limit: int) -> None:
+    await _reply(send, 413, f"Request body too large (limit {limit} bytes)", -32600)

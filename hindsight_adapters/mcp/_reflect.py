@@ -38,16 +38,18 @@ def _module() -> Any:
     return reflection
 
 
-def _trajectory(reflection: Any, data: TrajectoryIn) -> Any:
+def _trajectory(data: TrajectoryIn) -> dict[str, Any]:
     ids = {
         name: [parse_id(v, field=f"trajectory.{name}[{i}]") for i, v in enumerate(values)]
         for name, values in (("recalled", data.recalled), ("used", data.used))
     }
-    steps = [reflection.Step(**s.model_dump(exclude_none=True)) for s in data.steps]
-    return reflection.Trajectory(
-        goal=data.goal, steps=steps, outcome=data.outcome, final_state=data.final_state,
-        scene=data.scene, source={"tool": "mcp"}, **ids,
-    )
+    # A dict, validated by the core: a bad value (e.g. a NUL byte) is a
+    # ValidationError naming ``trajectory.<field>``, as on every other surface.
+    return {
+        "goal": data.goal, "steps": [s.model_dump(exclude_none=True) for s in data.steps],
+        "outcome": data.outcome, "final_state": data.final_state, "scene": data.scene,
+        "source": {"tool": "mcp"}, **ids,
+    }
 
 
 async def _run(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace, method: str
@@ -60,7 +62,7 @@ async def _run(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace, me
     reflection = _module()
     llm = reflection.llm_from_settings(memory.settings)
     reflector = reflection.AsyncReflector(memory, llm=llm)
-    result = await getattr(reflector, method)(_trajectory(reflection, data), namespace=namespace)
+    result = await getattr(reflector, method)(_trajectory(data), namespace=namespace)
     return result, llm is not None
 
 

@@ -6,7 +6,8 @@ import contextlib
 import logging
 import signal
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from hindsight_core import AsyncMemory
 from hindsight_core.settings import Settings
@@ -100,8 +101,12 @@ def _exit_now(stop: SystemExit) -> None:
 
 
 def serve_http(settings: Settings | None = None, *, host: str | None = None,
-               port: int | None = None, namespace: str | None = None) -> None:
+               port: int | None = None, namespace: str | None = None,
+               announce: Callable[[dict[str, Any]], None] | None = None) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM.
+
+    ``announce`` is called once, as the server starts, with where it listens
+    (``{"server": "mcp", "url": ..., "tokens": n}``); ``hindsight mcp --json`` prints it.
 
     Raises:
         ConfigurationError: a non-loopback host with no token configured, or a
@@ -121,8 +126,10 @@ def serve_http(settings: Settings | None = None, *, host: str | None = None,
     exit_on_signals(SERVER_SIGNALS)
     app = build_http_app(memory, tokens, host=host, max_body=settings.mcp_max_body_bytes,
                          warmup=Warmup(memory).start())
-    sys.stderr.write(f"Hindsight MCP server on http://{host}:{port}/mcp "
-                     f"({len(tokens)} token(s))\n")
+    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
+    sys.stderr.write(f"Hindsight MCP server on {url} ({len(tokens)} token(s))\n")
+    if announce is not None:
+        announce({"server": "mcp", "transport": "http", "url": url, "tokens": len(tokens)})
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=3)
     finally:

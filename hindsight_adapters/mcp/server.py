@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
@@ -200,7 +200,13 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
                   description="Record counts of your namespace, by scene, and the model.")
     async def stats() -> str:
         ns = namespace()
-        s = await _call(memory.stats(namespace=ns))
+        try:
+            s = await memory.stats(namespace=ns)
+        except HindsightError as exc:
+            # ResourceError: the client gets our message (e.g. "memory database
+            # unavailable: ..."), the log one line; anything else is a crash to the SDK
+            # (a generic message and a traceback).
+            raise ResourceError(str(_tool_error(exc))) from None
         out = StatsOut(namespace=list(ns), records=s.records, archived=s.archived,
                        scenes=s.scenes, embedding_model=s.embedding_model,
                        embedding_dim=s.embedding_dim)

@@ -26,6 +26,7 @@ from hindsight_core.errors import DatabaseError, HindsightError, NotFoundError, 
 from hindsight_core.models import Namespace, validate_namespace
 from hindsight_core.warmup import Warmup
 
+from .._http import BodyLimitMiddleware, check_tokens
 from .auth import GuardMiddleware
 from .fmt import fmt_day, fmt_time, nsq, show_ns
 
@@ -116,12 +117,15 @@ def create_app(
 ) -> Starlette:
     """Build the inspector.
 
+    Request bodies over ``settings.ui_max_body_bytes`` get 413, however sent.
+
     Args:
         memory: the memory to inspect (the caller closes it); default: an
             ``AsyncMemory`` from ``settings`` and ``embedder``, closed on shutdown.
         namespace: opened when a request names none.
         scope: restrict the inspector to this namespace and those under it.
-        token: require this bearer token (header, or the cookie set by ``/login``).
+        token: require this bearer token (header, or the cookie set by ``/login``);
+            a blank one is refused, a short one warned about.
         loopback_only: accept only loopback host names (set when bound to loopback).
         page_size: records per page of the table.
         warm_up: at start-up, load the model and set up the database in the
@@ -130,6 +134,8 @@ def create_app(
     """
     from . import routes
 
+    if token is not None:  # a blank one must not read as "a token is set"
+        check_tokens([token], source="the inspector's token (HINDSIGHT_UI_TOKEN)")
     owned = memory is None
     mem = memory or AsyncMemory(namespace, settings=settings or Settings(), embedder=embedder)
     scope_ns = None if scope is None else validate_namespace(scope, field="scope")
@@ -162,6 +168,7 @@ def create_app(
     app = Starlette(
         routes=routes.build(state),
         middleware=[
+            Middleware(BodyLimitMiddleware, limit=mem.settings.ui_max_body_bytes),
             Middleware(SecurityHeaders),
             Middleware(GuardMiddleware, token=token, loopback_only=loopback_only),
         ],

@@ -12,6 +12,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from hindsight_core.errors import NotFoundError, ValidationError
+from hindsight_core.memory.inputs import MAX_OFFSET
 from hindsight_core.models import Experience, Namespace, parse_id
 
 from .auth import COOKIE, safe_next, session_value, token_ok
@@ -46,13 +47,14 @@ def _choice(value: str | None, allowed: tuple[str, ...] | dict[str, Any], defaul
     return str(value)
 
 
-def _page(value: str | None) -> int:
+def _page(value: str | None, page_size: int) -> int:
     try:
         page = int(value or "1")
     except ValueError:
         raise ValidationError(f"page must be a whole number, got {value!r}", field="page") from None
-    if page < 1:
-        raise ValidationError("page must be 1 or more", field="page")
+    last = MAX_OFFSET // page_size + 1  # further would overflow the database's bigint
+    if not 1 <= page <= last:
+        raise ValidationError(f"page must be from 1 to {last}", field="page")
     return page
 
 
@@ -67,7 +69,7 @@ def build(state: UIState) -> list[Route]:
         status = _choice(qp.get("status"), STATUSES, "live", "status")
         sort = _choice(qp.get("sort"), SORTABLE, "created_at", "sort")
         direction = _choice(qp.get("dir"), ("asc", "desc"), "desc", "dir")
-        page = _page(qp.get("page"))
+        page = _page(qp.get("page"), state.page_size)
         archived = STATUSES[status]
         await mem.setup()  # once: the pages below run their queries concurrently
         namespaces, scenes, total, records, activity = await asyncio.gather(

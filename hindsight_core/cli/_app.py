@@ -9,13 +9,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import pydantic
 import typer
 from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import HindsightError
+from ..errors import HindsightError, NotFoundError
 from ..memory import Memory
+from ..models import Namespace, show_namespace
 from ..settings import Settings
 
 app = typer.Typer(
@@ -26,7 +28,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console(soft_wrap=True)  # long lines stay whole when piped (no terminal width)
-err_console = Console(stderr=True)
+err_console = Console(stderr=True, soft_wrap=True)  # an error stays on one line
 
 T = TypeVar("T")
 
@@ -34,11 +36,55 @@ NamespaceOpt = typer.Option(
     "default", "--namespace", "-n", help="Namespace labels joined by '/', e.g. acme/agent."
 )
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON.")
+KNOWN_SHOWN = 20
+
+
+def _version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        console.print(f"hindsight {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Hindsight: lessons your agents learned, in PostgreSQL + pgvector."""
 
 
 def parse_namespace(text: str) -> tuple[str, ...]:
     """'acme/agent' -> ('acme', 'agent')."""
     return tuple(part for part in text.split("/"))
+
+
+def unknown_namespace(mem: Memory, namespace: Namespace) -> NotFoundError | None:
+    """An error naming ``namespace`` and listing the known ones, if it holds no records
+    (neither it nor any namespace under it); else None."""
+    if mem.namespaces(prefix=namespace, limit=1):
+        return None
+    known = [show_namespace(n.namespace) for n in mem.namespaces(limit=KNOWN_SHOWN + 1)]
+    listed = ", ".join(known[:KNOWN_SHOWN]) + (", ..." if len(known) > KNOWN_SHOWN else "")
+    return NotFoundError(f"no namespace {show_namespace(namespace)}: "
+                         + (f"known namespaces are {listed}" if known else
+                            "no lessons are stored yet"))
+
+
+def load_server_settings() -> Settings:
+    """Settings for a long-running server, with the database URL checked now: a
+    malformed one is a one-line error at start, not a server that cannot work.
+
+    Raises:
+        ConfigurationError: the URL is malformed or not PostgreSQL's.
+    """
+    from ..storage.engine import parse_database_url
+
+    settings = Settings()
+    if settings.database_url is not None:
+        parse_database_url(settings.database_url)
+    return settings
 
 
 def open_memory(namespace: str = "default") -> Memory:
@@ -60,20 +106,36 @@ def emit_json(value: Any) -> None:
     sys.stdout.write(json.dumps(to_jsonable(value), ensure_ascii=False, indent=2) + "\n")
 
 
+def emit_json_line(value: Any) -> None:
+    """One compact JSON line, flushed (long-running servers announce themselves so)."""
+    sys.stdout.write(json.dumps(to_jsonable(value), ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
 @contextmanager
 def cli_errors() -> Iterator[None]:
     """Print Hindsight errors as one clear line and exit 1 (2 for bad input)."""
-    from ..errors import ValidationError
+    from ..errors import ImportFormatError, ValidationError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         yield
-    except ValidationError as exc:
+    except pydantic.ValidationError as exc:  # Settings() read a bad HINDSIGHT_* value
+        err_console.print(f"[red]error:[/red] {escape(settings_error(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+    except (ValidationError, ImportFormatError) as exc:  # bad input: 2
         err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
     except HindsightError as exc:
         err_console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
         raise typer.Exit(1) from None
+
+
+def settings_error(exc: pydantic.ValidationError) -> str:
+    """A settings error on one line, naming the environment variables."""
+    parts = [f"HINDSIGHT_{'_'.join(str(p) for p in e['loc']).upper()}: "
+             f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
+    return "invalid setting " + "; ".join(parts)
 
 
 def run(func: Callable[[], T]) -> T:

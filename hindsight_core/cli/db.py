@@ -13,13 +13,17 @@ app.add_typer(db_app, name="db")
 
 
 @db_app.command()
-def upgrade() -> None:
+def upgrade(as_json: bool = JsonOpt) -> None:
     """Apply pending migrations (also done automatically on first use)."""
     with cli_errors(), open_memory() as mem:
         mem.setup()
         with db_errors(), mem.engine.connect() as conn:
             revision = migrate.current_revision(conn)
-    console.print(f"schema at revision {revision} (head {migrate.head_revision()})")
+    head = migrate.head_revision()
+    if as_json:
+        emit_json({"revision": revision, "head": head, "up_to_date": revision == head})
+    else:
+        console.print(f"schema at revision {revision} (head {head})")
 
 
 @db_app.command()

@@ -8,7 +8,12 @@ from ._app import JsonOpt, app, cli_errors, console, emit_json
 
 
 @app.command()
-def demo(as_json: bool = JsonOpt) -> None:
+def demo(
+    keep: bool = typer.Option(False, "--keep", help="Keep the demo's namespace (demo/<hex>) "
+                              "instead of dropping it at the end, e.g. to browse it in "
+                              "`hindsight ui`."),
+    as_json: bool = JsonOpt,
+) -> None:
     """Show the point of Hindsight in under a minute, offline, on the embedded database."""
     from ..demo import run_demo
     from ..memory import Memory
@@ -26,7 +31,7 @@ def demo(as_json: bool = JsonOpt) -> None:
             console.print("Hindsight demo: a file-cleanup agent learns from its mistake.\n"
                           f"(embedding model: {mem.embedder.model_name}; database: {where})",
                           highlight=False)
-        summary = run_demo(say, mem)
+        summary = run_demo(say, mem, keep=keep)
     if as_json:
         emit_json({**summary, "log": lines})
     if summary["second_broke_build"]:

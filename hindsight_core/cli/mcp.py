@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import missing_extra
-from ..settings import Settings
-from ._app import app, cli_errors
+from ._app import app, cli_errors, emit_json_line, load_server_settings
 
 
 @app.command()
@@ -23,10 +22,16 @@ def mcp(
         help="stdio namespace, labels joined by '/' (default: HINDSIGHT_NAMESPACE or default). "
         "Over HTTP each token's namespace applies (HINDSIGHT_MCP_TOKENS).",
     ),
+    as_json: bool = typer.Option(
+        False, "--json", help="With --http: print one JSON line saying where the server "
+        "listens (over stdio, stdout is the MCP protocol itself)."),
 ) -> None:
     """Serve Hindsight to any MCP client (stdio for one local agent, HTTP for many)."""
     if not http and (host is not None or port is not None):
         raise typer.BadParameter("--host and --port apply to --http only")
+    if not http and as_json:
+        raise typer.BadParameter("--json applies to --http only: over stdio, stdout carries "
+                                 "the MCP protocol")
     with cli_errors():
         try:
             from hindsight_adapters.mcp import serve_http, serve_stdio
@@ -34,8 +39,9 @@ def mcp(
             if (exc.name or "").split(".")[0] not in {"mcp", "uvicorn", "starlette"}:
                 raise
             raise missing_extra("the MCP SDK", "mcp") from None
-        settings = Settings()
+        settings = load_server_settings()
         if http:
-            serve_http(settings, host=host, port=port, namespace=namespace)
+            serve_http(settings, host=host, port=port, namespace=namespace,
+                       announce=emit_json_line if as_json else None)
         else:
             serve_stdio(settings, namespace=namespace)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -22,13 +23,15 @@ from ._app import (
     emit_json,
     err_console,
     open_memory,
+    parse_namespace,
+    unknown_namespace,
 )
 
 
 def progress_bar(description: str) -> Progress:
-    """A rich progress bar on stderr, for long operations."""
+    """A rich progress bar on stderr (stdout stays clean for ``--json``)."""
     return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=console, transient=False)
+                    TimeElapsedColumn(), console=err_console, transient=False)
 
 
 @app.command()
@@ -39,6 +42,8 @@ def write(
     action: str = typer.Option("", "--action", help="What was done."),
     outcome: str = typer.Option("", "--outcome", help="success / failure / partial, figures."),
     importance: str | None = typer.Option(None, "--importance", help="0..1"),
+    confidence: str | None = typer.Option(
+        None, "--confidence", help="0..1, how sure the lesson is (default 1.0)."),
     critical: bool = typer.Option(False, "--critical", help="Never decays or gets evicted."),
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
@@ -48,6 +53,8 @@ def write(
                               "action": action, "outcome": outcome, "critical": critical}
     if importance is not None:
         record["importance"] = importance
+    if confidence is not None:
+        record["confidence"] = confidence
     with cli_errors(), open_memory(namespace) as mem:
         result = mem.write(record)
     if as_json:
@@ -69,18 +76,25 @@ def search(
     """Recall the lessons most relevant to a query, with the score breakdown."""
     with cli_errors(), open_memory(namespace) as mem:
         hits = mem.search(query, scene=scene, top_k=top_k)
+        if not hits and (error := unknown_namespace(mem, mem.namespace)):
+            raise error
     if as_json:
         emit_json([{**h.compact(), "breakdown": h.breakdown.model_dump()} for h in hits])
         return
     if not hits:
-        console.print("no lessons found")
+        console.print(f"no lessons found in {escape(namespace)}"
+                      + (f" (scene {escape(scene)})" if scene else ""), highlight=False)
         return
-    table = Table("score", "lesson", "trigger", "scene", "sem", "kw", "decay", "id")
+    # One block per hit rather than a table: at 80 columns (or piped) a table cut the
+    # ids to "dbe4744c…", and they must stay whole to be pasted into `hindsight used`.
     for h in hits:
         b = h.breakdown
-        table.add_row(f"{h.score:.3f}", h.record.lesson, h.record.trigger, h.record.scene,
-                      f"{b.semantic:.2f}", f"{b.keyword:.2f}", f"{b.decay:.2f}", str(h.record.id))
-    console.print(table)
+        console.print(
+            f"[bold]{h.score:.3f}[/bold]  {escape(h.record.lesson)}  "
+            f"(scene {escape(h.record.scene)})\n"
+            f"       when: {escape(h.record.trigger)}\n"
+            f"       semantic {b.semantic:.2f}, keyword {b.keyword:.2f}, decay {b.decay:.2f}"
+            f"  id {h.record.id}", highlight=False)
 
 
 @app.command()
@@ -116,7 +130,10 @@ def stats(namespace: str | None = typer.Option(None, "--namespace", "-n"),
           as_json: bool = JsonOpt) -> None:
     """Counts of records, namespaces, scenes, items and LLM token usage."""
     with cli_errors(), open_memory(namespace or "default") as mem:
-        result = mem.stats(namespace=tuple(namespace.split("/")) if namespace else None)
+        ns = parse_namespace(namespace) if namespace else None
+        result = mem.stats(namespace=ns)
+        if ns is not None and not result.records and (error := unknown_namespace(mem, ns)):
+            raise error
     if as_json:
         emit_json(result)
         return
@@ -133,7 +150,7 @@ def maintain(namespace: str | None = typer.Option(None, "--namespace", "-n",
              as_json: bool = JsonOpt) -> None:
     """Archive decayed lessons (below the eviction score) and sweep expired items."""
     with cli_errors(), open_memory(namespace or "default") as mem:
-        report = mem.maintain(namespace=tuple(namespace.split("/")) if namespace else None)
+        report = mem.maintain(namespace=parse_namespace(namespace) if namespace else None)
     if as_json:
         emit_json(report)
     else:
@@ -146,27 +163,44 @@ def export(
     path: Path = typer.Argument(..., help="JSON-lines file to write ('-' for stdout)."),
     namespace: str = NamespaceOpt,
     all_namespaces: bool = typer.Option(False, "--all", help="Every namespace."),
+    as_json: bool = typer.Option(False, "--json", help="Print the count as JSON (with '-' "
+                                 "the JSON lines are the output)."),
 ) -> None:
     """Export lessons (archived too) as JSON lines."""
+    to_stdout = str(path) == "-"
     with cli_errors(), open_memory(namespace) as mem:
-        target = sys.stdout if str(path) == "-" else path
-        count = mem.export(target, all_namespaces=all_namespaces)
-    if str(path) != "-":
-        console.print(f"exported {count} records to {path}")
+        if not all_namespaces and (error := unknown_namespace(mem, mem.namespace)):
+            raise error
+        count = mem.export(sys.stdout if to_stdout else path, all_namespaces=all_namespaces)
+    if to_stdout:
+        return
+    if as_json:
+        emit_json({"exported": count, "path": str(path)})
+    else:
+        console.print(f"exported {count} records to {escape(str(path))}", highlight=False)
 
 
 @app.command("import")
 def import_(
-    path: Path = typer.Argument(..., help="JSON-lines file written by `hindsight export`."),
+    path: Path = typer.Argument(..., help="JSON-lines file: written by `hindsight export`, "
+                                "or one record per line (lesson, trigger, ...)."),
+    namespace: str = typer.Option(
+        "default", "--namespace", "-n",
+        help="Namespace of lines that name none (labels joined by '/')."),
     skip_invalid: bool = typer.Option(False, "--skip-invalid",
                                       help="Import the good lines, report the bad ones."),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Import lessons from JSON lines (nothing is imported if a line is bad)."""
+    """Import lessons from JSON lines (nothing is imported if a line is bad).
+
+    Lines with an ``id`` (an export) are restored as they were, unless already
+    present. Lines without one are new lessons: written like ``hindsight write``,
+    so a near-duplicate merges into a stored lesson.
+    """
     if not path.exists():
         with cli_errors():
             raise ValidationError(f"no such file: {path}", field="path")
-    with cli_errors(), open_memory() as mem, progress_bar("importing") as bar:
+    with cli_errors(), open_memory(namespace) as mem, progress_bar("importing") as bar:
         task = bar.add_task("import", total=None)
         report = mem.import_records(
             path, skip_invalid=skip_invalid,
@@ -174,12 +208,15 @@ def import_(
         )
     if as_json:
         emit_json(report)
-    else:
-        console.print(f"imported {report['imported']} records"
-                      + (f"; {report['already_present']} were already present (kept)"
-                         if report["already_present"] else "")
-                      + (f"; skipped lines {report['skipped_lines']}"
-                         if report["skipped_lines"] else ""))
+        return
+    parts = [f"imported {report['imported']} records"]
+    if report["merged"]:
+        parts.append(f"{report['merged']} merged into near-duplicates")
+    if report["already_present"]:
+        parts.append(f"{report['already_present']} were already present (kept)")
+    if report["skipped_lines"]:
+        parts.append(f"skipped lines {report['skipped_lines']}")
+    console.print("; ".join(parts), highlight=False)
 
 
 @app.command()
@@ -189,9 +226,7 @@ def reindex(
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-embed the lessons whose vector came from another model or other text."""
-    with cli_errors(), open_memory() as mem, Progress(
-            TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console, transient=False) as bar:  # stdout stays valid JSON
+    with cli_errors(), open_memory() as mem, progress_bar("re-embedding") as bar:
         task = bar.add_task("reindex", total=None)
         report = mem.reindex(
             force=force,

@@ -7,7 +7,16 @@ import signal
 import typer
 
 from ..errors import missing_extra
-from ._app import app, err_console, parse_namespace
+from ._app import (
+    app,
+    cli_errors,
+    emit_json_line,
+    err_console,
+    load_server_settings,
+    parse_namespace,
+)
+
+UI_PACKAGES = {"starlette", "uvicorn", "jinja2", "multipart", "python_multipart"}
 
 
 @app.command()
@@ -22,36 +31,45 @@ def ui(
     token: str | None = typer.Option(None, envvar="HINDSIGHT_UI_TOKEN", show_envvar=True,
                                      help="Require this bearer token (default: the "
                                      "ui_token setting)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON line saying where "
+                                 "the inspector listens."),
 ) -> None:
     """Serve the memory inspector: browse, search and curate lessons in a web page."""
-    try:
-        import uvicorn
+    with cli_errors():
+        try:
+            import uvicorn
 
-        from hindsight_adapters.ui import create_app, is_loopback
-    except ImportError:
-        raise missing_extra("starlette/uvicorn/jinja2", "ui") from None
-    from ..settings import Settings
-    from ..storage.embedded import exit_on_signals
+            from hindsight_adapters.ui import create_app, is_loopback
+        except ImportError as exc:
+            if (exc.name or "").split(".")[0] not in UI_PACKAGES:
+                raise
+            raise missing_extra("starlette/uvicorn/jinja2", "ui") from None
+        from ..storage.embedded import exit_on_signals
 
-    settings = Settings()
-    if token is None and settings.ui_token is not None:
-        token = settings.ui_token.get_secret_value()
-    token = token or None
-    loopback = is_loopback(host)
-    if not loopback and token is None:
-        err_console.print(
-            f"[red]error:[/red] refusing to serve the inspector on {host} without a token: "
-            "set HINDSIGHT_UI_TOKEN (or --token), or bind to 127.0.0.1.", highlight=False)
-        raise typer.Exit(2)
-    application = create_app(
-        settings=settings, namespace=parse_namespace(namespace),
-        scope=parse_namespace(scope) if scope else None, token=token, loopback_only=loopback,
-        warm_up=True,
-    )
-    shown = f"[{host}]" if ":" in host else host
-    err_console.print(f"Hindsight inspector on http://{shown}:{port}/"
-                      + (" (token required)" if token else ""), highlight=False)
-    # SIGTERM/SIGINT exit through SystemExit after uvicorn's graceful shutdown, so the
-    # embedded PostgreSQL is released.
-    exit_on_signals((signal.SIGTERM, signal.SIGINT))
-    uvicorn.run(application, host=host, port=port, log_level="warning", proxy_headers=False)
+        settings = load_server_settings()
+        if token is None and settings.ui_token is not None:
+            token = settings.ui_token.get_secret_value()
+        loopback = is_loopback(host)
+        if not loopback and token is None:
+            err_console.print(
+                f"[red]error:[/red] refusing to serve the inspector on {host} without a token: "
+                "set HINDSIGHT_UI_TOKEN (or --token), or bind to 127.0.0.1.", highlight=False)
+            raise typer.Exit(2)
+        # A blank token is refused here (ConfigurationError), not taken as "no token".
+        application = create_app(
+            settings=settings, namespace=parse_namespace(namespace),
+            scope=parse_namespace(scope) if scope else None, token=token,
+            loopback_only=loopback, warm_up=True,
+        )
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{port}/"
+        err_console.print(f"Hindsight inspector on {url}" + (" (token required)" if token
+                                                             else ""), markup=False,
+                          highlight=False)
+        if as_json:
+            emit_json_line({"server": "ui", "url": url, "token_required": token is not None})
+        # SIGTERM/SIGINT exit through SystemExit after uvicorn's graceful shutdown, so the
+        # embedded PostgreSQL is released.
+        exit_on_signals((signal.SIGTERM, signal.SIGINT))
+        uvicorn.run(application, host=host, port=port, log_level="warning",
+                    proxy_headers=False)

@@ -85,6 +85,8 @@ def worker(
         60.0, "--grace", min=0,
         help="Reflect on ended tasks only this many seconds after they ended.",
     ),
+    as_json: bool = typer.Option(  # noqa: ARG001 - the output is JSON lines either way
+        False, "--json", help="One JSON line per sweep (the output is that either way)."),
 ) -> None:
     """Run scheduled maintenance (decay/eviction sweep) and pending reflections."""
     with cli_errors():

@@ -79,7 +79,7 @@ _KNOWN: tuple[tuple[str, ModelProfile], ...] = (
                                                document_prefix="search_document: ")),
 )
 _BGE_ZH_DIMS = {"small": 512, "base": 768, "large": 1024}
-_CARD_LANGUAGE = re.compile(r"^language:\s*(.*)$", re.MULTILINE)
+_CARD_LANGUAGE = re.compile(r"^language:[ \t]*(.*)$", re.MULTILINE)
 _CARD_LIST_ITEM = re.compile(r"^\s*-\s*([A-Za-z-]+)\s*$")
 
 

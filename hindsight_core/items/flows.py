@@ -200,22 +200,25 @@ class ItemFlows:
                 results[i] = _item(row)
                 if op.refresh_ttl and row["ttl_minutes"] is not None:
                     refresh[(row["ns"], row["key"])] = None
-        seen: dict[Any, Any] = {}  # identical reads in one batch run once
+        # Identical reads in one batch run once, and share one result list (as in
+        # LangGraph's batched stores): 2,000 identical searches of a batch each built
+        # their own hits, and the garbage collector traced them all.
+        seen: dict[Any, Any] = {}
         for i, op in searches:
             sig = _search_key(op)
             if sig not in seen:
                 qvec = qvectors[queries[i]] if i in queries else None
-                seen[sig] = yield from self._search(op, qvec, now, ac)
-            hits = seen[sig]
+                hits = yield from self._search(op, qvec, now, ac)
+                seen[sig] = (hits, [hit for hit, _ in hits])
+            hits, results[i] = seen[sig]
             if op.refresh_ttl:
                 for hit, ttl in hits:
                     if ttl is not None:
                         refresh[(ns_key(hit.item.namespace), hit.item.key)] = None
-            results[i] = [hit for hit, _ in hits]
         for i, op in lists:
             if op not in seen:
                 seen[op] = yield from self._list_namespaces(op, now, ac)
-            results[i] = list(seen[op])
+            results[i] = seen[op]
         if puts:
             yield from self._apply_puts(puts, fields, fvectors, now, ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
@@ -256,10 +259,11 @@ class ItemFlows:
         settings = self._settings()
         if self._terms is None:
             self._terms = CommonTerms(q.V)
-        rare = yield from self._terms.rare(terms, settings.keyword_scan_limit, ac)
+        common = (yield from self._terms.flow(settings.keyword_scan_limit, ac)) if terms else {}
+        rare = [t for t in terms if t not in common]
         params.update({
             "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-            "tsq": fts.tsquery_literal(terms), "tsq_cand": fts.tsquery_literal(rare),
+            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
             "w_sem": settings.semantic_weight, "w_kw": settings.keyword_weight,
             "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
             **eq.params_for_decay(settings, now),

@@ -167,13 +167,16 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+# One encoder for every value: ``json.dumps`` with options builds a new one per call.
+_ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, allow_nan=False)
+
+
 def dump_value(value: object, key: str) -> str:
     """The JSON text stored for an item value (must be a mapping)."""
     if not isinstance(value, Mapping):
         raise ValidationError(f"value of item {key!r} must be a mapping, got "
                               f"{type(value).__name__}", field="value")
     try:
-        return json.dumps(dict(value), default=_json_default, ensure_ascii=False,
-                          allow_nan=False)
+        return _ENCODER.encode(value if type(value) is dict else dict(value))
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"value of item {key!r} is not JSON: {exc}", field="value") from None

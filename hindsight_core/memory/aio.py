@@ -229,6 +229,9 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         return self._with_reads(await self._run(self._stats_flow(namespace)))
 
+    async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
+        return await self._run(self._drop_namespace_flow(namespace))
+
     async def export(self, target: str | Path | IO[str], *,
                      namespace: Namespace | str | None = None,
                      all_namespaces: bool = False) -> int:

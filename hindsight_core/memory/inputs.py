@@ -17,6 +17,9 @@ from ..storage import experiences_sql as q
 MAX_QUERY_CHARS = 10_000
 MAX_TOP_K = 100
 MAX_BATCH = 10_000
+MAX_OFFSET = 2**53
+"""Paging past this (an offset no store reaches) is refused rather than sent to
+PostgreSQL, where a bigint overflow would read as a database failure."""
 RecordInput = ExperienceIn | Mapping[str, Any]
 
 
@@ -85,6 +88,27 @@ def check_query(query: object) -> str:
     return query
 
 
+def check_text(value: object, field: str) -> str:
+    """A text argument (not a record field): a string without NUL, which PostgreSQL
+    cannot hold in text or jsonb and would report as a database error."""
+    if not isinstance(value, str):
+        raise ValidationError(f"{field} must be a string, got {type(value).__name__}",
+                              field=field)
+    if "\x00" in value:
+        raise ValidationError(f"{field} contains a NUL byte, which cannot be stored or "
+                              "searched", field=field)
+    return value
+
+
+def check_scene(scene: object) -> str | None:
+    """A scene filter: None, or a non-empty string (stripped, as stored scenes are)."""
+    if scene is None:
+        return None
+    if not isinstance(scene, str) or not scene.strip():
+        raise ValidationError("scene must be a non-empty string or None", field="scene")
+    return check_text(scene, "scene").strip()
+
+
 def check_top_k(top_k: object) -> int:
     try:
         value = int(str(top_k)) if not isinstance(top_k, bool) else None
@@ -100,9 +124,10 @@ def check_page(limit: object, offset: object) -> tuple[int, int]:
     if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
         raise ValidationError(f"limit must be an integer from 1 to 10000, got {limit!r}",
                               field="limit")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise ValidationError(f"offset must be a non-negative integer, got {offset!r}",
-                              field="offset")
+    if (not isinstance(offset, int) or isinstance(offset, bool)
+            or not 0 <= offset <= MAX_OFFSET):
+        raise ValidationError(f"offset must be an integer from 0 to {MAX_OFFSET}, "
+                              f"got {offset!r}", field="offset")
     return limit, offset
 
 
@@ -130,6 +155,7 @@ def check_filters(filters: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
 
 
 __all__ = [
-    "MAX_BATCH", "MAX_QUERY_CHARS", "MAX_TOP_K", "RecordInput", "check_filters", "check_page",
-    "check_query", "check_top_k", "embed_key", "embedding_text", "validate_records",
+    "MAX_BATCH", "MAX_OFFSET", "MAX_QUERY_CHARS", "MAX_TOP_K", "RecordInput", "check_filters",
+    "check_page", "check_query", "check_scene", "check_text", "check_top_k", "embed_key",
+    "embedding_text", "validate_records",
 ]

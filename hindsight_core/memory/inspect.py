@@ -15,10 +15,18 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ..errors import NotFoundError, ValidationError
-from ..models import Namespace, ns_from_key, ns_key, parse_id, validate_namespace
+from ..models import (
+    Namespace,
+    ns_from_key,
+    ns_key,
+    parse_id,
+    show_namespace,
+    validate_namespace,
+)
 from ..storage import inspect_sql as iq
 from .base import MemoryBase
 from .flow import Flow, R, Sql
+from .inputs import check_scene
 
 MAX_NAMESPACES = 1000
 MAX_DAYS = 3650
@@ -115,6 +123,7 @@ class InspectFlows(MemoryBase):
         ns = self._ns(namespace)
         if archived not in (True, False, None):
             raise ValidationError("archived must be true, false or None", field="archived")
+        scene = check_scene(scene)
         yield from self._ready_flow(check_model=False)
         rows = yield Sql(iq.count_sql(scene=scene is not None, archived=archived),
                          {"ns": ns, "scene": scene})
@@ -152,7 +161,7 @@ class InspectFlows(MemoryBase):
         rows = yield Sql(iq.DECAY_CURVE, {"ns": ns, "id": rid, "days": days, "points": points,
                                           **self._decay_params(now)})
         if not rows:
-            raise NotFoundError(f"no record {rid} in namespace {ns_from_key(ns)!r}")
+            raise NotFoundError(f"no record {rid} in namespace {show_namespace(ns)}")
         critical = bool(rows[0]["critical"])
         curve = [DecayPoint(at=r["at"], score=r["score"]) for r in rows]
         evict = self.settings.evict_below

@@ -20,13 +20,14 @@ from ..models import (
     ReindexReport,
     Stats,
     ns_key,
+    parse_experience,
     raise_validation,
     to_utc,
     validate_namespace,
 )
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import tasks_sql
+from ..storage import namespace_sql, tasks_sql
 from ..text import search_document, tokens
 from .base import MemoryBase
 from .flow import Embed, Flow, Sql
@@ -96,6 +97,13 @@ class LifecycleFlows(MemoryBase):
         model = meta[0]["value"] if meta else {}
         return Stats(**row, embedding_model=model.get("model"), embedding_dim=model.get("dim"))
 
+    def _drop_namespace_flow(self, namespace: Namespace | str) -> Flow[dict[str, int]]:
+        ns = ns_key(validate_namespace(namespace))
+        yield from self._ready_flow(check_model=False)
+        yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # no write lands halfway through
+        (row,) = yield Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
+        return {k: int(v) for k, v in row.items()}
+
     def _export_flow(self, namespace: Namespace | str | None, all_namespaces: bool,
                      page: int = 1000) -> Flow[list[Experience]]:
         out: list[Experience] = []
@@ -117,8 +125,14 @@ class LifecycleFlows(MemoryBase):
         skip_invalid: bool = False,
         progress: Progress | None = None,
     ) -> Flow[dict[str, Any]]:
-        """Validate every line first; write nothing if one is bad (unless skipping)."""
+        """Validate every line first; write nothing if one is bad (unless skipping).
+
+        A line with an ``id`` is an exported record, restored as it was (kept if that
+        id is already stored). A line without one is a new record, written through
+        the normal write path (dedup included) in its ``namespace`` or the default.
+        """
         records: list[ExportedRecord] = []
+        plain: dict[Namespace, list[ExperienceIn]] = {}
         skipped: list[int] = []
         for number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -127,6 +141,13 @@ class LifecycleFlows(MemoryBase):
                 data = json.loads(line)
                 if not isinstance(data, dict):
                     raise ValidationError("a line must hold a JSON object", field="(line)")
+                if "id" not in data:
+                    raw_ns = data.pop("namespace", None)
+                    ns = self.namespace if raw_ns is None else validate_namespace(raw_ns)
+                    plain.setdefault(ns, []).append(parse_experience(
+                        data, lesson_max_chars=self.settings.lesson_max_chars,
+                        field_max_chars=self.settings.field_max_chars))
+                    continue
                 data["namespace"] = list(validate_namespace(data.get("namespace")))
                 record = ExportedRecord.model_validate(
                     data,
@@ -146,6 +167,7 @@ class LifecycleFlows(MemoryBase):
             records.append(record)
         yield from self._ready_flow()
         now = self._now()
+        total = len(records) + sum(map(len, plain.values()))
         done = 0
         existing = 0
         for start in range(0, len(records), REINDEX_BATCH):
@@ -163,9 +185,19 @@ class LifecycleFlows(MemoryBase):
                 yield Sql(q.INSERT, params, fetch="none")
             done += len(batch)
             if progress:
-                progress(done, len(records))
-        return {"read": len(records) + len(skipped), "imported": len(records) - existing,
-                "already_present": existing, "skipped_lines": skipped}
+                progress(done, total)
+        inserted = merged = 0
+        for ns, new_records in plain.items():
+            for start in range(0, len(new_records), REINDEX_BATCH):
+                batch_in = new_records[start : start + REINDEX_BATCH]
+                results = yield from self._write_flow(batch_in, ns)  # type: ignore[attr-defined]
+                merged += sum(r.status == "merged" for r in results)
+                inserted += sum(r.status == "inserted" for r in results)
+                done += len(batch_in)
+                if progress:
+                    progress(done, total)
+        return {"read": total + len(skipped), "imported": len(records) - existing + inserted,
+                "merged": merged, "already_present": existing, "skipped_lines": skipped}
 
     def _reindex_flow(self, progress: Progress | None = None, force: bool = False
                       ) -> Flow[ReindexReport]:

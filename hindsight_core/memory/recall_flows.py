@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import NotFoundError, ValidationError
-from ..models import Experience, Namespace, SearchHit, parse_id
+from ..models import Experience, Namespace, SearchHit, parse_id, show_namespace
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import recall_sql, scan_sql
@@ -14,7 +14,7 @@ from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .flow import Flow, Sql
-from .inputs import check_filters, check_page, check_query, check_top_k
+from .inputs import check_filters, check_page, check_query, check_scene, check_top_k
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
 # 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records
@@ -39,20 +39,18 @@ class RecallFlows(MemoryBase):
         ns = self._ns(namespace)
         query = check_query(query)
         top_k = check_top_k(top_k)
-        if scene is not None and (not isinstance(scene, str) or not scene.strip()):
-            raise ValidationError("scene must be a non-empty string or None", field="scene")
+        scene = check_scene(scene)
         filter_items = check_filters(filters)
         yield from self._ready_flow()
         vector = yield from self._embed_one_query(query)
         terms = tsquery_terms(query)
         # Reads only: without a timeout to set, no transaction (saves BEGIN + COMMIT).
         ac = timeout_ms is None
-        common = (yield from self._common_terms_flow(ac)) if terms else frozenset()
+        common = (yield from self._common_terms_flow(ac)) if terms else {}
         rare = [t for t in terms if t not in common]
-        scene_key = scene and scene.strip()
         exact = yield from self._scan_choice.flow(
-            (ns, scene_key), scan_sql.recall_exact_scan_sql(scene is not None),
-            {"ns": ns, "scene": scene_key}, ac)
+            (ns, scene), scan_sql.recall_exact_scan_sql(scene is not None),
+            {"ns": ns, "scene": scene}, ac)
         stmt = recall_sql.search_sql(
             self.embedder.dim,
             scene=scene is not None,
@@ -65,8 +63,8 @@ class RecallFlows(MemoryBase):
             exact=exact,
         )
         params: dict[str, Any] = {
-            "ns": ns, "scene": scene_key, "qvec": vector_param(vector),
-            "tsq": fts.tsquery_literal(terms), "tsq_cand": fts.tsquery_literal(rare),
+            "ns": ns, "scene": scene, "qvec": vector_param(vector),
+            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
             "top_k": top_k,
             "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,
             "score_weight": self.settings.score_weight, **self._decay_params(self._now()),
@@ -92,7 +90,7 @@ class RecallFlows(MemoryBase):
             for row in rows
         ]
 
-    def _common_terms_flow(self, autocommit: bool = False) -> Flow[frozenset[str]]:
+    def _common_terms_flow(self, autocommit: bool = False) -> Flow[Mapping[str, float]]:
         """Terms too frequent to generate keyword candidates (cached for a minute)."""
         return (yield from self._common_terms.flow(self.settings.keyword_scan_limit,
                                                    autocommit))
@@ -127,6 +125,7 @@ class RecallFlows(MemoryBase):
                 field="order_by",
             )
         limit, offset = check_page(limit, offset)
+        scene = check_scene(scene)
         yield from self._ready_flow()
         stmt = q.list_sql(
             order_by=order_by, descending=descending, scene=scene is not None,
@@ -140,7 +139,7 @@ class RecallFlows(MemoryBase):
 
     @staticmethod
     def _show(ns: str) -> str:
-        return "(" + ", ".join(repr(p) for p in ns.split("\x1f")) + ")"
+        return show_namespace(ns)
 
 
 __all__ = ["RecallFlows"]

@@ -284,6 +284,16 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
         return self._with_reads(self._run(self._stats_flow(namespace)))
 
+    def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
+        """Delete everything stored in ``namespace`` (exactly it, not those under it):
+        records, their history, items and task logs. For throw-away namespaces (demos,
+        examples, tests); there is no undo.
+
+        Returns:
+            How many ``records``, ``events``, ``items`` and ``tasks`` were deleted.
+        """
+        return self._run(self._drop_namespace_flow(namespace))
+
     def export(self, target: str | Path | IO[str], *, namespace: Namespace | str | None = None,
                all_namespaces: bool = False) -> int:
         """Write records (archived too) as JSON lines; returns how many."""
@@ -292,10 +302,17 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     def import_records(self, source: str | Path | Iterable[str], *, skip_invalid: bool = False,
                        progress: Progress | None = None) -> dict[str, Any]:
-        """Import JSON lines written by :meth:`export`.
+        """Import JSON lines: written by :meth:`export`, or one new record per line.
 
+        A line with an ``id`` is restored as exported (kept if already stored); a
+        line without one (``{"lesson": ..., "trigger": ...}``, optionally with a
+        ``namespace``) is written like :meth:`write_many`, near-duplicates merged.
         A malformed line raises :class:`ImportFormatError` with its line number and
         nothing is imported, unless ``skip_invalid``.
+
+        Returns:
+            Counts: ``read``, ``imported``, ``merged``, ``already_present`` and
+            ``skipped_lines`` (their numbers).
         """
         return self._run_write(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
                                                  progress=progress), None)

@@ -18,7 +18,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from ..models import reject_nul
 
 StepKind = Literal["thought", "tool_call", "tool_result", "error", "message"]
 Outcome = Literal["success", "failure", "partial", "unknown"]
@@ -48,6 +50,12 @@ class Step(BaseModel):
     tool: str | None = None
     args: dict[str, Any] | None = None
     role: str | None = None
+
+    @field_validator("content", "tool", "args", "role")
+    @classmethod
+    def _no_nul(cls, value: Any, info: ValidationInfo) -> Any:
+        reject_nul(value, str(info.field_name))
+        return value
 
     @property
     def failed(self) -> bool:
@@ -81,6 +89,13 @@ class Trajectory(BaseModel):
     used: list[uuid.UUID] = Field(default_factory=list)
     scene: str | None = None
     source: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("goal", "final_state", "scene", "source")
+    @classmethod
+    def _no_nul(cls, value: Any, info: ValidationInfo) -> Any:
+        # The run's text reaches PostgreSQL (task logs, lessons' scene and source).
+        reject_nul(value, str(info.field_name))
+        return value
 
     def text(self) -> str:
         """All the text of the run (goal, steps, final state), for language detection."""

@@ -36,6 +36,25 @@ VECTOR_HELP = (
 )
 
 
+def parse_database_url(raw: str) -> sa.URL:
+    """Parse a configured database URL, or raise one clear line.
+
+    Raises:
+        ConfigurationError: not a URL, or not PostgreSQL's.
+    """
+    try:
+        parsed = make_url(raw)
+    except (sa_exc.ArgumentError, ValueError) as exc:  # ValueError: e.g. a port not a number
+        raise ConfigurationError(
+            f"HINDSIGHT_DATABASE_URL is not a valid URL ({exc}); expected e.g. "
+            "postgresql://user:password@host:5432/dbname") from None
+    if parsed.get_backend_name() != "postgresql":
+        raise ConfigurationError(
+            f"HINDSIGHT_DATABASE_URL must point at PostgreSQL, got {parsed.get_backend_name()!r}"
+        )
+    return parsed
+
+
 def resolve_url(settings: Settings, url: str | None = None) -> str:
     """The SQLAlchemy URL to use: explicit, then configured, then the embedded server.
 
@@ -44,14 +63,7 @@ def resolve_url(settings: Settings, url: str | None = None) -> str:
     raw = url or settings.database_url
     if raw is None:
         return embedded.embedded_url(settings.home)
-    try:
-        parsed = make_url(raw)
-    except sa_exc.ArgumentError as exc:
-        raise ConfigurationError(f"HINDSIGHT_DATABASE_URL is not a valid URL: {exc}") from exc
-    if parsed.get_backend_name() != "postgresql":
-        raise ConfigurationError(
-            f"HINDSIGHT_DATABASE_URL must point at PostgreSQL, got {parsed.get_backend_name()!r}"
-        )
+    parsed = parse_database_url(raw)
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 

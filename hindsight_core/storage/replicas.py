@@ -13,8 +13,10 @@ the primary. The policy, in full:
 - **Lag.** A replica whose replay lags more than ``replica_max_lag`` seconds behind
   the WAL it has received is skipped. Its state is probed at most every
   ``replica_check_interval`` seconds (and whenever read-your-writes needs it).
-- **Down.** A replica that cannot be reached, or fails a read, is skipped for
-  ``replica_retry_interval`` seconds, then tried again.
+- **Down.** A replica that cannot be reached is skipped for
+  ``replica_retry_interval`` seconds, then tried again. A read that fails there for
+  another reason (a statement timeout, a recovery conflict) is served by the next
+  replica or the primary; the replica stays in use.
 - **Never silent.** Each skip is logged (warning) and counted; the counts are in
   ``Memory.stats().reads``. A server that is not a standby is refused (counted as
   down): it would be another database, not a copy.
@@ -37,7 +39,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import make_url
 
-from ..errors import ConfigurationError, DatabaseError
+from ..errors import ConfigurationError, DatabaseError, DatabaseUnavailableError
 
 log = logging.getLogger("hindsight.replicas")
 
@@ -56,7 +58,8 @@ REPLICA_STATE = sa.text(
     " END::float8 AS lag"
 )
 
-COUNTERS = ("replica", "primary", "waited", "skipped_down", "skipped_lag", "no_replica")
+COUNTERS = ("replica", "primary", "waited", "skipped_down", "skipped_lag", "failed",
+            "no_replica")
 _MAX_SESSIONS = 4096
 
 
@@ -202,9 +205,10 @@ class ReadRouter:
 
     def _seen(self, index: int, row: dict[str, Any]) -> None:
         replica = self._replicas[index]
-        if not row["standby"]:
-            raise DatabaseError(f"{replica.name} is not a standby (pg_is_in_recovery() is "
-                                "false): remove it from HINDSIGHT_READ_DATABASE_URLS")
+        if not row["standby"]:  # another database, not a copy: never read there
+            raise DatabaseUnavailableError(
+                f"{replica.name} is not a standby (pg_is_in_recovery() is false): remove it "
+                "from HINDSIGHT_READ_DATABASE_URLS")
         replica.replay = int(row["replay"] or 0)
         replica.lag = float(row["lag"] or 0.0)
         replica.checked_at = self.clock()
@@ -216,7 +220,8 @@ class ReadRouter:
         """Serve one read of session ``key``: yields steps, returns the read's result.
 
         A ``DatabaseError`` of a :class:`Probe` or :class:`Read` is thrown back in: the
-        replica is marked down and the next one is tried; then the primary.
+        next replica is tried, then the primary; one that cannot be reached
+        (``DatabaseUnavailableError``) is also marked down.
         """
         need = self.needed(key)
         order = self._order()
@@ -228,8 +233,13 @@ class ReadRouter:
                 result = yield Read(index)
             except _Skip:
                 continue
-            except DatabaseError as exc:
+            except DatabaseUnavailableError as exc:
                 self.mark_down(index, exc)
+                continue
+            except DatabaseError as exc:
+                self.count("failed")
+                log.warning("a read failed on replica %s, the next replica or the primary "
+                            "serves it: %s", self._replicas[index].name, exc)
                 continue
             self.count("replica")
             return result

@@ -245,20 +245,38 @@ def run_demo(memory: Memory, checkpointer: HindsightCheckpointer, workdir: Path,
     return runs
 
 
-def main() -> None:
-    # A fresh namespace per demo, so that run 1 starts without the lesson every time.
+def main(argv: list[str] | None = None) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the example's namespace and threads (default: dropped)")
+    args = parser.parse_args(argv)
+    # A fresh namespace per demo, so that run 1 starts without the lesson every time;
+    # dropped at the end (with the runs' threads) so nothing is left in your store.
     memory = Memory(("examples", "file-cleanup", uuid.uuid4().hex[:8]))
     models = real_models()
     chat, llm = models if models else (None, None)
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp, HindsightCheckpointer(memory) as checkpointer:
-        for i, run in enumerate(run_demo(memory, checkpointer, Path(tmp), chat_model=chat,
-                                         reflection_llm=llm), start=1):
-            print(f"--- run {i} (thread {run['thread_id']})")
-            print(f"lessons in prompt: {run['lessons_in_prompt']}")
-            print(f"agent: {run['answer']}")
-            print(f"{PACKAGE} kept: {run['package_kept']}; check failed: {run['check_failed']}")
-            for lesson in run["lessons_written"]:
-                print(f"lesson stored: {lesson}")
+        try:
+            runs = run_demo(memory, checkpointer, Path(tmp), chat_model=chat,
+                            reflection_llm=llm)
+            for i, run in enumerate(runs, start=1):
+                print(f"--- run {i} (thread {run['thread_id']})")
+                print(f"lessons in prompt: {run['lessons_in_prompt']}")
+                print(f"agent: {run['answer']}")
+                print(f"{PACKAGE} kept: {run['package_kept']}; "
+                      f"check failed: {run['check_failed']}")
+                for lesson in run["lessons_written"]:
+                    print(f"lesson stored: {lesson}")
+        finally:
+            if args.keep:
+                print(f"kept namespace {'/'.join(memory.namespace)}")
+            else:
+                for run in runs:
+                    checkpointer.delete_thread(run["thread_id"])
+                memory.drop_namespace(memory.namespace)
     memory.close()
 
 

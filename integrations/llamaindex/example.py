@@ -107,10 +107,14 @@ async def agent_demo(memory: AsyncMemory, llm: Any, reflection_llm: Any) -> str:
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--namespace", default=None,
-                        help="e.g. examples/llamaindex (default: a fresh one per run)")
+                        help="e.g. examples/llamaindex, kept (default: a fresh one per run, "
+                        "dropped at the end)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the fresh namespace instead of dropping it")
     args = parser.parse_args(argv)
     namespace = tuple(args.namespace.split("/")) if args.namespace else (
         "examples", "llamaindex-" + uuid.uuid4().hex[:8])
+    drop = args.namespace is None and not args.keep  # nothing left in your store
     settings = Settings()
     llm, offline = pick_chat_llm(settings)
     from hindsight_core.reflection import llm_from_settings
@@ -119,8 +123,13 @@ async def main(argv: list[str] | None = None) -> int:
     async with AsyncMemory(namespace, settings=settings) as memory:
         written = await memory.write(LESSON)
         print(f"stored lesson {written.id} ({written.status}) in {'/'.join(namespace)}")
-        answers = [await chat_engine_demo(memory, llm),
-                   await agent_demo(memory, llm, reflection_llm)]
+        try:
+            answers = [await chat_engine_demo(memory, llm),
+                       await agent_demo(memory, llm, reflection_llm)]
+        finally:
+            if drop:
+                await memory.drop_namespace(namespace)
+                print(f"dropped namespace {'/'.join(namespace)}")
     if offline and any(a != CAREFUL for a in answers):
         print("FAILED: the scripted model did not get the lesson", file=sys.stderr)
         return 1

@@ -1,0 +1,8 @@
+"""``python -m hindsight_core.cli``: the ``hindsight`` command."""
+
+import sys
+
+from . import main
+
+sys.argv[0] = "hindsight"  # usage lines read as the installed command
+main()
