@@ -166,6 +166,14 @@ def fresh_database(name: str) -> tuple[str, Callable[[], None]]:
     return db_url, drop
 
 
+def database_url(name: str) -> str:
+    """The URL of database ``name`` on the embedded server under /tmp."""
+    from hindsight_core.storage import embedded
+
+    url = embedded.embedded_url(HOME)
+    return sa.make_url(url).set(database=name).render_as_string(hide_password=False)
+
+
 def percentiles(samples_ms: list[float]) -> dict[str, float]:
     """p50 / p95 / mean of a list of milliseconds."""
     s = sorted(samples_ms)

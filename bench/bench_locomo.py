@@ -139,19 +139,6 @@ class CachedEmbedder:
     async def aembed(self, texts: Any) -> list[list[float]]:
         return self.embed(texts)
 
-    # embed_query / embed_documents (the query/document split of the embedder protocol)
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed([text])[0]
-
-    def embed_documents(self, texts: Any) -> list[list[float]]:
-        return self.embed(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return self.embed([text])[0]
-
-    async def aembed_documents(self, texts: Any) -> list[list[float]]:
-        return self.embed(texts)
-
     def save(self) -> None:
         if self.dirty:
             VECTORS.parent.mkdir(parents=True, exist_ok=True)
@@ -201,8 +188,14 @@ WEIGHTS = {"keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
            "hybrid (defaults)": {}}
 
 
+FIELDS: list[str] | None = None  # the stores' index fields (None: their default, "$")
+
+
 def index_config(emb: CachedEmbedder) -> dict[str, Any]:
-    return {"dims": c.DIM, "embed": emb.embed, "distance_type": "cosine"}
+    cfg: dict[str, Any] = {"dims": c.DIM, "embed": emb.embed, "distance_type": "cosine"}
+    if FIELDS:
+        cfg["fields"] = FIELDS
+    return cfg
 
 
 def load_store(store: Any, data: list[tuple[str, list[dict], list[dict]]]) -> None:
@@ -270,7 +263,14 @@ def table(results: dict[str, dict[str, float]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=("all", "store", "memory"), default="all")
+    ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
+    ap.add_argument("--reuse", action="store_true",
+                    help="measure again on the database kept by --keep (no loading)")
+    ap.add_argument("--fields", default="", help="the stores' index fields, comma-separated "
+                    "(default: not given, the stores' own default: the whole value)")
     args = ap.parse_args()
+    global FIELDS
+    FIELDS = [f for f in args.fields.split(",") if f] or None
 
     from hindsight_core import Memory, Settings
 
@@ -282,14 +282,17 @@ def main() -> None:
     emb = CachedEmbedder()
     # Embed everything once up front (cached): the store's value texts, records, queries.
     from hindsight_core.items.paths import field_texts
-    emb.embed([txt for _, ts, _ in data for t in ts for _, txt in field_texts(item_value(t),
-                                                                               ("$",))])
+    emb.embed([txt for _, ts, _ in data for t in ts
+               for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))])
     emb.embed([f"{r['lesson']}\n{r['trigger']}" for _, ts, _ in data for t in ts
                for r in [record_of(t)]])
     emb.embed([q["question"] for _, _, qs in data for q in qs])
     emb.save()
 
-    url, drop = c.fresh_database(DB)
+    url = c.database_url(DB)
+    drop = None
+    if not args.reuse:
+        url, drop = c.fresh_database(DB)
     results: dict[str, dict[str, float]] = {}
     latency: dict[str, dict[str, float]] = {}
 
@@ -306,12 +309,13 @@ def main() -> None:
         if args.only in ("all", "store"):
             from hindsight_adapters.langgraph import HindsightStore
 
-            loader = HindsightStore(url, index=index_config(emb), settings=Settings(
-                database_url=url))
-            loader.setup()
-            load_store(loader, data)
-            loader.memory.close()
-            c.analyze(url)
+            if not args.reuse:
+                loader = HindsightStore(url, index=index_config(emb), settings=Settings(
+                    database_url=url))
+                loader.setup()
+                load_store(loader, data)
+                loader.memory.close()
+                c.analyze(url)
             for mode, w in WEIGHTS.items():
                 st = HindsightStore(url, index=index_config(emb),
                                     settings=Settings(database_url=url, **w))
@@ -323,16 +327,22 @@ def main() -> None:
 
             pg = url.replace("postgresql+psycopg://", "postgresql://", 1)
             with PostgresStore.from_conn_string(pg, index=index_config(emb)) as theirs:
-                theirs.setup()
-                load_store(theirs, data)
+                if not args.reuse:
+                    theirs.setup()
+                    load_store(theirs, data)
                 ranked, ms = store_rankings(theirs, data)
                 report("PostgresStore / vector", ranked, ms)
         if args.only in ("all", "memory"):
             base = {"database_url": url, "lesson_max_chars": 10_000, "dedup_threshold": 1.0}
-            loader_m = Memory(("locomo",), settings=Settings(**base), embedder=emb)
-            ids = load_memory(loader_m, data)
-            loader_m.close()
-            c.analyze(url)
+            ids_file = c.CACHE / "locomo_record_ids.json"
+            if args.reuse:
+                ids = json.loads(ids_file.read_text())
+            else:
+                loader_m = Memory(("locomo",), settings=Settings(**base), embedder=emb)
+                ids = load_memory(loader_m, data)
+                loader_m.close()
+                ids_file.write_text(json.dumps(ids))
+                c.analyze(url)
             for mode, w in WEIGHTS.items():
                 mem = Memory(("locomo",), settings=Settings(**base, **w), embedder=emb)
                 ranked, ms = memory_rankings(mem, data, ids)
@@ -340,7 +350,8 @@ def main() -> None:
                 mem.close()
     finally:
         emb.save()
-        drop()
+        if drop is not None and not args.keep:
+            drop()
     print(table(results))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "locomo.json").write_text(json.dumps({

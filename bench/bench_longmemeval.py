@@ -69,7 +69,26 @@ class CachedEmbedder:
         return self.embed(texts)
 
 
-def _items(url: str, emb: CachedEmbedder, **weights: float) -> Items:
+class HashEmbedder:
+    """A random unit vector per text (no model): for ``--keyword-only`` runs, whose
+    ranking does not use the vectors (only which semantic candidates are added)."""
+
+    model_name = "hash-384"
+    dim = c.DIM
+    languages: frozenset[str] | None = frozenset({"en"})
+
+    def embed(self, texts: Any) -> list[list[float]]:
+        out = []
+        for t in texts:
+            v = np.random.default_rng(int(cache.key(t)[:8], 16)).standard_normal(c.DIM)
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+
+    async def aembed(self, texts: Any) -> list[list[float]]:
+        return self.embed(texts)
+
+
+def _items(url: str, emb: Any, **weights: float) -> Items:
     mem = Memory(("lme",), settings=Settings(database_url=url, **weights), embedder=emb)
     return Items(mem, index=ItemIndex(dims=c.DIM, fields=("text",)))
 
@@ -162,14 +181,21 @@ def main() -> None:
     ap.add_argument("--weights", default="", help="extra hybrid weights to try, e.g. 0.5,0.6")
     ap.add_argument("--turns", choices=("all", "user"), default="all",
                     help="store user and assistant turns (default) or user turns only")
+    ap.add_argument("--keyword-only", action="store_true",
+                    help="keyword-only ranking with random vectors: no model, no embedding "
+                    "cache needed (the vectors only choose which semantic candidates join)")
+    ap.add_argument("--db-suffix", default="", help="database name suffix (e.g. per library "
+                    "version, to compare two versions on their own databases)")
     args = ap.parse_args()
     roles = ("user",) if args.turns == "user" else ("user", "assistant")
     suffix = "_user" if args.turns == "user" else ""
     qs = cache.questions()
-    emb = CachedEmbedder(cache.fill(cache.turn_texts(qs, roles)))
+    emb: Any = (HashEmbedder() if args.keyword_only
+                else CachedEmbedder(cache.fill(cache.turn_texts(qs, roles))))
     from hindsight_core.storage import embedded
 
-    db = DB + ("" if args.turns == "user" else "_all")
+    db = (DB + ("" if args.turns == "user" else "_all") + ("_kw" if args.keyword_only else "")
+          + args.db_suffix)
     server = embedded.embedded_url(c.HOME)
     url = sa.make_url(server).set(database=db).render_as_string(hide_password=False)
     admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
@@ -184,7 +210,7 @@ def main() -> None:
         loader.memory.close()
         with sa.create_engine(url).connect() as conn:
             conn.execute(sa.text("ANALYZE"))
-    modes = dict(MODES)
+    modes = {"keyword-only": MODES["keyword-only"]} if args.keyword_only else dict(MODES)
     for w in filter(None, args.weights.split(",")):
         modes[f"hybrid {float(w):.2f}/{1 - float(w):.2f}"] = {
             "semantic_weight": float(w), "keyword_weight": 1 - float(w)}
@@ -196,6 +222,8 @@ def main() -> None:
         print(mode, json.dumps(results[mode]), flush=True)
     print(table(results))
     RESULTS.mkdir(exist_ok=True)
+    if args.keyword_only:
+        suffix += "_keyword"
     (RESULTS / f"longmemeval{suffix}.json").write_text(json.dumps({
         "machine": c.machine(), "nice": os.nice(0), "questions": len(qs), "turns": args.turns,
         "load_turns_per_s": load_rate, "settings": Settings().model_dump(include={

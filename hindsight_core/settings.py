@@ -134,7 +134,11 @@ class Settings(BaseSettings):
         ge=0,
         le=1,
         description="Relevance floor: recall and hybrid item search leave out hits whose "
-        "fused relevance (semantic_weight x semantic + keyword_weight x keyword) is below it.",
+        "fused relevance (semantic_weight x semantic + keyword_weight x keyword) is below it. "
+        "semantic is the cosine similarity; keyword the share of the query's IDF-weighted "
+        "terms (those found in the namespace) that the hit matches, at average length, "
+        "0..1 and comparable across queries: e.g. 0.5 with the default weights needs a "
+        "cosine of ~0.5 and half the query's weight in matching terms.",
     )
 
     # --- reflection (LLM) ----------------------------------------------------------

@@ -259,10 +259,11 @@ class ItemFlows:
         settings = self._settings()
         if self._terms is None:
             self._terms = CommonTerms(q.V)
-        rare = yield from self._terms.rare(terms, settings.keyword_scan_limit, ac)
+        common = (yield from self._terms.flow(settings.keyword_scan_limit, ac)) if terms else {}
+        rare = [t for t in terms if t not in common]
         params.update({
             "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-            "tsq": fts.tsquery_literal(terms), "tsq_cand": fts.tsquery_literal(rare),
+            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
             "w_sem": settings.semantic_weight, "w_kw": settings.keyword_weight,
             "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
             **eq.params_for_decay(settings, now),

@@ -46,7 +46,7 @@ class RecallFlows(MemoryBase):
         terms = tsquery_terms(query)
         # Reads only: without a timeout to set, no transaction (saves BEGIN + COMMIT).
         ac = timeout_ms is None
-        common = (yield from self._common_terms_flow(ac)) if terms else frozenset()
+        common = (yield from self._common_terms_flow(ac)) if terms else {}
         rare = [t for t in terms if t not in common]
         exact = yield from self._scan_choice.flow(
             (ns, scene), scan_sql.recall_exact_scan_sql(scene is not None),
@@ -64,7 +64,7 @@ class RecallFlows(MemoryBase):
         )
         params: dict[str, Any] = {
             "ns": ns, "scene": scene, "qvec": vector_param(vector),
-            "tsq": fts.tsquery_literal(terms), "tsq_cand": fts.tsquery_literal(rare),
+            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
             "top_k": top_k,
             "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,
             "score_weight": self.settings.score_weight, **self._decay_params(self._now()),
@@ -90,7 +90,7 @@ class RecallFlows(MemoryBase):
             for row in rows
         ]
 
-    def _common_terms_flow(self, autocommit: bool = False) -> Flow[frozenset[str]]:
+    def _common_terms_flow(self, autocommit: bool = False) -> Flow[Mapping[str, float]]:
         """Terms too frequent to generate keyword candidates (cached for a minute)."""
         return (yield from self._common_terms.flow(self.settings.keyword_scan_limit,
                                                    autocommit))

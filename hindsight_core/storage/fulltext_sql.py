@@ -7,15 +7,28 @@ Chinese (CJK bigrams) is searchable.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 import sqlalchemy as sa
 
-# ts_rank normalisation 1: rank / (1 + log(document length)). Without it a long text
-# that repeats a common query word outranks the short one that answers the query;
-# on LongMemEval (bench/bench_longmemeval.py) it lifted keyword-only session
-# recall@5 from 0.80 to 0.85 and hybrid session NDCG@5 from 0.928 to 0.945.
-TS_NORM = 1
+# BM25 (Robertson / Sparck Jones, as rank_bm25's BM25Okapi computes it): term-frequency
+# saturation k1 (Lucene's 1.2) and length normalisation b. On LoCoMo dev
+# (bench_locomo.py, store keyword-only / hybrid R@10) b = 0.9 / 0.75 / 0.6 / 0.5 gave
+# .592 / .595 / .605 / .607 and .654 / .655 / .661 / .662; k1 1.5 instead of 1.2
+# .592 / .653; Lucene's IDF, ln(1 + ...), .598 / .654 (at b 0.75).
+K1 = 1.2
+B = 0.5
+# rank_bm25 lifts the negative IDF of a term in more than half of the documents to a
+# quarter of the corpus's mean IDF; the mean over a namespace's whole vocabulary is not
+# at hand here, so a fixed floor stands in (such a term still counts, a little).
+IDF_FLOOR = 0.05
+# The keyword score's denominator is at least the IDF of a term in a tenth of the
+# records (or in one, in a collection of fewer than ten): when the only query word
+# found in the collection is a common one ("old", 一个), matching it scores its
+# small share of that (ln 9 ≈ 2.2 in a large collection), not a full 1.
+MIN_MASS_SHARE = 0.1
 
 
 # A term found in more than this share of a table's rows does not generate keyword
@@ -32,12 +45,13 @@ COMMON_TERM_SHARE = 0.02
 def common_terms_sql(table: str) -> sa.TextClause:
     """Terms of ``table.search_tsv`` so frequent (from ANALYZE's statistics: in more
     than ``:limit`` rows, or in more than ``COMMON_TERM_SHARE`` of them) that ranking
-    their matches would cost more than it tells; recall and item search leave them out
-    of keyword candidate generation (they still count in the score). Shared through
-    ``memory.terms.CommonTerms``."""
+    their matches would cost more than it tells, with the share of rows holding them;
+    recall and item search leave them out of keyword candidate generation (they still
+    count in the score) and take their document frequency from that share (see
+    :func:`bm25_ctes`). Shared through ``memory.terms.CommonTerms``."""
     return sa.text(
         f"""
-        SELECT m.term FROM pg_stats s,
+        SELECT m.term, m.freq FROM pg_stats s,
             unnest(CAST(CAST(s.most_common_elems AS text) AS text[]), s.most_common_elem_freqs)
                 AS m(term, freq)
         WHERE s.schemaname = current_schema() AND s.tablename = '{table}'
@@ -65,3 +79,84 @@ def tsvector_literal(tokens: list[str]) -> str:
 def tsquery_literal(terms: list[str]) -> str | None:
     """An OR query over the terms, or ``None`` when there are none."""
     return " | ".join(f"'{t}'" for t in terms) or None
+
+
+def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, df_cap: int) -> str:
+    """CTEs ``kw_st`` (``n``: documents, ``avgdl``), ``kw_idf`` (``term``, ``df``, ``w``:
+    IDF) and ``kw_mass`` (``mass``: the summed IDF of the query's terms that occur in
+    the collection, at least ``MIN_MASS_SHARE``'s IDF) for BM25 over ``table``.
+
+    Args:
+        table: the table holding ``search_tsv``, aliased ``d``.
+        docs: the condition on ``d`` that says which rows are the collection (the
+            namespace, live rows).
+        stats: the condition on ``s`` (``hindsight_keyword_stats``) selecting the
+            collection's counters, kept by triggers in the writers' transactions
+            (migration 0009): exact for the statement's snapshot.
+        tbl: the counters' table tag (``e``, ``i``).
+        df_cap: document frequencies are counted up to this many rows.
+
+    A term's document frequency is counted in the collection at query time through
+    the GIN index, so it is exact for the statement's snapshot under any concurrent
+    writes, deletes, merges or archiving; terms common in the whole table (``:kw_freq``
+    not NULL, from ANALYZE's statistics, see :func:`common_terms_sql`) would cost a
+    scan of thousands of rows, so theirs is that share of the collection's size.
+    Parameters: :func:`bm25_params`.
+    """
+    return f"""kw_st AS (
+            SELECT GREATEST(COALESCE(sum(s.docs), 0), 1)::float8 AS n,
+                GREATEST(COALESCE(sum(s.total_len)::float8 / NULLIF(sum(s.docs), 0), 1), 1)
+                    AS avgdl
+            FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
+        ), kw_idf AS (
+            SELECT t.term, t.q, t.df, GREATEST(ln((st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)),
+                                    {IDF_FLOOR}) AS w
+            FROM (
+                SELECT t.term, t.q, CASE WHEN t.freq IS NOT NULL
+                    THEN t.freq * (SELECT n FROM kw_st)
+                    ELSE (SELECT count(*) FROM (SELECT 1 FROM {table} d
+                          WHERE {docs} AND d.search_tsv @@ t.q LIMIT {int(df_cap)}) x)
+                    END AS df
+                FROM unnest(CAST(:kw_terms AS text[]), CAST(:kw_tsq AS tsquery[]),
+                            CAST(:kw_freq AS float8[])) AS t(term, q, freq)
+            ) t, kw_st st
+        ), kw_mass AS (
+            SELECT GREATEST(COALESCE(sum(w) FILTER (WHERE df > 0), 0),
+                (SELECT GREATEST(ln((n - d + 0.5) / (d + 0.5)), {IDF_FLOOR})
+                 FROM (SELECT n, GREATEST(1, {MIN_MASS_SHARE} * n) AS d FROM kw_st) m)) AS mass
+            FROM kw_idf)"""
+
+
+def bm25_sql(tsv: str) -> str:
+    """The BM25 score of the row whose tsvector is ``tsv`` (needs :func:`bm25_ctes`).
+
+    A query term counts once however often the record repeats it, and a record's
+    length is its number of distinct terms (``length(tsvector)``): both come from C
+    functions (``@@``, ``length``), where reading each candidate's term frequencies
+    and token count from its positions (``unnest``) cost 3-8 times ``ts_rank``'s time
+    per candidate, too much for recall's budget. For the short texts lessons and
+    chat turns are, the two rarely differ; where no record repeats a term, the scores
+    are rank_bm25's (tests/test_core_keyword.py).
+    """
+    return (f"((SELECT COALESCE(sum(i.w), 0) FROM kw_idf i WHERE {tsv} @@ i.q) * {K1 + 1}"
+            f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / (SELECT avgdl FROM kw_st))))")
+
+
+# The keyword score of a BM25 score: the share it reaches of the summed IDF of the
+# query's terms found in the collection, capped at 1. A record holding each such term
+# once at the collection's average length scores exactly the IDF share of the terms
+# it holds, whatever the other candidates: the best match no longer scores 1 by
+# construction, and a match on one common word scores its small IDF share (see
+# MIN_MASS_SHARE). Terms absent from the collection are left out of the sum (they cannot
+# tell records apart). Measured on LoCoMo dev (bench_locomo.py, store hybrid R@5 / R@10):
+# against every query term .567 / .656 (but a Chinese query sharing one bigram with
+# its lesson among five records lost it: tests/test_core_recall.py), against the
+# terms found .563 / .655, against a singleton term's IDF per term found .549 / .635,
+# reciprocal rank fusion .473 / .578 (.500 / .613 at weights 0.5 / 0.5); all at b 0.75.
+KEYWORD = "LEAST(1, COALESCE({bm25} / (SELECT mass FROM kw_mass), 0))"
+
+
+def bm25_params(terms: Sequence[str], common: Mapping[str, float]) -> dict[str, Any]:
+    """``:kw_terms`` / ``:kw_tsq`` / ``:kw_freq`` for :func:`bm25_ctes`."""
+    return {"kw_terms": list(terms), "kw_tsq": [f"'{t}'" for t in terms],
+            "kw_freq": [common.get(t) for t in terms]}

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import sqlalchemy as sa
 
 from .experiences_sql import decay_multiplier
-from .fulltext_sql import TS_NORM
+from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
 from .items_filters_sql import FilterSpec, filter_conditions
 
 T = "hindsight_items"
@@ -265,6 +265,10 @@ def vector_search_sql(
     )
 
 
+# Document frequencies are counted up to this many rows (see ``recall_sql.DF_CAP``).
+DF_CAP = 2000
+
+
 @lru_cache(maxsize=256)
 def hybrid_search_sql(
     spec: VectorSpec, n_labels: int, filters: FilterSpec, omit_expired: bool, keyword: bool,
@@ -278,9 +282,10 @@ def hybrid_search_sql(
     ``fulltext_sql.common_terms_sql``; none when ``keyword_candidates`` is false).
     Every candidate then gets both scores, from all of its fields in one join: per
     item, ``semantic`` = best cosine similarity of its fields (clamped to 0..1) and
-    ``keyword`` = best ``ts_rank`` against all of the query's terms (``:tsq``,
-    length-normalised, see ``fulltext_sql.TS_NORM``) relative to the best
-    candidate; ``relevance = w_sem * semantic + w_kw * keyword`` and
+    ``keyword`` = best BM25 of its fields against all of the query's terms, with the
+    prefix's document frequencies and lengths (each field's vector row one document),
+    as the share of the query's summed IDF it reaches (``fulltext_sql.KEYWORD``);
+    ``relevance = w_sem * semantic + w_kw * keyword`` and
     ``final = relevance * decay ** score_weight`` with ``decay`` the record decay
     applied to the time since the item's last update. Items whose relevance is
     below ``:min_relevance`` are left out.
@@ -305,16 +310,21 @@ def hybrid_search_sql(
                 {source} AND v.search_tsv @@ CAST(:tsq_cand AS tsquery)
                 LIMIT {int(scan_limit)}) m
             GROUP BY m.ns, m.key
-            ORDER BY max(ts_rank(m.search_tsv, CAST(:tsq AS tsquery), {TS_NORM})) DESC
+            ORDER BY max({bm25_sql("m.search_tsv")}) DESC
             LIMIT :cand)"""
         if keyword and keyword_candidates
         else "kw AS (SELECT NULL::text AS ns, NULL::text AS key WHERE FALSE)"
     )
-    rank = f"ts_rank(v.search_tsv, CAST(:tsq AS tsquery), {TS_NORM})" if keyword else "0::real"
+    rank = bm25_sql("v.search_tsv") if keyword else "0::float8"
+    stats = ""
+    if keyword:
+        stats = bm25_ctes(V, docs=prefix_condition(n_labels, "d.ns"),
+                          stats=prefix_condition(n_labels, "s.ns"), tbl="i",
+                          df_cap=DF_CAP) + ","
     cosine = VectorSpec(spec.dims, "cosine", "vector")
     return sa.text(
         f"""
-        WITH sem AS (
+        WITH {stats} sem AS (
             SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
             ORDER BY {spec.distance_sql()}{" + 0" if exact else ""} LIMIT :cand
         ), {kw},
@@ -327,7 +337,7 @@ def hybrid_search_sql(
             GROUP BY c.ns, c.key
         ), scored AS (
             SELECT ns, key, GREATEST(0, COALESCE(sim, 0)) AS semantic,
-                COALESCE(kw_rank / NULLIF(max(kw_rank) OVER (), 0), 0) AS keyword
+                {KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"} AS keyword
             FROM ranked
         ), fused AS (
             SELECT s.semantic, s.keyword, :w_sem * s.semantic + :w_kw * s.keyword AS relevance,

@@ -13,7 +13,11 @@ from functools import lru_cache
 import sqlalchemy as sa
 
 from .experiences_sql import COLUMNS, DECAYED, FILTERABLE, T, ann, scene_condition, vec
-from .fulltext_sql import TS_NORM
+from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
+
+# Document frequencies of the query's uncommon terms are counted up to this many rows
+# (a term that ANALYZE missed as common stops counting there: its IDF is then a bound).
+DF_CAP = 2000
 
 
 @lru_cache(maxsize=64)
@@ -38,12 +42,13 @@ def search_sql(
     not change the plan either (one namespace, or namespaces of similar sizes).
 
     Candidates are the ``candidates`` nearest by vector plus the best
-    ``candidates`` by full-text rank among at most ``scan_limit`` records matching
+    ``candidates`` by BM25 among at most ``scan_limit`` records matching
     ``:tsq_cand`` (the query's terms minus those common in the table, see
     :func:`fulltext_sql.common_terms_sql`); each candidate then gets both scores: ``semantic``
-    (cosine similarity, clamped to 0..1) and ``keyword`` (``ts_rank`` against all
-    of the query's terms, relative to the best among the candidates). They are
-    fused with the configured weights and bent by the decayed score.
+    (cosine similarity, clamped to 0..1) and ``keyword`` (BM25 against all of the
+    query's terms with the namespace's document frequencies and lengths, as the share
+    of the query's summed IDF it reaches: ``fulltext_sql.KEYWORD``). They are fused
+    with the configured weights and bent by the decayed score.
 
     ``min_relevance``: hits whose fused relevance is below ``:min_relevance`` are
     left out (``Settings.min_relevance``).
@@ -72,8 +77,7 @@ def search_sql(
     nearest = f"{vec(dim)} <=> {qv}" if exact else f"{ann(dim)} <=> {ann(dim, qv)}"
     if keyword_candidates is None:
         keyword_candidates = keyword
-    tsq = "CAST(:tsq AS tsquery)"  # a typed parameter: converted once, at bind time
-    rank = f"ts_rank(e.search_tsv, {tsq}, {TS_NORM})" if keyword else "0::real"
+    rank = bm25_sql("e.search_tsv") if keyword else "0::float8"
     # Both scores are computed where a candidate's row is read: semantic candidates
     # straight from the HNSW scan, keyword candidates (not already semantic ones) by
     # key. Re-joining every candidate to the table cost ~0.1-0.2 ms per recall.
@@ -86,7 +90,7 @@ def search_sql(
                 SELECT e.id, e.search_tsv FROM {T} e
                 WHERE {kw_cond} AND e.search_tsv @@ (SELECT CAST(:tsq_cand AS tsquery))
                 LIMIT {int(scan_limit)}) m
-            ORDER BY ts_rank(m.search_tsv, {tsq}, {TS_NORM}) DESC
+            ORDER BY {bm25_sql("m.search_tsv")} DESC
             LIMIT {int(candidates)}),
         ranked AS (
             SELECT * FROM sem
@@ -96,9 +100,15 @@ def search_sql(
         if keyword and keyword_candidates
         else "ranked AS (SELECT * FROM sem)"
     )
+    stats = ""
+    if keyword:
+        stats = bm25_ctes(
+            T, docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
+            stats=f"s.ns = {ns}", tbl="e", df_cap=DF_CAP) + ","
+    keyword_score = KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"
     return sa.text(
         f"""
-        WITH sem AS (
+        WITH {stats} sem AS (
             SELECT {scored} FROM (
                 SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
             ) e
@@ -107,8 +117,7 @@ def search_sql(
             :w_sem * semantic + :w_kw * keyword AS relevance,
             (:w_sem * semantic + :w_kw * keyword)
                 * power(GREATEST(decayed_score, 1e-6), :score_weight) AS final
-        FROM (SELECT *, COALESCE(kw_rank / NULLIF(max(kw_rank) OVER (), 0), 0) AS keyword
-              FROM ranked) fused
+        FROM (SELECT *, {keyword_score} AS keyword FROM ranked) fused
         {"WHERE :w_sem * semantic + :w_kw * keyword >= :min_relevance"
          if min_relevance else ""}
         ORDER BY final DESC, id LIMIT :top_k

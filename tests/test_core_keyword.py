@@ -1,0 +1,213 @@
+"""Keyword scoring: BM25 that agrees with rank_bm25, per-namespace counters kept exact
+under concurrent writes, merges, archiving and deletes, and fusion that one common
+word cannot tip."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from hindsight_core import CallableEmbedder, Memory, Settings
+from hindsight_core.items import ItemIndex, Items, PutItem
+from hindsight_core.models import ns_key
+from hindsight_core.storage.fulltext_sql import K1, B
+from hindsight_core.text import search_document, tokens
+
+rank_bm25 = pytest.importorskip("rank_bm25", reason="rank_bm25 is in the dev extra")
+
+DIM = 16
+
+
+def _hash_vectors(texts: list[str]) -> np.ndarray:
+    seeds = [int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) for t in texts]
+    return np.stack([np.random.default_rng(s).standard_normal(DIM) for s in seeds])
+
+
+EMB = CallableEmbedder(_hash_vectors, dim=DIM, model_name="hash-16")
+
+# Words that no other test writes, so the table's statistics hold none of them.
+TAG = uuid.uuid4().hex[:6]
+W = {w: f"{w}{TAG}" for w in ("amber", "birch", "cedar", "delta", "ember", "fjord", "gale",
+                                "heron", "iris", "jade", "kelp", "lumen")}
+DOCS = [
+    "{amber} {birch} {cedar} {ember}",
+    "{amber} {delta} {ember} {fjord} {gale} {heron}",
+    "{birch} {iris}",
+    "{cedar} {jade} {kelp}",
+    "{delta} {lumen} {amber} {kelp} {iris} {heron} {gale}",
+    "{ember} {fjord}",
+    "{gale} {heron} {iris} {jade} {kelp} {lumen} {amber} {birch} {cedar}",
+    "{jade}",
+    "{lumen} {fjord} {gale}",
+    "{heron} {ember} {delta}",
+]
+# Each query term in at most 4 of the 10 documents (rank_bm25 floors the IDF of a term in
+# more than half of them otherwise), and no document repeats a term (the store counts a
+# term once: ``fulltext_sql.bm25_sql``).
+QUERY = "{amber} {birch} {cedar} {jade}"
+
+
+def _fill(s: str) -> str:
+    return s.format(**W)
+
+
+@pytest.fixture
+def keyword_only(fresh_db: str) -> Iterator[Settings]:
+    yield Settings(database_url=fresh_db, semantic_weight=0.0, keyword_weight=1.0,
+                   lesson_max_chars=500, dedup_threshold=1.0)
+
+
+def _reference(docs: list[list[str]], query: str) -> list[float]:
+    bm = rank_bm25.BM25Okapi(docs, k1=K1, b=B)
+    return [float(x) for x in bm.get_scores(tokens(query))]
+
+
+def _assert_agrees(found: list[tuple[int, float]], expected: list[float]) -> None:
+    """Same order as rank_bm25, and keyword scores proportional to its scores."""
+    order = [i for i in np.argsort(-np.asarray(expected), kind="stable") if expected[i] > 0]
+    positive = [round(x, 9) for x in expected if x > 0]
+    assert len(set(positive)) == len(positive), "the corpus must have no ties"
+    assert [i for i, _ in found] == order
+    assert all(0 < k < 1 for _, k in found), found  # none capped
+    ratio = [k / expected[i] for i, k in found]
+    assert max(ratio) == pytest.approx(min(ratio), rel=1e-6)
+
+
+def test_record_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
+    mem = Memory(("kw", "records"), settings=keyword_only, embedder=EMB)
+    records = [{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in DOCS]
+    ids = [str(r.id) for r in mem.write_many(records)]
+    docs = [tokens(search_document(r["lesson"], r["trigger"], r["scene"])) for r in records]
+    hits = mem.search(_fill(QUERY), top_k=10)
+    found = [(ids.index(str(h.record.id)), h.breakdown.keyword) for h in hits
+             if h.breakdown.keyword > 0]
+    _assert_agrees(found, _reference(docs, _fill(QUERY)))
+    mem.close()
+
+
+def test_item_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
+    mem = Memory(("kw",), settings=keyword_only, embedder=EMB)
+    items = Items(mem, index=ItemIndex(dims=DIM, fields=("text",)))
+    ns = ("kw", "items")
+    items.batch([PutItem(ns, str(i), {"text": _fill(d)}) for i, d in enumerate(DOCS)])
+    # another namespace's documents must not count
+    items.batch([PutItem(("kw", "other"), str(i), {"text": _fill("{amber} {birch}")})
+                 for i in range(20)])
+    hits = items.search(ns, query=_fill(QUERY), limit=10)
+    found = [(int(h.item.key), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0]
+    _assert_agrees(found, _reference([tokens(_fill(d)) for d in DOCS], _fill(QUERY)))
+    mem.close()
+
+
+# ---------------------------------------------------------------------- counters
+
+_COUNTERS = sa.text("SELECT docs, total_len FROM hindsight_keyword_stats "
+                    "WHERE tbl = :tbl AND ns = :ns")
+_RECOUNT = {
+    "e": sa.text("SELECT count(*) AS docs, COALESCE(sum(length(search_tsv)), 0) "
+                 "AS total_len FROM hindsight_experiences WHERE ns = :ns "
+                 "AND archived_at IS NULL"),
+    "i": sa.text("SELECT count(*) AS docs, COALESCE(sum(length(search_tsv)), 0) "
+                 "AS total_len FROM hindsight_item_vectors WHERE ns = :ns"),
+}
+
+
+def _assert_counters_exact(url: str, tbl: str, ns: str) -> tuple[int, int]:
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        kept = conn.execute(_COUNTERS, {"tbl": tbl, "ns": ns}).first()
+        real = conn.execute(_RECOUNT[tbl], {"ns": ns}).first()
+    engine.dispose()
+    assert real is not None
+    assert (tuple(kept) if kept else (0, 0)) == tuple(real)
+    return int(real[0]), int(real[1])
+
+
+def test_record_counters_follow_writes_merges_archiving_and_deletes(fresh_db: str) -> None:
+    settings = Settings(database_url=fresh_db, lesson_max_chars=500)
+    ns = ("kw", "lifecycle")
+    mem = Memory(ns, settings=settings, embedder=EMB)
+    key = ns_key(ns)
+    written = mem.write_many([{"trigger": f"case {i}", "lesson": f"lesson {W['amber']} {i}"}
+                              for i in range(30)])
+    assert _assert_counters_exact(fresh_db, "e", key)[0] == 30
+    mem.write({"trigger": "case 3", "lesson": f"lesson {W['amber']} 3"})  # a duplicate: merged
+    mem.mark_used(written[0].id)
+    mem.archive(written[1].id)
+    assert _assert_counters_exact(fresh_db, "e", key)[0] == 29
+    mem.restore(written[1].id)
+    mem.edit(written[2].id, lesson=f"a much longer lesson {W['birch']} now {W['cedar']}")
+    mem.merge([written[4].id, written[5].id], {"trigger": "cases 4 and 5",
+                                               "lesson": "one general lesson"})
+    mem.forget(written[6].id)
+    assert _assert_counters_exact(fresh_db, "e", key)[0] == 30 - 2 + 1 - 1
+
+    def writer(n: int) -> None:
+        w = Memory(ns, settings=settings, embedder=EMB)
+        for j in range(5):
+            w.write_many([{"trigger": f"thread {n}", "lesson": f"{W['gale']} {n} {j} {k}"}
+                          for k in range(4)])
+        w.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert _assert_counters_exact(fresh_db, "e", key)[0] == 28 + 4 * 5 * 4
+    mem.close()
+
+
+def test_item_counters_follow_concurrent_puts_overwrites_and_deletes(fresh_db: str) -> None:
+    settings = Settings(database_url=fresh_db)
+    mem = Memory(("kw",), settings=settings, embedder=EMB)
+    index = ItemIndex(dims=DIM, fields=("text", "title"))
+    ns = ("kw", "items", "busy")
+    Items(mem, index=index).batch([PutItem(ns, "seed", {"text": "seed", "title": "t"})])
+
+    def worker(n: int) -> None:
+        m = Memory(("kw",), settings=settings, embedder=EMB)
+        items = Items(m, index=index)
+        for j in range(8):
+            ops = [PutItem(ns, f"k{(n + j + k) % 12}",
+                           {"text": f"{W['iris']} {n} {j} " * (k + 1),
+                            **({"title": "x y"} if k % 2 else {})})
+                   for k in range(3)]
+            if j % 3 == 2:
+                ops.append(PutItem(ns, f"k{(n * j) % 12}", None))  # delete
+            items.batch(ops)
+        m.close()
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    docs, _ = _assert_counters_exact(fresh_db, "i", ns_key(ns))
+    assert docs > 0
+    mem.close()
+
+
+# ---------------------------------------------------------------------- fusion
+
+
+def test_one_common_word_cannot_tip_the_fusion(keyword_only: Settings) -> None:
+    """The only query word in the collection is in most records: matching it is worth
+    little, not the full keyword weight (it was: the best match always scored 1)."""
+    mem = Memory(("kw", "common"), settings=keyword_only, embedder=EMB)
+    common = W["kelp"]
+    mem.write_many([{"trigger": "t", "lesson": f"{common} note {i} {W['heron']}"}
+                    for i in range(9)] + [{"trigger": "t", "lesson": f"unrelated {W['iris']}"}])
+    hits = mem.search(f"{common} {uuid.uuid4().hex[:8]}x", top_k=10)
+    assert hits and all(h.breakdown.keyword < 0.1 for h in hits), [
+        h.breakdown.keyword for h in hits]
+    rare = mem.search(f"{W['iris']} {common}", top_k=1)
+    assert rare[0].record.lesson.startswith("unrelated")
+    assert rare[0].breakdown.keyword > 0.9
+    mem.close()
