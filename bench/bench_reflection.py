@@ -12,6 +12,13 @@ chat endpoint::
     python bench/bench_reflection.py                         # rule-based only
     python bench/bench_reflection.py --base-url http://127.0.0.1:8080/v1 --model qwen2.5-1.5b
     python bench/bench_reflection.py --base-url ... --model ... --no-rule-based --only zh-
+    python bench/bench_reflection.py --replay good --replay bad    # the screen, offline
+
+``--replay`` answers from the hand-written model answers in the data file: ``good``
+(a grounded lesson citing its steps, for each run with something to learn) shows
+what the screen lets through, ``bad`` (what small models answered: confident
+lessons for runs with nothing to learn, the old prompt's example lesson, the
+opposite of the run) what it stops.
 
 Reported per distiller: lessons written per run; share grounded (a written lesson
 mentions a fact its run calls for); facts covered; copies of prompt text among the
@@ -78,6 +85,25 @@ class CountingLLM:
     async def acomplete(self, messages: list[dict[str, str]], *,
                         json_schema: dict[str, Any] | None = None) -> LLMResponse:
         return self._count(await self.llm.acomplete(messages, json_schema=json_schema))
+
+
+class ReplayLLM:
+    """Answers each run with its hand-written ``answers[kind]`` (none: no lesson)."""
+
+    def __init__(self, runs: list[dict[str, Any]], kind: str) -> None:
+        self.model_name = f"replay-{kind}"
+        self.by_goal = {r["trajectory"]["goal"]: r.get("answers", {}).get(kind, [])
+                        for r in runs}
+
+    def complete(self, messages: list[dict[str, str]], *,
+                 json_schema: dict[str, Any] | None = None) -> LLMResponse:
+        goal = messages[1]["content"].split("\n", 1)[0].removeprefix("Goal: ")
+        return LLMResponse(text=json.dumps({"records": self.by_goal[goal]},
+                                           ensure_ascii=False), model=self.model_name)
+
+    async def acomplete(self, messages: list[dict[str, str]], *,
+                        json_schema: dict[str, Any] | None = None) -> LLMResponse:
+        return self.complete(messages, json_schema=json_schema)
 
 
 def mentions(lesson: str, alternatives: list[str]) -> bool:
@@ -206,6 +232,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=120, help="seconds per model call")
     ap.add_argument("--no-rule-based", action="store_true",
                     help="skip the rule-based distiller")
+    ap.add_argument("--replay", action="append", choices=["good", "bad"], default=[],
+                    help="also run a model that replays the data's hand-written answers")
     ap.add_argument("--only", default="", help="run only the runs whose id starts with this")
     ap.add_argument("--data", type=Path, default=DATA, help="the trajectories file")
     args = ap.parse_args()
@@ -225,6 +253,10 @@ def main() -> None:
         if not args.no_rule_based:
             print("rule-based:")
             results.append(bench("rule-based", runs, memory, None))
+        for kind in args.replay:
+            replay = CountingLLM(ReplayLLM(runs, kind))
+            print(f"replay:{kind}:")
+            results.append(bench(f"replay:{kind}", runs, memory, replay))
         if args.base_url:
             llm = CountingLLM(OpenAICompatibleLLM(args.base_url, args.model,
                                                   api_key=args.api_key, timeout=args.timeout))

@@ -48,13 +48,14 @@ def coroutines(store: Any, n: int, m_count: int) -> list[Any]:
     return coros
 
 
-async def run_once(store: Any, n: int, m: int) -> float:
+async def run_once(store: Any, n: int, m: int) -> tuple[float, float]:
+    """Wall and client-CPU seconds of one gather."""
     coros = coroutines(store, n, m)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     results = await asyncio.gather(*coros)
-    elapsed = time.perf_counter() - t0
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert len(results) == n * m * 6
-    return elapsed
+    return elapsed, cpu
 
 
 async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -69,6 +70,7 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
         url, drop = fresh_database("bench_store_batches")
     pg = url.replace("postgresql+psycopg://", "postgresql://", 1)
     times: dict[str, list[float]] = {"postgres": [], "hindsight": []}
+    cpus: dict[str, list[float]] = {"postgres": [], "hindsight": []}
     try:
         async with AsyncPostgresStore.from_conn_string(pg) as theirs, \
                 HindsightStore.afrom_conn_string(url, settings=Settings(database_url=url)
@@ -80,13 +82,18 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
                 await run_once(s, 20, 2)
             for r in range(args.rounds):
                 runs: dict[str, float] = {"postgres": 0.0, "hindsight": 0.0}
+                cpu: dict[str, float] = {"postgres": 0.0, "hindsight": 0.0}
                 for who in abba(r):
                     name, store = stores[who]
-                    runs[name] += await run_once(store, args.n // 2, args.m)
+                    wall, used = await run_once(store, args.n // 2, args.m)
+                    runs[name] += wall
+                    cpu[name] += used
                 for name, t in runs.items():
                     times[name].append(t)
-                print(f"round {r}: postgres {runs['postgres']:.2f} s, "
-                      f"hindsight {runs['hindsight']:.2f} s", flush=True)
+                    cpus[name].append(cpu[name])
+                print(f"round {r}: postgres {runs['postgres']:.2f} s "
+                      f"(client CPU {cpu['postgres']:.2f}), hindsight {runs['hindsight']:.2f} s "
+                      f"(client CPU {cpu['hindsight']:.2f})", flush=True)
     finally:
         if drop is not None:
             drop()
@@ -96,7 +103,9 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
              "postgres_s": round(statistics.median(times["postgres"]), 2),
              "hindsight_s": round(statistics.median(times["hindsight"]), 2),
              "ratio": round(statistics.median(paired), 3),
-             "ratio_rounds": [round(x, 3) for x in paired]}]
+             "ratio_rounds": [round(x, 3) for x in paired],
+             "client_cpu_s_postgres": round(statistics.median(cpus["postgres"]), 2),
+             "client_cpu_s_hindsight": round(statistics.median(cpus["hindsight"]), 2)}]
 
 
 def main() -> None:
@@ -108,7 +117,8 @@ def main() -> None:
     rows = asyncio.run(amain(args))
     for row in rows:
         print(f"{row['shape']}: AsyncPostgresStore {row['postgres_s']} s, HindsightStore "
-              f"{row['hindsight_s']} s, ratio {row['ratio']} (target <= 1.0)")
+              f"{row['hindsight_s']} s, ratio {row['ratio']} (target <= 1.0); client CPU "
+              f"{row['client_cpu_s_postgres']} / {row['client_cpu_s_hindsight']} s")
     out = Path(__file__).parent / "results" / "store_async_batches.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"machine": machine(), "args": vars(args), "results": rows},

@@ -74,3 +74,21 @@ def test_bench_against_an_openai_compatible_endpoint(bench: ModuleType, runs: li
     sent = chat.requests[0]["body"]
     assert sent["model"] == "parrot" and "steps" in json.dumps(sent["response_format"])
     assert "| share_grounded | 1.0 |" in bench.table([result])
+
+
+def test_the_screen_keeps_the_good_answers_and_stops_the_bad(bench: ModuleType, runs: list[dict],
+                                                             memory: Memory) -> None:
+    """The hand-written answers: a grounded lesson for each run with something to learn
+    (all kept), and what small models answered (all dropped, each with a reason)."""
+    def replay(kind: str) -> object:
+        return bench.CountingLLM(bench.ReplayLLM(runs, kind))
+
+    good = bench.bench("replay:good", runs, memory, replay("good"))
+    assert good["runs_fully_answered"] == 1.0 and good["share_grounded"] == 1.0, [
+        (r["id"], r["dropped"]) for r in good["rows"] if r["dropped"]]
+    assert good["nothing_new_precision"] == good["nothing_new_recall"] == 1.0
+    bad_runs = [r for r in runs if r.get("answers", {}).get("bad")]
+    assert len(bad_runs) >= 15
+    bad = bench.bench("replay:bad", bad_runs, memory, replay("bad"))
+    assert bad["lessons_written"] == 0 and sum(bad["dropped"].values()) == len(bad_runs)
+    assert {"nothing new", "generic advice", "recommends", "cites no step"} <= set(bad["dropped"])

@@ -231,3 +231,11 @@ def test_malformed_settings_are_one_line_errors(monkeypatch: pytest.MonkeyPatch)
 def test_mcp_json_needs_http() -> None:
     code, out = invoke("mcp", "--json")
     assert code == 2 and "--http" in out
+
+
+def test_reindex_json_is_valid(fresh_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The progress bar goes to stderr; stdout is the JSON report alone."""
+    monkeypatch.setenv("HINDSIGHT_DATABASE_URL", fresh_db)
+    invoke("write", "-t", "deploying", "-l", "Run migrations first")
+    _, report, _ = invoke_json("reindex", "--force")
+    assert report["reembedded"] == 1 and report["model"] == "all-MiniLM-L6-v2"  # type: ignore[index]

@@ -176,3 +176,17 @@ async def test_body_limit_answers_413_even_if_the_app_answers_the_error() -> Non
     app = BodyLimitMiddleware(swallowing, limit=1000)
     status, body = await call(app, {}, [b"x" * 600, b"y" * 600])
     assert status == 413 and b"too large" in body
+
+
+@pytest.mark.parametrize("args", [["mcp"], ["mcp", "--http", "--port", "1"],
+                                  ["worker", "--once"]])
+def test_malformed_database_url_is_one_line_at_start(args: list[str]) -> None:
+    """Not a traceback, and not a server that starts and then cannot work."""
+    import os
+
+    env = {**os.environ, "HINDSIGHT_DATABASE_URL": "postgresql://u@host:notaport/db"}
+    done = subprocess.run([sys.executable, "-c", "from hindsight_core.cli import main; main()",
+                           *args], env=env, capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.count("\n") == 1 and "not a valid URL" in done.stderr, done.stderr

@@ -258,6 +258,7 @@ async def test_reflect_task_without_llm_uses_rule_based_distiller(server: Server
                                                                      "outcome": "won"}})
     assert out["distiller"] == "rule-based" and "no LLM configured" in out["note"]
     assert len(out["written"]) == len(out["lessons"]) >= 1
+    assert out["dropped"] == len(out["dropped_reasons"]) == 0 and out["reinforced"] == []
     assert core.get(out["written"][0]["id"]).scene == "files"
     assert bad.is_error and "outcome" in text(bad)
 

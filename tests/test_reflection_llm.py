@@ -198,6 +198,12 @@ def test_cli_reflect_rule_based(cli, memory: Memory, tmp_path: Path) -> None:  #
     data = json.loads(res.stdout)
     assert data["distiller"] == "rule-based" and data["written"][0]["status"] == "merged"
     assert len(memory.list_records()) == 1
+    shown = data["written"][0]["id"]  # the lesson was recalled this time: reinforced
+    path.write_text(json.dumps({**json.loads(path.read_text()), "recalled": [shown]}))
+    res = runner.invoke(app, ["reflect", str(path), "-n", ns])
+    assert res.exit_code == 0, res.output
+    assert f"reinforced {shown}" in res.output and "no new lesson" not in res.output
+    assert memory.get(shown).occurrences == 3
     res = runner.invoke(app, ["reflect", "-", "-n", ns, "--rule-based"],
                         input='{"goal": "nothing went wrong", "outcome": "success"}')
     assert res.exit_code == 0, res.output

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from hindsight_core.items import ItemOp
+from hindsight_core.items import ItemOp, PutItem
 
 
 class SweeperFuture(concurrent.futures.Future[None]):
@@ -79,7 +80,7 @@ class Coalescer:
             else:
                 merged.append(ops)
         try:
-            results = await self._run(merged)
+            results = await self._run_unique(merged)
         except BaseException as exc:  # noqa: BLE001 - handed to the callers
             if len(entries) == 1 or not isinstance(exc, Exception):
                 for _, fut in entries:
@@ -107,6 +108,30 @@ class Coalescer:
             if not fut.done():
                 fut.set_result(results[start:start + len(ops)])
             start += len(ops)
+
+    async def _run_unique(self, ops: list[ItemOp]) -> list[Any]:
+        """Run ``ops`` with each distinct read once, its result shared by the identical
+        ones (as LangGraph's ``AsyncBatchedBaseStore`` does): 60,000 gathered calls of
+        LangGraph's store test hold 30,000 reads of some 2,000 distinct ones. Puts all go
+        through: the batch validates each and keeps the last one of a key."""
+        if len(ops) < 2:
+            return await self._run(ops)
+        first: dict[ItemOp, int] = {}
+        unique: list[ItemOp] = []
+        where: list[int] = []
+        for op in ops:
+            at = len(unique)
+            if not isinstance(op, PutItem):
+                # one holding a dict (a search filter) is unhashable: not deduplicated
+                with contextlib.suppress(TypeError):
+                    at = first.setdefault(op, at)
+            if at == len(unique):
+                unique.append(op)
+            where.append(at)
+        if len(unique) == len(ops):
+            return await self._run(ops)
+        results = await self._run(unique)
+        return [results[i] for i in where]
 
     async def _one(self, op: ItemOp) -> Any:
         return (await self._run([op]))[0]

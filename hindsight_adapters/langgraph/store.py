@@ -209,6 +209,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         identical reads is mapped once and stays shared."""
         mapped: dict[int, Result] = {}
         out: list[Result] = []
+        self.aitems.omit_expired = self._omit_expired()  # ttl_config may have changed
         for r in await self.aitems.batch(ops):
             m = mapped.get(id(r))
             if m is None:
@@ -222,7 +223,6 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
 
     def _queue_one(self, op: ItemOp | list[ItemOp]) -> asyncio.Future[Any]:
         """Queue a core op (or a list of them) on this tick's batch."""
-        self.aitems.omit_expired = self._omit_expired()
         return self._coalescer.enqueue(op)
 
     def _omit_expired(self) -> bool:

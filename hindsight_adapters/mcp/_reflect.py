@@ -84,6 +84,8 @@ async def reflect(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
                  for w in result.written],
         lessons=[str(r.get("lesson", "")) for r in getattr(result, "records", [])],
         dropped=len(result.dropped),
+        dropped_reasons=[str(d["reason"]) for d in result.dropped],
+        reinforced=[str(w.id) for w in result.reinforced],
         skipped=result.skipped,
         error=result.error,
         distiller=result.distiller,

@@ -72,6 +72,21 @@ def unknown_namespace(mem: Memory, namespace: Namespace) -> NotFoundError | None
                             "no lessons are stored yet"))
 
 
+def load_server_settings() -> Settings:
+    """Settings for a long-running server, with the database URL checked now: a
+    malformed one is a one-line error at start, not a server that cannot work.
+
+    Raises:
+        ConfigurationError: the URL is malformed or not PostgreSQL's.
+    """
+    from ..storage.engine import parse_database_url
+
+    settings = Settings()
+    if settings.database_url is not None:
+        parse_database_url(settings.database_url)
+    return settings
+
+
 def open_memory(namespace: str = "default") -> Memory:
     """A Memory configured from the environment."""
     return Memory(parse_namespace(namespace), settings=Settings())

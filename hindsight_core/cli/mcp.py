@@ -5,8 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..errors import missing_extra
-from ..settings import Settings
-from ._app import app, cli_errors, emit_json_line
+from ._app import app, cli_errors, emit_json_line, load_server_settings
 
 
 @app.command()
@@ -40,7 +39,7 @@ def mcp(
             if (exc.name or "").split(".")[0] not in {"mcp", "uvicorn", "starlette"}:
                 raise
             raise missing_extra("the MCP SDK", "mcp") from None
-        settings = Settings()
+        settings = load_server_settings()
         if http:
             serve_http(settings, host=host, port=port, namespace=namespace,
                        announce=emit_json_line if as_json else None)

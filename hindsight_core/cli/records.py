@@ -226,9 +226,7 @@ def reindex(
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-embed the lessons whose vector came from another model or other text."""
-    with cli_errors(), open_memory() as mem, Progress(
-            TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=err_console, transient=False) as bar:  # stdout stays valid JSON
+    with cli_errors(), open_memory() as mem, progress_bar("re-embedding") as bar:
         task = bar.add_task("reindex", total=None)
         report = mem.reindex(
             force=force,

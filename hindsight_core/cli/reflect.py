@@ -88,9 +88,11 @@ def reflect(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool
         err_console.print(note, highlight=False)
         for rec, res in zip(result.records, result.written, strict=False):
             console.print(f"{res.status:8} {res.id}  {rec['lesson']}", highlight=False)
+        for res in result.reinforced:
+            console.print(f"reinforced {res.id}  (a recalled lesson, repeated)", highlight=False)
         for d in result.dropped:
             console.print(f"dropped   {d['reason']}", highlight=False)
-        if not result.written and not result.skipped:
+        if not result.written and not result.reinforced and not result.skipped:
             console.print("no new lesson")
     if result.skipped:
         err_console.print(f"[red]skipped:[/red] {result.error}", highlight=False)

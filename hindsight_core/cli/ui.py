@@ -7,7 +7,14 @@ import signal
 import typer
 
 from ..errors import missing_extra
-from ._app import app, cli_errors, emit_json_line, err_console, parse_namespace
+from ._app import (
+    app,
+    cli_errors,
+    emit_json_line,
+    err_console,
+    load_server_settings,
+    parse_namespace,
+)
 
 UI_PACKAGES = {"starlette", "uvicorn", "jinja2", "multipart", "python_multipart"}
 
@@ -37,13 +44,9 @@ def ui(
             if (exc.name or "").split(".")[0] not in UI_PACKAGES:
                 raise
             raise missing_extra("starlette/uvicorn/jinja2", "ui") from None
-        from ..settings import Settings
         from ..storage.embedded import exit_on_signals
-        from ..storage.engine import parse_database_url
 
-        settings = Settings()
-        if settings.database_url is not None:  # a bad URL fails now, not on the first page
-            parse_database_url(settings.database_url)
+        settings = load_server_settings()
         if token is None and settings.ui_token is not None:
             token = settings.ui_token.get_secret_value()
         loopback = is_loopback(host)

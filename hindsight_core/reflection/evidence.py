@@ -135,22 +135,29 @@ _CLAUSE = re.compile(r"[,.;:!?，。；：！？\n]+")
 
 
 def prohibitions(text: str) -> list[tuple[set[str], set[str]]]:
-    """What ``text`` says not to do: per negation, ``(negated, clause)``: the units the
-    negation governs ("do not *delete the lock* file", "依赖文件不要*删除*") and the
-    rest of its clause (the object: "依赖文件")."""
+    """What ``text`` says not to do: per negation, ``(negated, clause)``: the units of
+    the verb the negation governs ("do not *delete* the lock file", "依赖文件不要*删除*")
+    and the rest of its clause (the object: "lock file", "依赖文件")."""
     out: list[tuple[set[str], set[str]]] = []
     negations = {w.replace("'", "") for w in _NEGATION_WORDS}
     for clause in _CLAUSE.split(unicodedata.normalize("NFKC", text).lower()):
         words = re.findall(r"[\w']+", clause)
         for i, word in enumerate(words):
             if word.replace("'", "") in negations:
-                negated = units(" ".join(words[i + 1:i + 4]))
+                # the verb it governs ("don't *rename* public functions"), not its object
+                negated = next((u for w in words[i + 1:i + 4] if (u := units(w))), set())
                 out.append((negated, units(clause) - negated))
         for neg in _CJK_NEGATIONS:
             for m in re.finditer(re.escape(neg), clause):
                 negated = {u for u in units(clause[m.end():m.end() + 3]) if cjk_share(u)}
                 out.append((negated, units(clause[:m.start()])))
     return [(n, c) for n, c in out if n]
+
+
+def asked_units(text: str) -> set[str]:
+    """Units of the clauses of ``text`` that hold no negation: what it asks for instead
+    ("never send it to everyone, *only to team-dev*")."""
+    return set().union(*(units(c) for c in _CLAUSE.split(text) if not prohibitions(c)))
 
 
 def negated_units(text: str) -> set[str]:
@@ -189,7 +196,8 @@ class Run:
         corrected: numbers of tool calls made after a failure (a retry or a fix).
         complaints: numbers of user messages after the agent acted, other than thanks.
         context: signal step number -> the numbers it speaks about (itself, and the
-            call that failed or was complained about).
+            call that failed or was complained about); the call that failed or was
+            complained about -> itself and that failure or complaint.
         chinese: whether the run is written in CJK script.
     """
 
@@ -228,12 +236,16 @@ def analyse(trajectory: Trajectory) -> Run:
         elif failed_step(step):
             run.failed.append(n)
             run.context[n] = [n] + ([last_call] if last_call else [])
+            if last_call:  # citing the call that failed is citing its failure
+                run.context.setdefault(last_call, [last_call]).append(n)
             pending_failure = True
             acted = True
         elif step.kind == "message" and step.role == "user":
             if acted and not _THANKS.match(step.content):
                 run.complaints.append(n)
                 run.context[n] = [n] + ([last_call] if last_call else [])
+                if last_call:
+                    run.context.setdefault(last_call, [last_call]).append(n)
         elif step.kind in ("thought", "message", "tool_result"):
             acted = acted or step.kind != "message" or step.role == "assistant"
     return run

@@ -33,6 +33,7 @@ from .evidence import (
     Run,
     affirmed_units,
     analyse,
+    asked_units,
     changed_units,
     near_equal,
     negated_units,
@@ -150,12 +151,28 @@ def _grounding(cand: dict[str, Any], run: Run, trajectory: Trajectory) -> str | 
     return _contradiction(lesson, run, trajectory)
 
 
+def _lead(lesson: str) -> set[str]:
+    """The units of the lesson's opening verb, in an imperative ("Delete ...", "删除...");
+    none for "删除前..." (before deleting) or an opening generic word ("Check ...")."""
+    text = lesson.strip()
+    if _CJK.match(text):
+        return set() if text[2:3] in ("前", "后", "时", "之") else units(text[:2])
+    words = re.findall(r"[\w'-]+", text)
+    while words and words[0].lower() in ("always", "please", "just"):
+        words.pop(0)
+    return units(words[0]) if words else set()
+
+
 def _contradiction(lesson: str, run: Run, trajectory: Trajectory) -> str | None:
     """Why the lesson says the opposite of what the run showed, or None."""
     said = affirmed_units(lesson)
     for n in run.complaints:
-        for negated, clause in prohibitions(trajectory.steps[n - 1].content):
-            if negated & said and (not clause or clause & said):
+        complaint = trajectory.steps[n - 1].content
+        if said & asked_units(complaint):
+            continue  # it follows what the user asked for instead
+        for negated, clause in prohibitions(complaint):
+            # the forbidden verb on the forbidden object, or as the lesson's own verb
+            if negated & said and (not clause or clause & said or negated & _lead(lesson)):
                 return (f"recommends what the user said not to do in step {n} "
                         f"({', '.join(sorted(negated & said))})")
     bad, good = changed_units(run, trajectory)
