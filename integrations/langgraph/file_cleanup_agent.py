@@ -159,6 +159,10 @@ SCRIPTED_LESSON = json.dumps({"records": [{
     "outcome": "failure: a dependency package listed in package.json was deleted",
     "lesson": "Check package.json before deleting packages",
     "confidence": 0.9,
+    # the steps it draws on: check_project (13) and its error (14), after the question,
+    # list_files and its result, the thought, four deletes and their results
+    "steps": [13, 14],
+    "evidence": "package.json is missing",
 }]})
 
 
