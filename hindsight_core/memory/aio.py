@@ -168,9 +168,10 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         timeout = self.settings.recall_timeout
         key = self._ns(namespace)
         try:
-            if not self._model_loaded:  # outside the bound, as in Memory.recall
+            # The first recall embeds its query outside the bound, as in Memory.recall.
+            if not self._model_loaded and isinstance(query, str) and query.strip():
                 with embedding_errors(self.embedder):
-                    await self.embedder.aembed_queries(["warm up"])
+                    self._cache_query(query, await self.embedder.aembed_queries([query]))
                 self._model_loaded = True
             return RecallResult(hits=await asyncio.wait_for(self._run_read(
                 lambda: self._search_flow(query, namespace, scene, top_k, None,

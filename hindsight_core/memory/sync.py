@@ -200,11 +200,12 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
         timeout = self.settings.recall_timeout
         try:
-            if not self._model_loaded:
+            if not self._model_loaded and isinstance(query, str) and query.strip():
                 # Loading a local model takes seconds: the first recall of a process
-                # waits for it outside the bound, or it would always come back empty.
+                # embeds its query outside the bound (the flow then finds it cached),
+                # or it would always come back empty.
                 with embedding_errors(self.embedder):
-                    self.embedder.embed_queries(["warm up"])
+                    self._cache_query(query, self.embedder.embed_queries([query]))
                 self._model_loaded = True
             return RecallResult(hits=run_sync_within(
                 timeout, self._recall_executor(),
