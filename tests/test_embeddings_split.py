@@ -105,8 +105,18 @@ def test_reindex_embeds_documents(fresh_db: str, rec: Recording) -> None:
     with Memory(("t",), settings=Settings(database_url=fresh_db), embedder=rec) as mem:
         mem.write_many([LESSON, {**LESSON, "lesson": "Empty the trash last", "trigger": "x"}])
         rec.calls.clear()
-        assert mem.reindex() == 2
+        assert mem.reindex(force=True).reembedded == 2
         assert rec.sides() == ["documents"] and len(rec.calls[0][1]) == 2
+
+
+def test_a_new_document_prefix_makes_reindex_re_embed(fresh_db: str) -> None:
+    url = Settings(database_url=fresh_db)
+    with Memory(("t",), settings=url) as mem:
+        mem.write(LESSON)
+        assert mem.reindex().reembedded == 0  # nothing changed
+    prefixed = url.model_copy(update={"embedding_document_prefix": "passage: "})
+    with Memory(("t",), settings=prefixed) as mem:
+        assert mem.reindex().reembedded == 1
 
 
 def test_item_put_embeds_documents_and_item_search_queries(

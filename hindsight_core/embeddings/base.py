@@ -120,6 +120,21 @@ class SymmetricEmbedder:
     aembed_queries = aembed = aembed_documents
 
 
+_MEMBERS = ("model_name", "dim", "languages", "embed_documents", "embed_queries",
+            "aembed_documents", "aembed_queries")
+
+
+def _has(obj: Any, name: str) -> bool:
+    """``hasattr`` that does not run properties (``inspect.getattr_static``)."""
+    import inspect
+
+    try:
+        inspect.getattr_static(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
 def ensure_embedder(embedder: Any) -> Embedder:
     """``embedder`` as an :class:`Embedder`: returned as is when it has the query and
     document methods, wrapped in :class:`SymmetricEmbedder` when it has only ``embed``.
@@ -127,9 +142,11 @@ def ensure_embedder(embedder: Any) -> Embedder:
     Raises:
         TypeError: it has neither (the message names what is missing).
     """
-    if isinstance(embedder, Embedder):
-        return embedder
-    if all(hasattr(embedder, a) for a in ("embed", "model_name", "dim")):
+    # Not isinstance(embedder, Embedder): on Python 3.11 it reads every member with
+    # hasattr, so a lazy ``dim`` probed the endpoint or loaded the model right here.
+    if all(_has(embedder, a) for a in _MEMBERS):
+        return embedder  # type: ignore[no-any-return]
+    if all(_has(embedder, a) for a in ("embed", "model_name", "dim")):
         return SymmetricEmbedder(embedder)
     raise TypeError(
         f"{type(embedder).__name__} is not an embedder: it needs model_name, dim and "

@@ -79,6 +79,7 @@ class MemoryBase:
         self._database_url = database_url
         self.clock: Clock = clock or now_utc
         self._ready = False
+        self._model_loaded = False  # the embedder has answered once (see recall)
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_lock = threading.Lock()  # a Memory may be shared by threads
@@ -189,7 +190,10 @@ class MemoryBase:
         return {"embedding": vector_param(vector), "embed_key": self._embed_key(text)}
 
     def _embed_key(self, text: str) -> str:
-        return embed_key(self.embedder.model_name, self.embedder.dim, text)
+        # A model's document prefix (e5's "passage: ") is part of what was embedded:
+        # changing HINDSIGHT_EMBEDDING_DOCUMENT_PREFIX makes reindex re-embed.
+        prefix = getattr(getattr(self.embedder, "profile", None), "document_prefix", "")
+        return embed_key(self.embedder.model_name, self.embedder.dim, prefix + text)
 
     def _embed_one_query(self, query: str) -> Flow[list[float]]:
         """The query's vector; recent queries are answered from a small LRU cache."""
@@ -200,7 +204,10 @@ class MemoryBase:
         if cached is not None:
             return cached
         vectors = yield Embed([query], query=True)
-        # Carries its statement parameter, encoded once.
+        return self._cache_query(query, vectors)
+
+    def _cache_query(self, query: str, vectors: list[list[float]]) -> QueryVector:
+        """Keep a query's vector (carrying its statement parameter, encoded once)."""
         vector = QueryVector(vectors[0], as_matrix(vectors)[0])
         with self._cache_lock:
             self._query_cache[query] = vector
