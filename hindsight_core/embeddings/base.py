@@ -120,6 +120,14 @@ class SymmetricEmbedder:
     aembed_queries = aembed = aembed_documents
 
 
+def has_embedder_methods(obj: Any) -> bool:
+    """Whether ``obj`` has the query and document methods. Looked up on the type, not
+    by ``isinstance(obj, Embedder)``: that reads every protocol attribute, and a
+    remote provider's ``dim`` asks its endpoint."""
+    return all(hasattr(type(obj), m) or hasattr(obj, m) for m in (
+        "embed_documents", "embed_queries", "aembed_documents", "aembed_queries"))
+
+
 def ensure_embedder(embedder: Any) -> Embedder:
     """``embedder`` as an :class:`Embedder`: returned as is when it has the query and
     document methods, wrapped in :class:`SymmetricEmbedder` when it has only ``embed``.
@@ -127,9 +135,9 @@ def ensure_embedder(embedder: Any) -> Embedder:
     Raises:
         TypeError: it has neither (the message names what is missing).
     """
-    if isinstance(embedder, Embedder):
-        return embedder
-    if all(hasattr(embedder, a) for a in ("embed", "model_name", "dim")):
+    if has_embedder_methods(embedder):
+        return embedder  # type: ignore[no-any-return]
+    if hasattr(type(embedder), "embed") or hasattr(embedder, "embed"):
         return SymmetricEmbedder(embedder)
     raise TypeError(
         f"{type(embedder).__name__} is not an embedder: it needs model_name, dim and "
