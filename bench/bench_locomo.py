@@ -139,19 +139,6 @@ class CachedEmbedder:
     async def aembed(self, texts: Any) -> list[list[float]]:
         return self.embed(texts)
 
-    # embed_query / embed_documents (the query/document split of the embedder protocol)
-    def embed_query(self, text: str) -> list[float]:
-        return self.embed([text])[0]
-
-    def embed_documents(self, texts: Any) -> list[list[float]]:
-        return self.embed(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        return self.embed([text])[0]
-
-    async def aembed_documents(self, texts: Any) -> list[list[float]]:
-        return self.embed(texts)
-
     def save(self) -> None:
         if self.dirty:
             VECTORS.parent.mkdir(parents=True, exist_ok=True)

@@ -175,7 +175,7 @@ def _minimal_pair(a: str, b: str) -> str | None:
     return None
 
 
-def merge_veto(a: str, b: str, *, covered: bool) -> str | None:
+def merge_veto(a: str, b: str, *, covered: bool, minimal_pairs: bool = True) -> str | None:
     """Why two lessons close in embedding space must not be merged, or ``None``.
 
     Args:
@@ -184,6 +184,11 @@ def merge_veto(a: str, b: str, *, covered: bool) -> str | None:
             rewordings with the same content words or characters may merge. If so,
             rewordings may use other words, but a minimal pair (one sentence with a
             word swapped or a detail added) never merges.
+        minimal_pairs: whether to apply that last rule. Only a multilingual model needs
+            it: an English-only model's cosine separates English minimal pairs
+            (increase / decrease aside, which the opposite terms catch), and the rule
+            would keep apart rewordings that drop a phrase ("When calling X, ..." /
+            "With X, ...").
     """
     if _polarity(a) != _polarity(b):
         return "one is negated"
@@ -201,4 +206,4 @@ def merge_veto(a: str, b: str, *, covered: bool) -> str | None:
             return f"opposite terms ({x} / {y})"
     if not covered and _content_units(a) != _content_units(b):
         return "different wording in a language the embedding model does not cover"
-    return _minimal_pair(a, b)
+    return _minimal_pair(a, b) if minimal_pairs else None

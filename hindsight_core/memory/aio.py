@@ -23,7 +23,7 @@ from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
 from .fastpath import AsyncWarmConnections
-from .flow import Flow, R, run_async
+from .flow import Flow, R, embedding_errors, run_async
 from .inspect import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress
 from .recall import RecallResult, degraded
@@ -168,6 +168,11 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         timeout = self.settings.recall_timeout
         key = self._ns(namespace)
         try:
+            # The first recall embeds its query outside the bound, as in Memory.recall.
+            if not self._model_loaded and isinstance(query, str) and query.strip():
+                with embedding_errors(self.embedder):
+                    self._cache_query(query, await self.embedder.aembed_queries([query]))
+                self._model_loaded = True
             return RecallResult(hits=await asyncio.wait_for(self._run_read(
                 lambda: self._search_flow(query, namespace, scene, top_k, None,
                                           int(timeout * 1000)), key), timeout))

@@ -79,6 +79,7 @@ class MemoryBase:
         self._database_url = database_url
         self.clock: Clock = clock or now_utc
         self._ready = False
+        self._model_loaded = False  # the embedder has answered once (see recall)
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
         self._cache_lock = threading.Lock()  # a Memory may be shared by threads
@@ -203,7 +204,10 @@ class MemoryBase:
         if cached is not None:
             return cached
         vectors = yield Embed([query], query=True)
-        # Carries its statement parameter, encoded once.
+        return self._cache_query(query, vectors)
+
+    def _cache_query(self, query: str, vectors: list[list[float]]) -> QueryVector:
+        """Keep a query's vector (carrying its statement parameter, encoded once)."""
         vector = QueryVector(vectors[0], as_matrix(vectors)[0])
         with self._cache_lock:
             self._query_cache[query] = vector

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..embeddings import as_matrix
+from ..embeddings.profiles import ENGLISH
 from ..models import Namespace, WriteResult, raise_validation
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
@@ -57,7 +58,8 @@ class WriteFlows(MemoryBase):
         if similarity < self.dedup_threshold:
             return False
         covered = self._covered(a) and self._covered(b)
-        return merge_veto(a, b, covered=covered) is None
+        multilingual = self.embedder.languages != ENGLISH
+        return merge_veto(a, b, covered=covered, minimal_pairs=multilingual) is None
 
     def _stored_neighbours_flow(self, ns: str, matrix: np.ndarray
                                 ) -> Flow[dict[int, list[dict[str, Any]]]]:

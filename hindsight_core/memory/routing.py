@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Generic, TypeVar, cast
 
 import sqlalchemy as sa
@@ -43,6 +43,16 @@ def write_lsn_flow() -> Flow[int]:
 def _probe_flow() -> Flow[dict[str, Any]]:
     rows = yield Sql(REPLICA_STATE, autocommit=True)
     return rows[0]
+
+
+def _advance(plan: Generator[Step, Any, Any], reply: Any, error: BaseException | None
+             ) -> tuple[Step | None, Any]:
+    """The plan's next step (``None`` and the read's result once it is done), given
+    the last step's reply or error."""
+    try:
+        return (plan.throw(error) if error is not None else plan.send(reply)), None
+    except StopIteration as stop:
+        return None, stop.value
 
 
 class _Pools(Generic[E, W]):
@@ -94,10 +104,9 @@ class ReplicaReads(_Pools[sa.Engine, WarmConnections]):
         reply: Any = None
         error: BaseException | None = None
         while True:
-            try:
-                step: Step = plan.throw(error) if error is not None else plan.send(reply)
-            except StopIteration as stop:
-                return cast(R, stop.value)
+            step, reply = _advance(plan, reply, error)
+            if step is None:
+                return cast(R, reply)
             error = None
             if isinstance(step, Primary):
                 reply = primary()
@@ -136,10 +145,9 @@ class AsyncReplicaReads(_Pools[AsyncEngine, AsyncWarmConnections]):
         reply: Any = None
         error: BaseException | None = None
         while True:
-            try:
-                step: Step = plan.throw(error) if error is not None else plan.send(reply)
-            except StopIteration as stop:
-                return cast(R, stop.value)
+            step, reply = _advance(plan, reply, error)
+            if step is None:
+                return cast(R, reply)
             error = None
             if isinstance(step, Primary):
                 reply = await primary()

@@ -24,7 +24,7 @@ from ..models import (
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
 from .fastpath import WarmConnections
-from .flow import Flow, R, run_sync, run_sync_within
+from .flow import Flow, R, embedding_errors, run_sync, run_sync_within
 from .inspect import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, export_line
 from .recall import RecallResult, degraded
@@ -200,6 +200,13 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
         timeout = self.settings.recall_timeout
         try:
+            if not self._model_loaded and isinstance(query, str) and query.strip():
+                # Loading a local model takes seconds: the first recall of a process
+                # embeds its query outside the bound (the flow then finds it cached),
+                # or it would always come back empty.
+                with embedding_errors(self.embedder):
+                    self._cache_query(query, self.embedder.embed_queries([query]))
+                self._model_loaded = True
             return RecallResult(hits=run_sync_within(
                 timeout, self._recall_executor(),
                 lambda: self._run_read(lambda: self._search_flow(

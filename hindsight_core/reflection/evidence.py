@@ -196,7 +196,8 @@ class Run:
         corrected: numbers of tool calls made after a failure (a retry or a fix).
         complaints: numbers of user messages after the agent acted, other than thanks.
         context: signal step number -> the numbers it speaks about (itself, and the
-            call that failed or was complained about).
+            call that failed or was complained about); the call that failed or was
+            complained about -> itself and that failure or complaint.
         chinese: whether the run is written in CJK script.
     """
 
@@ -235,12 +236,16 @@ def analyse(trajectory: Trajectory) -> Run:
         elif failed_step(step):
             run.failed.append(n)
             run.context[n] = [n] + ([last_call] if last_call else [])
+            if last_call:  # citing the call that failed is citing its failure
+                run.context.setdefault(last_call, [last_call]).append(n)
             pending_failure = True
             acted = True
         elif step.kind == "message" and step.role == "user":
             if acted and not _THANKS.match(step.content):
                 run.complaints.append(n)
                 run.context[n] = [n] + ([last_call] if last_call else [])
+                if last_call:
+                    run.context.setdefault(last_call, [last_call]).append(n)
         elif step.kind in ("thought", "message", "tool_result"):
             acted = acted or step.kind != "message" or step.role == "assistant"
     return run

@@ -28,6 +28,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..models import parse_experience
 from ..settings import Settings
+from ..text import _CJK as CJK_RANGES
 from ..text import merge_veto
 from .evidence import (
     Run,
@@ -46,7 +47,7 @@ from .trajectory import Trajectory
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+|[\"“”]")
 _STEP_NUMBER = re.compile(r"\d+")
-_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK = re.compile(f"[{CJK_RANGES}]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -132,23 +133,35 @@ def _grounding(cand: dict[str, Any], run: Run, trajectory: Trajectory) -> str | 
     if not mine & cited:
         return f"shares no content with the steps it cites ({', '.join(map(str, steps))})"
     signals = [n for n in steps if n in run.context]
-    if not signals:
+    if not signals:  # not a failure lesson: it must quote what a cited step showed
         evidence = str(cand.get("evidence") or "").strip()
-        if not run.signals and not evidence:
+        if not evidence and run.signals:
+            return ("cites none of the run's failures, retries, corrections or complaints "
+                    f"(steps {', '.join(map(str, run.signals))}) and quotes nothing it learned")
+        if not evidence:
             return ("nothing new: the run has no error, retry, correction or complaint, and "
                     "the record quotes nothing it learned")
-        if not run.signals or evidence:
-            if not evidence or not any(quoted_in(evidence, run.texts[n]) for n in steps):
-                return "its evidence is not a quote of the steps it cites"
-            if not mine & units(evidence):
-                return "shares no content with its evidence"
-            return None
-        return ("cites none of the run's failures, retries, corrections or complaints "
-                f"(steps {', '.join(map(str, run.signals))}) and quotes nothing it learned")
+        if not any(quoted_in(evidence, run.texts[n]) for n in steps):
+            return "its evidence is not a quote of the steps it cites"
+        if not mine & units(evidence):
+            return "shares no content with its evidence"
+        return None
     around = {m for n in signals for m in run.context[n]}
     if not mine & set().union(*(units(run.texts[m]) for m in around)):
         return "shares no content with the error, correction or complaint it cites"
     return _contradiction(lesson, run, trajectory)
+
+
+def _lead(lesson: str) -> set[str]:
+    """The units of the lesson's opening verb, in an imperative ("Delete ...", "删除...");
+    none for "删除前..." (before deleting) or an opening generic word ("Check ...")."""
+    text = lesson.strip()
+    if _CJK.match(text):
+        return set() if text[2:3] in ("前", "后", "时", "之") else units(text[:2])
+    words = re.findall(r"[\w'-]+", text)
+    while words and words[0].lower() in ("always", "please", "just"):
+        words.pop(0)
+    return units(words[0]) if words else set()
 
 
 def _contradiction(lesson: str, run: Run, trajectory: Trajectory) -> str | None:
@@ -159,7 +172,8 @@ def _contradiction(lesson: str, run: Run, trajectory: Trajectory) -> str | None:
         if said & asked_units(complaint):
             continue  # it follows what the user asked for instead
         for negated, clause in prohibitions(complaint):
-            if negated & said and (not clause or clause & said):
+            # the forbidden verb on the forbidden object, or as the lesson's own verb
+            if negated & said and (not clause or clause & said or negated & _lead(lesson)):
                 return (f"recommends what the user said not to do in step {n} "
                         f"({', '.join(sorted(negated & said))})")
     bad, good = changed_units(run, trajectory)
@@ -182,7 +196,8 @@ def screen(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: S
 
     Returns:
         ``kept``: candidates that passed; ``dropped``: ``{"record", "reason"}``;
-        ``fixable``: ``{"record", "reason", "fix"}`` to send back to the model once.
+        ``fixable``: ``{"record", "reason"}`` to send back to the model once, the
+        reason saying what to change ("shorten it to ≤ 50 characters").
     """
     run = analyse(trajectory)
     fragments = prompt_fragments(*prompts)

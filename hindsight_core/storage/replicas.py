@@ -200,7 +200,8 @@ class ReadRouter:
         replica.down_until = self.clock() + self.settings.replica_retry_interval
         replica.checked_at = float("-inf")
         self.count("skipped_down")
-        log.warning("read replica %s skipped for %.1f s, the primary serves its reads: %s",
+        log.warning("read replica %s skipped for %.1f s (the next replica or the primary "
+                    "serves its reads): %s",
                     replica.name, self.settings.replica_retry_interval, error)
 
     def _seen(self, index: int, row: dict[str, Any]) -> None:
@@ -256,8 +257,9 @@ class ReadRouter:
         self._seen(index, (yield Probe(index)))
         if replica.lag > settings.replica_max_lag:
             self.count("skipped_lag")
-            log.warning("read replica %s lags %.1f s (> replica_max_lag %.1f s): the "
-                        "primary serves", replica.name, replica.lag, settings.replica_max_lag)
+            log.warning("read replica %s lags %.1f s (> replica_max_lag %.1f s): skipped, "
+                        "the next replica or the primary serves", replica.name, replica.lag,
+                        settings.replica_max_lag)
             raise _Skip
         if replica.replay >= need:
             return
@@ -268,7 +270,8 @@ class ReadRouter:
             if self.clock() + pause > deadline:
                 self.count("skipped_lag")
                 log.warning("read replica %s had not replayed this session's last write "
-                            "within read_your_writes_timeout (%.3f s): the primary serves",
+                            "within read_your_writes_timeout (%.3f s): skipped, the next "
+                            "replica or the primary serves",
                             replica.name, settings.read_your_writes_timeout)
                 raise _Skip
             yield Pause(pause)

@@ -159,6 +159,10 @@ SCRIPTED_LESSON = json.dumps({"records": [{
     "outcome": "failure: a dependency package listed in package.json was deleted",
     "lesson": "Check package.json before deleting packages",
     "confidence": 0.9,
+    # The steps it draws on (the deletion and the failed check) and their words:
+    # the reflection screen drops a lesson that cites nothing in the run.
+    "steps": [8, 14],
+    "evidence": "dependency node-v20.11.0-2024-01-15.tar.gz required by package.json is missing",
 }]})
 
 
@@ -229,6 +233,7 @@ def run_once(memory: Memory, checkpointer: HindsightCheckpointer, root: Path,
                                  for m in out["messages"]),
         "answer": str(out["messages"][-1].content),
         "lessons_written": [r["lesson"] for res in reflections for r in res.records],
+        "dropped": [d for res in reflections for d in res.dropped],
     }
 
 
@@ -270,6 +275,9 @@ def main(argv: list[str] | None = None) -> None:
                       f"check failed: {run['check_failed']}")
                 for lesson in run["lessons_written"]:
                     print(f"lesson stored: {lesson}")
+                for dropped in run["dropped"]:
+                    print(f"lesson dropped: {dropped['record'].get('lesson')} "
+                          f"({dropped['reason']})")
         finally:
             if args.keep:
                 print(f"kept namespace {'/'.join(memory.namespace)}")
