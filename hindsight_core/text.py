@@ -121,6 +121,17 @@ def _content_units(text: str) -> set[str]:
     return units
 
 
+# Words a rewording swaps for each other: one word of each group stands for all, so
+# "Check X" / "Verify X" is not taken for a minimal pair.
+_SYNONYMS = [
+    ("check", "verify", "confirm", "validate", "ensure", "inspect"),
+    ("delete", "remove", "erase"), ("use", "utilize", "employ"), ("run", "execute"),
+    ("make", "create"), ("big", "large", "huge"), ("fast", "quick"),
+    ("deleting", "removing"), ("using", "utilizing"),
+]
+_SYNONYM = {w: group[0] for group in _SYNONYMS for w in group}
+# Words that open a clause a rewording adds or drops ("When calling X, ..." / "With X, ...").
+_CLAUSE_WORDS = frozenset({"when", "while", "whenever", "during"})
 _UNIT = re.compile(f"[{_CJK}]|[^\\W_]+", re.UNICODE)  # one CJK character or one word
 
 
@@ -134,9 +145,10 @@ def _unit_sequence(text: str) -> list[str]:
         if _CJK_CHAR.match(unit):
             if unit not in _CJK_FUNCTION:
                 out.append(unit)
-        elif unit not in _STOP:
-            out.append(unit[:-1] if len(unit) > 3 and unit.endswith("s")
-                       and not unit.endswith("ss") else unit)
+        elif unit not in _STOP and unit not in _CLAUSE_WORDS:
+            unit = (unit[:-1] if len(unit) > 3 and unit.endswith("s")
+                    and not unit.endswith("ss") else unit)
+            out.append(_SYNONYM.get(unit, unit))
     return out
 
 

@@ -106,6 +106,9 @@ def test_minimal_pairs_are_vetoed_for_covered_text(a: str, b: str) -> None:
     ("Check the extension before deleting files", "Check file extensions before deleting files"),
     ("Retry flaky API calls with backoff", "Retry flaky API calls using backoff"),
     ("变量加双引号，防止空格拆分路径", "引用变量时加上双引号，避免路径因空格被拆开"),
+    ("Check the extension before deleting files", "Verify the extension before deleting files"),
+    ("When calling delete_files, use extension, not date",
+     "With delete_files, use extension, not date"),
 ])
 def test_rewordings_are_not_vetoed_for_covered_text(a: str, b: str) -> None:
     assert merge_veto(a, b, covered=True) is None

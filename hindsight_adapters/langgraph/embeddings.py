@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from hindsight_core.embeddings import Embedder, ensure_embedder, profile_for
+from hindsight_core.embeddings.base import is_embedder
 from hindsight_core.errors import EmbeddingError
 
 
@@ -69,9 +70,9 @@ def as_embedder(embed: Any, dims: int) -> Embedder:
     ``embed`` may be our own embedder, a LangChain ``Embeddings``, a function
     ``texts -> vectors`` (sync or async), or a ``"provider:model"`` string.
     """
-    if isinstance(embed, Embedder):  # ours: a LangChain Embeddings has no embed_queries
-        return embed
-    if hasattr(embed, "embed") and hasattr(embed, "model_name") and hasattr(embed, "dim"):
+    if is_embedder(embed):  # ours: a LangChain Embeddings has no embed_queries
+        return embed  # type: ignore[no-any-return]
+    if hasattr(embed, "embed") and hasattr(embed, "model_name"):
         return ensure_embedder(embed)  # ours, of the earlier one-method protocol
     from langgraph.store.base.embed import ensure_embeddings
 

@@ -135,6 +135,12 @@ def _has(obj: Any, name: str) -> bool:
     return True
 
 
+def is_embedder(obj: Any) -> bool:
+    """Whether ``obj`` has every member of :class:`Embedder`, found without running
+    its properties (a LangChain ``Embeddings`` has no ``embed_queries``)."""
+    return all(_has(obj, a) for a in _MEMBERS)
+
+
 def ensure_embedder(embedder: Any) -> Embedder:
     """``embedder`` as an :class:`Embedder`: returned as is when it has the query and
     document methods, wrapped in :class:`SymmetricEmbedder` when it has only ``embed``.
@@ -144,7 +150,7 @@ def ensure_embedder(embedder: Any) -> Embedder:
     """
     # Not isinstance(embedder, Embedder): on Python 3.11 it reads every member with
     # hasattr, so a lazy ``dim`` probed the endpoint or loaded the model right here.
-    if all(_has(embedder, a) for a in _MEMBERS):
+    if is_embedder(embedder):
         return embedder  # type: ignore[no-any-return]
     if all(_has(embedder, a) for a in ("embed", "model_name", "dim")):
         return SymmetricEmbedder(embedder)
