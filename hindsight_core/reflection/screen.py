@@ -230,9 +230,11 @@ def screen(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: S
         if wrong_language:
             fixes.append(wrong_language)
         if fixes:
-            entry = {"record": cand, "reason": "; ".join(fixes)}
-            (fixable if can_fix else dropped).append(
-                entry if can_fix else {**entry, "reason": entry["reason"] + " (asked once)"})
+            reason = "; ".join(fixes)
+            if can_fix:
+                fixable.append({"record": cand, "reason": reason})
+            else:
+                dropped.append({"record": cand, "reason": reason + " (asked once)"})
             continue
         kept.append(cand)
     return kept, dropped, fixable
