@@ -122,7 +122,7 @@ async def test_mcp_http_answers_before_the_model_is_loaded(
             body = health(base, lambda b: b.get("database") != "loading", proc, log)
             assert body == {"status": "ok", "server": "hindsight", "embedder": "loading",
                             "database": "ready"}, body
-            assert endpoint.waiting.is_set()  # the warm-up request is being held
+            assert endpoint.waiting.wait(60)  # the warm-up request arrives and is held
             async with http_client(f"{base}/mcp", None) as client:  # initialize
                 tools = {t.name for t in (await client.list_tools()).tools}
                 assert {"search_memory", "write_memory"} <= tools
@@ -170,7 +170,7 @@ def test_ui_answers_before_the_model_is_loaded(recorded: Memory, embedder: Any,
             assert body["embedder"] == "loading" and body["database"] == "ready", body
             page = httpx.get(f"{base}/", timeout=10)
             assert page.status_code == 200 and "Hindsight" in page.text
-            assert endpoint.waiting.is_set() and not endpoint.gate.is_set()
+            assert endpoint.waiting.wait(60) and not endpoint.gate.is_set()
             endpoint.gate.set()
             health(base, lambda b: b.get("embedder") == "ready", proc, log)
             search = httpx.get(f"{base}/search", params={"q": uuid.uuid4().hex}, timeout=30)
