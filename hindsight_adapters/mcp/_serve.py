@@ -7,7 +7,7 @@ import logging
 import signal
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hindsight_core import AsyncMemory
 from hindsight_core.settings import Settings
@@ -68,7 +68,14 @@ def _memory(settings: Settings, namespace: str | None) -> AsyncMemory:
 
 
 def serve_stdio(settings: Settings | None = None, *, namespace: str | None = None) -> None:
-    """Serve one local client over stdin/stdout, in the configured namespace."""
+    """Serve one local client over stdin/stdout, in the configured namespace, until it
+    closes stdin or a signal comes; then end the process (exit clean-up included).
+
+    The process ends through :func:`_exit_now` in both cases: the warm-up's daemon
+    threads may still be inside C code (psycopg, numpy, an HTTP request to a dead
+    embedder), and the interpreter's own finalization under them crashed once in a
+    while (exit status -11 seen at end of input).
+    """
     settings = settings or Settings()
     memory = _memory(settings, namespace)
     exit_on_signals(SERVER_SIGNALS)
@@ -77,12 +84,11 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
         server.run("stdio")
     except SystemExit as stop:
         _exit_now(stop)
-    finally:
-        fast_exit()
+    _exit_now(SystemExit(0))
 
 
-def _exit_now(stop: SystemExit) -> None:
-    """Leave at once after a signal, with the exit clean-up but without joining threads.
+def _exit_now(stop: SystemExit) -> NoReturn:
+    """Leave at once, with the exit clean-up but without joining threads.
 
     The SDK reads stdin in a worker thread, blocked in a read that nothing
     interrupts: the interpreter's exit would wait for it (for the client to close
