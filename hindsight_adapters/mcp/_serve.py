@@ -72,7 +72,7 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
     closes stdin or a signal comes; then end the process (exit clean-up included).
 
     The process ends through :func:`_exit_now` in both cases: the warm-up's daemon
-    threads may still be inside C code (psycopg, numpy, an HTTP request to a dead
+    threads may still be inside C code (the database driver, numpy, an HTTP request to a dead
     embedder), and the interpreter's own finalization under them crashed once in a
     while (exit status -11 seen at end of input).
     """
