@@ -9,6 +9,7 @@ dedup threshold) while costing nothing to generate.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import random
@@ -218,3 +219,13 @@ def analyze(url: str) -> None:
     with engine.connect() as conn:
         conn.execute(sa.text("ANALYZE"))
     engine.dispose()
+
+
+def write_results(name: str, args: Any, rows: list[dict[str, Any]]) -> Path:
+    """Write ``results/<name>.json`` (the machine, the run's arguments, its rows)."""
+    out = Path(__file__).parent / "results" / f"{name}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"machine": machine(), "args": vars(args), "results": rows},
+                              indent=2))
+    print(f"written {out}")
+    return out

@@ -23,7 +23,6 @@ slower) and writes ``bench/results/langgraph_store.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import abba, fresh_database, machine  # noqa: E402
+from _common import abba, fresh_database, write_results  # noqa: E402
 
 DIMS = 384
 WORDS = ("apple", "billing", "cache", "deploy", "email", "file", "git", "host", "invoice",
@@ -164,11 +163,7 @@ def main() -> None:
         rows.append(row)
         print(f"{op:<18}{row['postgres_ops_s']:>21}{row['hindsight_ops_s']:>22}"
               f"{row['ratio']:>16}{round(cp):>19} / {round(ch)}")
-    out = Path(__file__).parent / "results" / "langgraph_store.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"machine": machine(), "args": vars(args), "results": rows},
-                              indent=2))
-    print(f"written {out}")
+    write_results("langgraph_store", args, rows)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import sys
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import abba, fresh_database, machine  # noqa: E402
+from _common import abba, fresh_database, write_results  # noqa: E402
 
 
 def coroutines(store: Any, n: int, m_count: int) -> list[Any]:
@@ -119,11 +118,7 @@ def main() -> None:
         print(f"{row['shape']}: AsyncPostgresStore {row['postgres_s']} s, HindsightStore "
               f"{row['hindsight_s']} s, ratio {row['ratio']} (target <= 1.0); client CPU "
               f"{row['client_cpu_s_postgres']} / {row['client_cpu_s_hindsight']} s")
-    out = Path(__file__).parent / "results" / "store_async_batches.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"machine": machine(), "args": vars(args), "results": rows},
-                              indent=2))
-    print(f"written {out}")
+    write_results("store_async_batches", args, rows)
 
 
 if __name__ == "__main__":
