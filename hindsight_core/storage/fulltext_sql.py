@@ -40,6 +40,10 @@ MIN_MASS_SHARE = 0.1
 # (session recall_all@10 0.883 -> 0.900); hybrid p50 12.6 -> 10.1 ms.
 COMMON_TERM_SHARE = 0.02
 
+# Document frequencies of the query's uncommon terms are counted up to this many rows
+# (a term that ANALYZE missed as common stops counting there: its IDF is then a bound).
+DF_CAP = 2000
+
 
 @lru_cache(maxsize=8)
 def common_terms_sql(table: str) -> sa.TextClause:
@@ -81,7 +85,7 @@ def tsquery_literal(terms: list[str]) -> str | None:
     return " | ".join(f"'{t}'" for t in terms) or None
 
 
-def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, df_cap: int) -> str:
+def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str) -> str:
     """CTEs ``kw_st`` (``n``: documents, ``avgdl``), ``kw_idf`` (``term``, ``df``, ``w``:
     IDF) and ``kw_mass`` (``mass``: the summed IDF of the query's terms that occur in
     the collection, at least ``MIN_MASS_SHARE``'s IDF) for BM25 over ``table``.
@@ -94,7 +98,6 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, df_cap: int) -> st
             collection's counters, kept by triggers in the writers' transactions
             (migration 0009): exact for the statement's snapshot.
         tbl: the counters' table tag (``e``, ``i``).
-        df_cap: document frequencies are counted up to this many rows.
 
     A term's document frequency is counted in the collection at query time through
     the GIN index, so it is exact for the statement's snapshot under any concurrent
@@ -115,7 +118,7 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, df_cap: int) -> st
                 SELECT t.term, t.q, CASE WHEN t.freq IS NOT NULL
                     THEN t.freq * (SELECT n FROM kw_st)
                     ELSE (SELECT count(*) FROM (SELECT 1 FROM {table} d
-                          WHERE {docs} AND d.search_tsv @@ t.q LIMIT {int(df_cap)}) x)
+                          WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)
                     END AS df
                 FROM unnest(CAST(:kw_terms AS text[]), CAST(:kw_tsq AS tsquery[]),
                             CAST(:kw_freq AS float8[])) AS t(term, q, freq)

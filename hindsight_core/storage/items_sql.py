@@ -265,9 +265,6 @@ def vector_search_sql(
     )
 
 
-# Document frequencies are counted up to this many rows (see ``recall_sql.DF_CAP``).
-DF_CAP = 2000
-
 
 @lru_cache(maxsize=256)
 def hybrid_search_sql(
@@ -319,8 +316,7 @@ def hybrid_search_sql(
     stats = ""
     if keyword:
         stats = bm25_ctes(V, docs=prefix_condition(n_labels, "d.ns"),
-                          stats=prefix_condition(n_labels, "s.ns"), tbl="i",
-                          df_cap=DF_CAP) + ","
+                          stats=prefix_condition(n_labels, "s.ns"), tbl="i") + ","
     cosine = VectorSpec(spec.dims, "cosine", "vector")
     return sa.text(
         f"""

@@ -15,10 +15,6 @@ import sqlalchemy as sa
 from .experiences_sql import COLUMNS, DECAYED, FILTERABLE, T, ann, scene_condition, vec
 from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
 
-# Document frequencies of the query's uncommon terms are counted up to this many rows
-# (a term that ANALYZE missed as common stops counting there: its IDF is then a bound).
-DF_CAP = 2000
-
 
 @lru_cache(maxsize=64)
 def search_sql(
@@ -104,7 +100,7 @@ def search_sql(
     if keyword:
         stats = bm25_ctes(
             T, docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
-            stats=f"s.ns = {ns}", tbl="e", df_cap=DF_CAP) + ","
+            stats=f"s.ns = {ns}", tbl="e") + ","
     keyword_score = KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"
     return sa.text(
         f"""
