@@ -14,7 +14,10 @@ the text tokenized by ``tokenizers`` (both come with sentence-transformers), in
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,34 @@ def supports(location: Path) -> bool:
         and (location / "model.safetensors").is_file()
         and (location / "tokenizer.json").is_file()
     )
+
+
+# One forward at a time, on one BLAS thread. OpenBLAS's fork handler waits for its
+# worker threads: a process that forks (subprocess, an embedded PostgreSQL restart)
+# while another thread's product runs on them hung for good (seen once in the test
+# suite: the main thread in fork_exec, a writer thread in this forward's matmul). On
+# the caller's thread alone a product of these sizes needs no worker.
+_FORWARD = threading.Lock()
+
+
+@cache
+def _blas_controller() -> Any:
+    try:
+        from threadpoolctl import ThreadpoolController  # with scikit-learn, a dependency
+    except ImportError:  # pragma: no cover - sentence-transformers brings it
+        return None
+    return ThreadpoolController()
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    controller = _blas_controller()
+    with _FORWARD:
+        if controller is None:
+            yield
+            return
+        with controller.limit(limits=1, user_api="blas"):
+            yield
 
 
 def _erf(x: np.ndarray) -> np.ndarray:
@@ -107,7 +138,8 @@ class NumpyBert:
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
             types = np.array([e.type_ids for e in encodings], dtype=np.int64)
-            out[chunk] = self._forward(ids, types, mask)
+            with _one_blas_thread():
+                out[chunk] = self._forward(ids, types, mask)
         return out
 
     def _forward(self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
