@@ -127,19 +127,27 @@ class MemoryBase:
         """The database URL given to this object or configured; ``None`` means embedded."""
         return self._database_url or self.settings.database_url
 
-    def _ns(self, namespace: Namespace | str | None) -> str:
+    # ------------------------------------------------------------------ host API
+    # The members of the protocols in ``runtime/host.py`` (``FlowContext``,
+    # ``RecordContext``, ``FlowHost``), which reflection, the worker, items and
+    # checkpoints use: internal API, not for applications.
+
+    def namespace_key(self, namespace: Namespace | str | None) -> str:
+        """The stored key of ``namespace`` (validated); ``None``: the default one."""
         return ns_key(self.namespace if namespace is None else validate_namespace(namespace))
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
+        """The clock's "now" (UTC); a naive datetime is a :class:`ValidationError`."""
         now = self.clock()
         if now.tzinfo is None:
             raise ValidationError("the clock must return an aware datetime (UTC)", field="clock")
         return now
 
-    def _decay_params(self, now: datetime) -> dict[str, Any]:
+    def decay_params(self, now: datetime) -> dict[str, Any]:
+        """The decayed score's statement parameters at ``now``."""
         return q.params_for_decay(self.settings, now)
 
-    def _ready_flow(self, *, check_model: bool = True) -> Flow[None]:
+    def ready_flow(self, *, check_model: bool = True) -> Flow[None]:
         """Migrate, check the embedding model against the database, ensure the index.
 
         The check is its own committed unit (:class:`~.flow.Unit`), and the memory

@@ -26,18 +26,19 @@ class CurationFlows(RecallFlows):
 
     # ------------------------------------------------------------------ feedback
 
-    def _mark_used_flow(
+    def mark_used_flow(
         self, record_id: object, helpful: bool, namespace: Namespace | str | None
     ) -> Flow[Experience]:
-        ns = self._ns(namespace)
+        """Feedback on a record (``mark_used``; reflection's review reuses it)."""
+        ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
         if not isinstance(helpful, bool):
             raise ValidationError("helpful must be true or false", field="helpful")
-        yield from self._ready_flow()
-        now = self._now()
+        yield from self.ready_flow()
+        now = self.now()
         stmt = q.MARK_HELPFUL if helpful else q.MARK_UNHELPFUL
         rows = yield Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
-                                **self._decay_params(now)})
+                                **self.decay_params(now)})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         yield from self._event(ns, rid, "used" if helpful else "unhelpful", now)
@@ -56,15 +57,15 @@ class CurationFlows(RecallFlows):
         self, record_id: object, kind: str, namespace: Namespace | str | None, **extra: Any
     ) -> Flow[Experience | None]:
         """forget / archive / restore / critical: one statement, one event."""
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
-        yield from self._ready_flow()
-        now = self._now()
+        yield from self.ready_flow()
+        now = self.now()
         stmt = {"forget": q.DELETE, "archive": q.ARCHIVE, "restore": q.RESTORE,
                 "critical": q.SET_CRITICAL}[kind]
         rows = yield Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
         if not rows:
-            exists = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self._decay_params(now)})
+            exists = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(now)})
             if not exists:
                 raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
             state = "archived" if kind == "archive" else "live"
@@ -99,19 +100,19 @@ class CurationFlows(RecallFlows):
         self._warn_language([rec.lesson])
         text = embedding_text(rec)
         (vector,) = yield Embed([text])
-        now = self._now()
+        now = self.now()
         yield Sql(q.EDIT, {
-            "ns": self._ns(namespace), "id": current.id, "now": now, "scene": rec.scene,
+            "ns": self.namespace_key(namespace), "id": current.id, "now": now, "scene": rec.scene,
             "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
             "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
             **self._vector_fields(text, vector),
             "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
         })
-        yield from self._event(self._ns(namespace), current.id, "edited", now)
+        yield from self._event(self.namespace_key(namespace), current.id, "edited", now)
         return (yield from self._get_flow(current.id, namespace))
 
-    def _merge_flow(
+    def merge_flow(
         self,
         record_ids: Iterable[object],
         into: RecordInput,
@@ -123,14 +124,14 @@ class CurationFlows(RecallFlows):
         record; the new record's ``merged_from`` lists them, its ``occurrences`` and
         ``use_count`` are their sums. Written as is: no dedup against the sources.
         """
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         ids = [parse_id(r, field=f"ids[{i}]") for i, r in enumerate(record_ids)]
         if len(set(ids)) < 2:
             raise ValidationError("merge needs at least two distinct record ids", field="ids")
         (rec,) = validate_records([into], self.settings)
-        yield from self._ready_flow()
-        now = self._now()
-        sources = yield Sql(q.GET, {"ns": ns, "ids": ids, **self._decay_params(now)})
+        yield from self.ready_flow()
+        now = self.now()
+        sources = yield Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
         live = {r["id"]: r for r in sources if r["archived_at"] is None}
         missing = [str(i) for i in ids if i not in live]
         if missing:

@@ -107,18 +107,20 @@ class WriteFlows(MemoryBase):
 
     # ------------------------------------------------------------------ write
 
-    def _write_flow(
+    def write_flow(
         self, records: Sequence[RecordInput], namespace: Namespace | str | None
     ) -> Flow[list[WriteResult]]:
-        ns = self._ns(namespace)
+        """Validate ``records`` and insert each, or merge it into a stored
+        near-duplicate (``write`` / ``write_many``; reflection reuses it)."""
+        ns = self.namespace_key(namespace)
         parsed = validate_records(records, self.settings)
         if not parsed:
             return []
-        yield from self._ready_flow()
+        yield from self.ready_flow()
         self._warn_language([p.lesson for p in parsed])
         texts = [embedding_text(p) for p in parsed]
         vectors = yield Embed(texts)
-        now = self._now()
+        now = self.now()
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
         matrix = as_matrix(vectors)
         neighbours = yield from self._stored_neighbours_flow(ns, matrix)
