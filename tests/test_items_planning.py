@@ -92,6 +92,8 @@ def test_a_bad_ttl_is_refused_before_anything_runs(ttl: object) -> None:
 
 @pytest.mark.parametrize(("op", "field"), [
     (SearchItems(("acme",), limit=-1), "limit"),
+    (SearchItems(("acme",), offset=2**60), "offset"),  # past a bigint's reach in the SQL
+    (ListNamespaces(limit=True), "limit"),  # type: ignore[arg-type]
     (SearchItems(("acme",), filter={"a": {"$regex": "x"}}), "filter.a"),
     (GetItem(("acme", ""), "k"), "namespace"),
     (PutItem(A, "k", ["not", "a", "mapping"]), "value"),  # type: ignore[arg-type]
@@ -101,6 +103,11 @@ def test_bad_operations_name_the_field(op: object, field: str) -> None:
     with pytest.raises(ValidationError) as exc:
         plan_batch([op], None)  # type: ignore[list-item]
     assert exc.value.field == field
+
+
+def test_a_limit_of_zero_is_a_valid_page() -> None:
+    plan = plan_batch([SearchItems(("acme",), limit=0), ListNamespaces(limit=0)], None)
+    assert len(plan.searches) == len(plan.lists) == 1
 
 
 def test_an_index_false_put_and_no_index_embed_nothing() -> None:

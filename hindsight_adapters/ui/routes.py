@@ -16,8 +16,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from hindsight_core.errors import NotFoundError, ValidationError
-from hindsight_core.memory.inputs import MAX_OFFSET
-from hindsight_core.models import Experience, Namespace, parse_id
+from hindsight_core.models import MAX_OFFSET, Experience, Namespace, check_int, parse_id
 
 from .auth import COOKIE, safe_next, session_value, token_ok
 from .charts import activity_chart, decay_chart, utc_today
@@ -69,10 +68,8 @@ def _page(value: str | None, page_size: int) -> int:
         page = int(value or "1")
     except ValueError:
         raise ValidationError(f"page must be a whole number, got {value!r}", field="page") from None
-    last = MAX_OFFSET // page_size + 1  # further would overflow the database's bigint
-    if not 1 <= page <= last:
-        raise ValidationError(f"page must be from 1 to {last}", field="page")
-    return page
+    # Further would page past the core's offset limit.
+    return check_int(page, "page", 1, MAX_OFFSET // page_size + 1)
 
 
 async def index(request: Request) -> Response:
