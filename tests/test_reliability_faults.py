@@ -182,7 +182,7 @@ def test_killed_writer_leaves_no_partial_batch(database_url: str, embedder: Any)
             proc.communicate(timeout=10)
             while conn.execute(sa.text("SELECT 1 FROM pg_stat_activity "
                                        "WHERE application_name = :app"), {"app": app}).first():
-                assert time.monotonic() < deadline + 30
+                assert time.monotonic() < deadline + 30, "the killed writer's session lives on"
                 time.sleep(0.05)
             assert conn.execute(count, {"ns": "\x1f".join(ns)}).scalar_one() == 0
             # The control: the same batch, not killed, is all there.
