@@ -44,7 +44,7 @@ def base(database_url: str, embedder: object) -> Iterator[str]:
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
