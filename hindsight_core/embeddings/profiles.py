@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
-from ..text import cjk_share
+from ..text import is_cjk_text
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -183,7 +183,7 @@ def covers(languages: frozenset[str] | None, text: str) -> bool:
     """Whether a model of ``languages`` (``None``: any) embeds ``text`` well: text
     mostly in CJK characters needs a multilingual model or one declaring ``zh``;
     other text counts as covered by every model (an English-only model reads it)."""
-    return languages is None or "zh" in languages or cjk_share(text) <= 0.3
+    return languages is None or "zh" in languages or not is_cjk_text(text)
 
 
 def keyword_weight(settings: Settings, embedder: Any) -> float:
