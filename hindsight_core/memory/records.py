@@ -17,9 +17,9 @@ import numpy as np
 from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH
 from ..models import Namespace, WriteResult, raise_validation
+from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import scan_sql
 from ..storage.vectors import vectors_param
 from ..text import merge_veto, search_document, tokens
 from .base import MemoryBase
@@ -191,17 +191,15 @@ class WriteFlows(MemoryBase):
                         tokens(search_document(rec.lesson, rec.trigger, rec.scene))
                     ),
                 })
-            yield Sql(q.INSERT, params, fetch="none")
+            yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
         if merges:
-            yield Sql(
-                q.MERGE_DUPLICATE,
-                [{"ns": ns, "id": rid, "now": now, **m} for rid, m in merges.items()],
-                fetch="none",
-            )
-            yield Sql(q.INSERT_EVENT, [
+            yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows(
+                [{"ns": ns, "id": rid, "now": now, **m} for rid, m in merges.items()]),
+                fetch="none")
+            yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
                 {"ns": ns, "record_id": rid, "kind": "merged", "now": now,
                  "detail": json.dumps({"added": m["added"]})} for rid, m in merges.items()
-            ], fetch="none")
+            ]), fetch="none")
         return results
 
 
