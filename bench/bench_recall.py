@@ -30,7 +30,7 @@ import _common as c  # noqa: E402
 
 from hindsight_core import Memory, Settings  # noqa: E402
 from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
-from hindsight_core.memory.records import embedding_text  # noqa: E402
+from hindsight_core.memory.inputs import embedding_text  # noqa: E402
 from hindsight_core.models import ExperienceIn  # noqa: E402
 from hindsight_core.storage import experiences_sql as q  # noqa: E402
 from hindsight_core.storage.vectors import vectors_param  # noqa: E402

@@ -14,8 +14,8 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from .memory.flow import Flow, Sql
 from .models import Namespace, ns_from_key
+from .runtime.flow import Flow, Sql
 from .storage import worker_sql
 
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from hindsight_adapters.cli import COMMAND_MODULES, app, main  # noqa: F401
 from hindsight_core import Memory, Settings
-from hindsight_core.cli import COMMAND_MODULES, app, main  # noqa: F401
 
-CLI = [sys.executable, "-c", "from hindsight_core.cli import main; main()"]
+CLI = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()"]
 
 runner = CliRunner()
 
@@ -25,7 +25,7 @@ def _commands(database_url: str) -> None:
     import importlib
 
     for name in COMMAND_MODULES:
-        importlib.import_module(f"hindsight_core.cli.{name}")
+        importlib.import_module(f"hindsight_adapters.cli.{name}")
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -161,8 +161,8 @@ def test_reindex_skips_records_up_to_date(fresh_db: str, embedder) -> None:  # t
 def test_cli_reindex_json_and_force(fresh_db: str, embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from typer.testing import CliRunner
 
-    import hindsight_core.cli.records  # noqa: F401 - registers the command
-    from hindsight_core.cli import app
+    import hindsight_adapters.cli.records  # noqa: F401 - registers the command
+    from hindsight_adapters.cli import app
 
     with Memory(("default",), settings=Settings(database_url=fresh_db), embedder=embedder) as m:
         m.write(CLEANUP)

@@ -69,10 +69,10 @@ def cli_command(args: list[str]) -> None:
 
     import typer.main
 
-    from hindsight_core.cli import COMMAND_MODULES, app
+    from hindsight_adapters.cli import COMMAND_MODULES, app
 
     for name in COMMAND_MODULES:
-        importlib.import_module(f"hindsight_core.cli.{name}")
+        importlib.import_module(f"hindsight_adapters.cli.{name}")
     group = typer.main.get_command(app)
     command = group.commands[args[0]]  # type: ignore[attr-defined]
     command.make_context(args[0], list(args[1:]))

@@ -114,7 +114,7 @@ async def test_async_parity(amemory: AsyncMemory) -> None:
 
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_UI_TOKEN"} | env
-    command = [sys.executable, "-c", "from hindsight_core.cli import main; main()", *args]
+    command = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()", *args]
     return subprocess.run(command, env=environ, capture_output=True, text=True, timeout=120)
 
 

@@ -28,7 +28,7 @@ from hindsight_adapters.ui import create_app  # noqa: E402
 
 TOKEN = "ui-server-test-token-0123456789"
 CLI = [sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:2]; del sys.argv[1]; "
-       "from hindsight_core.cli import main; main()"]
+       "from hindsight_adapters.cli import main; main()"]
 
 
 @pytest.fixture(scope="module")

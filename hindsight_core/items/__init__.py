@@ -24,11 +24,11 @@ from typing import Any, Literal
 from ..embeddings import Embedder, ensure_embedder
 from ..errors import ConfigurationError, DatabaseError
 from ..memory.aio import AsyncMemory
-from ..memory.fastpath import WarmConnections
-from ..memory.flow import Flow, Sql, run_async, run_sync
-from ..memory.scan import ScanChoice
 from ..memory.sync import Memory
 from ..models import Item, ItemHit, Namespace
+from ..runtime.fastpath import WarmConnections
+from ..runtime.flow import Flow, Sql, run_async, run_sync
+from ..runtime.scan import ScanChoice
 from .flows import ItemFlows, Result, parse_filter
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
 from .paths import field_texts, texts_at, tokenize

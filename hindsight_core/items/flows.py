@@ -16,10 +16,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..errors import ValidationError
-from ..memory.flow import Embed, Migrate, Sql, Unit
-from ..memory.scan import ScanChoice
-from ..memory.terms import CommonTerms
 from ..models import Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
+from ..runtime.flow import Embed, Migrate, Sql, Unit
+from ..runtime.scan import ScanChoice
+from ..runtime.terms import CommonTerms
 from ..storage import experiences_sql as eq
 from ..storage import fulltext_sql as fts
 from ..storage import items_sql as q

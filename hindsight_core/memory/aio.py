@@ -19,17 +19,17 @@ from ..models import (
     Stats,
     WriteResult,
 )
+from ..runtime.fastpath import AsyncWarmConnections
+from ..runtime.flow import Flow, R, embedding_errors, run_async
+from ..runtime.routing import AsyncReplicaReads, write_lsn_flow
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
-from .fastpath import AsyncWarmConnections
-from .flow import Flow, R, embedding_errors, run_async
-from .inspect import AsyncInspectMethods
+from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress
-from .recall import RecallResult, degraded
-from .records import RecordFlows, RecordInput
-from .routing import AsyncReplicaReads, write_lsn_flow
+from .results import RecallResult, degraded
 from .sync import _read_lines, _write_lines
+from .write_flows import RecordFlows, RecordInput
 
 
 class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
@@ -83,7 +83,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return self._side
 
     async def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
-        """Run a flow of autocommit reads on a warm connection (``fastpath.py``)."""
+        """Run a flow of autocommit reads on a warm connection (``runtime/fastpath.py``)."""
         if not self._ready:
             return await self._run(make())
         return await (await self._warm_pool()).run(make, self.embedder)  # type: ignore[no-any-return]

@@ -1,8 +1,8 @@
 """What :class:`Memory` and :class:`AsyncMemory` share: configuration and set-up.
 
-The operations themselves are flows (see ``flow.py``) defined in the mixins of
-``records.py`` (write), ``recall_flows.py`` (search, get, list), ``curation.py``
-(feedback and curation), ``lifecycle.py`` (whole store) and ``inspect.py`` (the
+The operations themselves are flows (see ``runtime/flow.py``) defined in the mixins of
+``write_flows.py`` (write), ``read_flows.py`` (search, get, list), ``curation.py``
+(feedback and curation), ``lifecycle.py`` (whole store) and ``inspection.py`` (the
 inspector's views); this class holds the state they need.
 """
 
@@ -35,15 +35,15 @@ from ..models import (
     ns_key,
     validate_namespace,
 )
+from ..runtime.flow import Embed, Flow, Migrate, Sql, Unit
+from ..runtime.scan import ScanChoice
+from ..runtime.terms import CommonTerms
 from ..settings import Settings
 from ..storage import experiences_sql as q
 from ..storage.replicas import parse_urls
 from ..storage.vectors import QueryVector, vector_param
 from ..text import cjk_share
-from .flow import Embed, Flow, Migrate, Sql, Unit
 from .inputs import embed_key
-from .scan import ScanChoice
-from .terms import CommonTerms
 
 log = logging.getLogger("hindsight")
 

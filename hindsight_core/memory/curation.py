@@ -10,16 +10,16 @@ from typing import Any
 
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
+from ..runtime.flow import Embed, Flow, Sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..text import search_document, tokens
-from .flow import Embed, Flow, Sql
 from .inputs import RecordInput, embedding_text, validate_records
-from .recall_flows import RecallFlows
+from .read_flows import RecallFlows
 
 
 class CurationFlows(RecallFlows):
-    """Feedback and curation of experience records (flows; see ``flow.py``).
+    """Feedback and curation of experience records (flows; see ``runtime/flow.py``).
 
     Built on :class:`RecallFlows`: every change reads the record back.
     """

@@ -25,12 +25,12 @@ from ..models import (
     to_utc,
     validate_namespace,
 )
+from ..runtime.flow import Embed, Flow, Sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import namespace_sql, tasks_sql
 from ..text import search_document, tokens
 from .base import MemoryBase
-from .flow import Embed, Flow, Sql
 from .inputs import embedding_text
 
 Progress = Callable[[int, int], None]
@@ -69,7 +69,7 @@ def export_line(record: Experience) -> str:
 
 
 class LifecycleFlows(MemoryBase):
-    """Whole-store operations (flows; see ``flow.py``)."""
+    """Whole-store operations (flows; see ``runtime/flow.py``)."""
 
     def _maintain_flow(self, namespace: Namespace | str | None, all_namespaces: bool
                        ) -> Flow[MaintenanceReport]:

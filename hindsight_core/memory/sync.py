@@ -21,15 +21,15 @@ from ..models import (
     Stats,
     WriteResult,
 )
+from ..runtime.fastpath import WarmConnections
+from ..runtime.flow import Flow, R, embedding_errors, run_sync, run_sync_within
+from ..runtime.routing import ReplicaReads, write_lsn_flow
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
-from .fastpath import WarmConnections
-from .flow import Flow, R, embedding_errors, run_sync, run_sync_within
-from .inspect import InspectMethods
+from .inspection import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, export_line
-from .recall import RecallResult, degraded
-from .records import RecordFlows, RecordInput
-from .routing import ReplicaReads, write_lsn_flow
+from .results import RecallResult, degraded
+from .write_flows import RecordFlows, RecordInput
 
 log = logging.getLogger("hindsight")
 
@@ -86,7 +86,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             return self._side
 
     def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
-        """Run a flow of autocommit reads on a warm connection (``fastpath.py``) once
+        """Run a flow of autocommit reads on a warm connection (``runtime/fastpath.py``) once
         set up; ``make`` builds the flow (again, if a warm connection was broken)."""
         if not self._ready:
             return self._run(make())

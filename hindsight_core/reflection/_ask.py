@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 from ..errors import HindsightError
 from ..memory.base import MemoryBase
-from ..memory.flow import Flow, Sql
+from ..runtime.flow import Flow, Sql
 from ..storage import tasks_sql
 from ._driver import Ask, RFlow, Store
 from .llm import LLMResponse

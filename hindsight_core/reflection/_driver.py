@@ -4,7 +4,7 @@ Reflection needs two kinds of I/O: a model call and memory operations. Its logic
 is written once as generators that yield :class:`Ask` (call the model) or
 :class:`Store` (run a memory flow in its own transaction) and receive the result;
 :func:`drive_sync` and :func:`drive_async` do the I/O. It is the memory's own
-flow pattern (``memory/flow.py``) one level up. Failures of a request are thrown
+flow pattern (``runtime/flow.py``) one level up. Failures of a request are thrown
 back into the generator at the ``yield``, so the logic decides what a failure
 means (retry, skip, report) and the drivers stay dumb.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import HindsightError, LLMError
-from ..memory.flow import Flow
+from ..runtime.flow import Flow
 from .llm import LLM, LLMResponse
 
 if TYPE_CHECKING:

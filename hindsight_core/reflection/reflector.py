@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ..errors import HindsightError, ValidationError
-from ..memory.records import RecordFlows
+from ..memory.write_flows import RecordFlows
 from ..models import Namespace, WriteResult
 from ._driver import RFlow, Store, drive_async, drive_sync
 from .distiller import complete, llm_distill

@@ -17,9 +17,9 @@ import uuid
 from typing import Any
 
 from ..embeddings import as_matrix
-from ..memory.flow import Embed, Flow, Sql
-from ..memory.records import RecordFlows
+from ..memory.write_flows import RecordFlows
 from ..models import Namespace, WriteResult
+from ..runtime.flow import Embed, Flow, Sql
 from ..storage import experiences_sql as q
 
 

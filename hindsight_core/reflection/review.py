@@ -26,9 +26,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..errors import HindsightError, NotFoundError, ValidationError
-from ..memory.flow import Flow, Sql
-from ..memory.records import RecordFlows
+from ..memory.write_flows import RecordFlows
 from ..models import Experience, Namespace, parse_experience
+from ..runtime.flow import Flow, Sql
 from ..storage import experiences_sql as q
 from ..storage import review_sql
 from ._ask import ask_json, load_prompt

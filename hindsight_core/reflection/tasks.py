@@ -20,8 +20,8 @@ import pydantic
 
 from ..errors import NotFoundError, ValidationError
 from ..memory.base import MemoryBase
-from ..memory.flow import Flow, Sql
 from ..models import Namespace, parse_id, unique_ids
+from ..runtime.flow import Flow, Sql
 from ..storage import tasks_sql as t
 from .trajectory import Step, Trajectory
 

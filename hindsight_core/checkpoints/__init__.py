@@ -5,11 +5,11 @@ values that are not stored inline are ``(channel, version, type, bytes)`` blobs,
 and pending writes are ``(idx, channel, type, bytes)``. Serialization of framework
 objects is the adapter's job (``hindsight_adapters.langgraph.checkpoint``).
 
-Each operation is a flow (see ``memory/flow.py``) written once and run by
+Each operation is a flow (see ``runtime/flow.py``) written once and run by
 :class:`Checkpoints` (sync) or :class:`AsyncCheckpoints` (asyncio) on the pool of
 a :class:`~hindsight_core.Memory` / :class:`~hindsight_core.AsyncMemory`. Single
 statement operations run in autocommit mode on warm connections (one round trip
-each; see ``memory/fastpath.py``).
+each; see ``runtime/fastpath.py``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from .checkpoint_flows import (
+from ..embeddings import Embedder
+from ..runtime.fastpath import AsyncWarmConnections, WarmConnections
+from ..runtime.flow import Flow, Migrate, run_async, run_sync
+from .flows import (
     PRUNE_STRATEGIES,
     BlobIn,
     CheckpointRow,
@@ -32,16 +35,13 @@ from .checkpoint_flows import (
     put_writes_flow,
     thread_stats_flow,
 )
-from .embeddings import Embedder
-from .memory.fastpath import AsyncWarmConnections, WarmConnections
-from .memory.flow import Flow, Migrate, run_async, run_sync
 
 __all__ = ["PRUNE_STRATEGIES", "AsyncCheckpoints", "BlobIn", "CheckpointRow", "Checkpoints",
            "WriteIn"]
 
 if TYPE_CHECKING:
-    from .memory.aio import AsyncMemory
-    from .memory.sync import Memory
+    from ..memory.aio import AsyncMemory
+    from ..memory.sync import Memory
 
 _NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
 CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's checkpoints
@@ -52,7 +52,7 @@ CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's ch
 
 class _Base:
     """Set-up state; single-statement flows run on the memory's warm connections
-    (``memory/fastpath.py``: autocommit, no pre-ping, one retry on a broken one)."""
+    (``runtime/fastpath.py``: autocommit, no pre-ping, one retry on a broken one)."""
 
     _migrated: bool
     _pool: WarmConnections | AsyncWarmConnections | None = None

@@ -1,6 +1,6 @@
 """Writing experience records: validation, the dedup guard, insert-or-merge.
 
-The read and curation flows live in ``recall_flows.py`` and ``curation.py``;
+The read and curation flows live in ``read_flows.py`` and ``curation.py``;
 :class:`RecordFlows` composes the three for the front ends (``sync.py``, ``aio.py``).
 """
 
@@ -17,6 +17,7 @@ import numpy as np
 from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH
 from ..models import Namespace, WriteResult, raise_validation
+from ..runtime.flow import Embed, Flow, Parallel, Sql
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
@@ -24,7 +25,6 @@ from ..storage.vectors import vectors_param
 from ..text import merge_veto, search_document, tokens
 from .base import MemoryBase
 from .curation import CurationFlows
-from .flow import Embed, Flow, Parallel, Sql
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
 
 # Near-duplicate candidates per record (the lexical veto may reject the nearest).
@@ -42,7 +42,7 @@ PARALLEL_LOOKUP_MIN = 200
 
 
 class WriteFlows(MemoryBase):
-    """Write experience records, merging near-duplicates (flows; see ``flow.py``)."""
+    """Write experience records, merging near-duplicates (flows; see ``runtime/flow.py``)."""
 
     # ------------------------------------------------------------------ dedup guard
 

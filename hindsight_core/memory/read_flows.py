@@ -7,13 +7,13 @@ from typing import Any
 
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, parse_id, show_namespace
+from ..runtime.flow import Flow, Sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import recall_sql, scan_sql
 from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
-from .flow import Flow, Sql
 from .inputs import check_filters, check_page, check_query, check_scene, check_top_k
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
@@ -23,7 +23,7 @@ MIN_CANDIDATES = 20
 
 
 class RecallFlows(MemoryBase):
-    """Search, get and list experience records (flows; see ``flow.py``)."""
+    """Search, get and list experience records (flows; see ``runtime/flow.py``)."""
 
     # ------------------------------------------------------------------ search
 

@@ -1,7 +1,7 @@
 """Looking at the store: namespaces and scenes with counts, activity over time,
 a record's history and its projected score decay (used by the inspector UI).
 
-Written once as flows (see ``flow.py``); :class:`InspectMethods` and
+Written once as flows (see ``runtime/flow.py``); :class:`InspectMethods` and
 :class:`AsyncInspectMethods` are the thin sync and async front ends mixed into
 :class:`~hindsight_core.Memory` and :class:`~hindsight_core.AsyncMemory`.
 """
@@ -23,9 +23,9 @@ from ..models import (
     show_namespace,
     validate_namespace,
 )
+from ..runtime.flow import Flow, R, Sql
 from ..storage import inspect_sql as iq
 from .base import MemoryBase
-from .flow import Flow, R, Sql
 from .inputs import check_scene
 
 MAX_NAMESPACES = 1000
