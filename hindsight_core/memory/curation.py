@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..text import search_document, tokens
@@ -47,8 +48,9 @@ class CurationFlows(RecallFlows):
         self, ns: str, rid: uuid.UUID | None, kind: str, now: Any,
         detail: dict[str, Any] | None = None,
     ) -> Flow[None]:
-        yield Sql(q.INSERT_EVENT, {"ns": ns, "record_id": rid, "kind": kind, "now": now,
-                                   "detail": json.dumps(detail or {})}, fetch="none")
+        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([{
+            "ns": ns, "record_id": rid, "kind": kind, "now": now,
+            "detail": json.dumps(detail or {})}]), fetch="none")
 
     # ------------------------------------------------------------------ curation
 
@@ -143,7 +145,7 @@ class CurationFlows(RecallFlows):
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(dict.fromkeys(
             s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene))
-        yield Sql(q.INSERT, {
+        yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows([{
             "ns": ns, "id": new_id, "scene": rec.scene, "trigger": rec.trigger,
             "action": rec.action, "outcome": rec.outcome, "lesson": rec.lesson,
             "confidence": rec.confidence, "importance": rec.importance,
@@ -157,7 +159,7 @@ class CurationFlows(RecallFlows):
             **self._vector_fields(text, vector),
             "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
                                                                      rec.scene))),
-        }, fetch="none")
+        }]), fetch="none")
         yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})
         yield from self._event(ns, new_id, "merge", now, {"from": [str(i) for i in ids]})
         return (yield from self._get_flow(new_id, namespace))

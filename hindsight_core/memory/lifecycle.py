@@ -26,9 +26,9 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql, namespace_sql, tasks_sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import namespace_sql, tasks_sql
 from ..text import search_document, tokens
 from .base import MemoryBase
 from .inputs import embedding_text
@@ -79,10 +79,10 @@ class LifecycleFlows(MemoryBase):
         evicted = yield Sql(q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below,
                                       **self._decay_params(now)})
         if evicted:
-            yield Sql(q.INSERT_EVENT, [
+            yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
                 {"ns": r["ns"], "record_id": r["id"], "kind": "archive", "now": now,
                  "detail": json.dumps({"reason": "decayed"})} for r in evicted
-            ], fetch="none")
+            ]), fetch="none")
         items = yield Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
         tasks = yield Sql(tasks_sql.SWEEP_TASKS, {"now": now})
         return MaintenanceReport(
@@ -182,7 +182,7 @@ class LifecycleFlows(MemoryBase):
                 vectors = yield Embed(texts)
                 params = [_import_params(r, self._vector_fields(t, v), now)
                           for r, t, v in zip(new, texts, vectors, strict=True)]
-                yield Sql(q.INSERT, params, fetch="none")
+                yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
             done += len(batch)
             if progress:
                 progress(done, total)

@@ -8,10 +8,10 @@ batch made 1,000 versions of that row, each UPSERT walking the versions before i
 and paid 1,000 times the trigger's and the executor's start-up. One statement per
 batch fires each trigger once, with the whole batch in its transition table.
 
-The per-record parameter dicts stay what the single-record statements
-(``experiences_sql.INSERT``, ``MERGE_DUPLICATE``, ``INSERT_EVENT``) take;
+Callers build one parameter dict per record, as for a single-row statement;
 :func:`insert_rows`, :func:`merge_rows` and :func:`event_rows` turn a list of them
-into the column arrays of one statement (``unnest``).
+into the column arrays of one statement (``unnest``). A single record goes the same
+way (a list of one): one statement for every insert of records, merge and event.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ INSERT_ROWS = sa.text(
 _MERGE_COLUMNS = (("ns", "text"), ("id", "uuid"), ("added", "int"), ("critical", "boolean"),
                   ("importance", "real"), ("scenes", "text[]"), ("now", "timestamptz"))
 
-# experiences_sql.MERGE_DUPLICATE for many records (each at most once).
+# A near-duplicate folded into a stored record: its count, use time, criticality,
+# importance and scenes (each record at most once per statement).
 MERGE_ROWS = sa.text(
     f"""
     UPDATE {T} e SET occurrences = e.occurrences + p.added, last_used_at = p.now,
@@ -82,7 +83,7 @@ MERGE_ROWS = sa.text(
 _EVENT_COLUMNS = (("ns", "text"), ("record_id", "uuid"), ("kind", "text"),
                   ("now", "timestamptz"), ("detail", "jsonb"))
 
-# experiences_sql.INSERT_EVENT for many events.
+# Events of the records' history (hindsight_events).
 EVENT_ROWS = sa.text(
     "INSERT INTO hindsight_events (ns, record_id, kind, at, detail) "
     f"SELECT p.ns, p.record_id, p.kind, p.now, p.detail FROM {_unnest(_EVENT_COLUMNS)}"
@@ -114,17 +115,19 @@ def _columns(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]
 
 
 def insert_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """:data:`INSERT_ROWS`'s parameters for ``experiences_sql.INSERT``'s per-record
-    parameter dicts (their ``embedding``: ``vectors.vector_param``s of one dimension)."""
+    """:data:`INSERT_ROWS`'s parameters from one dict per record, keyed by the
+    columns (``embedding``: a ``vectors.vector_param``, all of one dimension)."""
     embedding, dim = Float4Array.joined([r["embedding"] for r in rows])
     return {**_columns(rows, _INSERT_COLUMNS), "embedding": embedding, "dim": dim}
 
 
 def merge_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """:data:`MERGE_ROWS`'s parameters for ``MERGE_DUPLICATE``'s per-record dicts."""
+    """:data:`MERGE_ROWS`'s parameters from one dict per merged-into record (``ns``,
+    ``id``, ``added``, ``critical``, ``importance``, ``scenes``, ``now``)."""
     return _columns(rows, _MERGE_COLUMNS)
 
 
 def event_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """:data:`EVENT_ROWS`'s parameters for ``INSERT_EVENT``'s per-event dicts."""
+    """:data:`EVENT_ROWS`'s parameters from one dict per event (``ns``, ``record_id``,
+    ``kind``, ``now``, ``detail``: JSON text)."""
     return _columns(rows, _EVENT_COLUMNS)
