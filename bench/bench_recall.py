@@ -112,7 +112,7 @@ def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
 
 
 def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: int,
-                  queries: int) -> dict[str, Any]:
+                  queries: int, recall_only: bool = False) -> dict[str, Any]:
     ns = mem._ns(None)
     # The steady state autovacuum keeps: statistics fresh and the GIN pending list
     # merged (right after a bulk load, every keyword search scans a pending list of
@@ -153,6 +153,10 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
                 run(i)
             out.append(t[0] * 1000)
     ours_p, floor_p = c.percentiles(ours), c.percentiles(floor)
+    if recall_only:
+        return {"size": size, "searched_records": searched, "records": searched,
+                "recall_ms": ours_p, "hand_ms": floor_p,
+                "ratio_p50": round(ours_p["p50"] / floor_p["p50"], 2)}
 
     def single(i: int) -> None:
         mem.write(work.records(1)[0])
@@ -256,6 +260,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
     ap.add_argument("--reuse", action="store_true",
                     help="measure again on the database a --keep run left (no growth)")
+    ap.add_argument("--recall-only", action="store_true",
+                    help="recall against the hand-written query only (no writes, no "
+                         "end-to-end run, no result files): quick iterations with --reuse")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Workload(seed=int.from_bytes(os.urandom(2), "big") if args.reuse else 11)
@@ -286,10 +293,12 @@ def main() -> None:
                     results = mem.write_many(batch)
                 growth.append(len(batch) / t[0])
                 stored += sum(r.status == "inserted" for r in results)
-            row = measure_scale(mem, work, hand, size, args.queries)
+            row = measure_scale(mem, work, hand, size, args.queries, args.recall_only)
             stored = row["records"]
             rows.append(row)
             print(json.dumps(row), flush=True)
+        if args.recall_only:
+            return
         e2e = end_to_end(db_url, ns, work, args.e2e_queries)
         print(json.dumps({"end_to_end": e2e}), flush=True)
     finally:
