@@ -30,7 +30,7 @@ import _common as c  # noqa: E402
 
 from hindsight_core import Memory, Settings  # noqa: E402
 from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
-from hindsight_core.memory.records import embedding_text  # noqa: E402
+from hindsight_core.memory.inputs import embedding_text  # noqa: E402
 from hindsight_core.models import ExperienceIn  # noqa: E402
 from hindsight_core.storage import experiences_sql as q  # noqa: E402
 from hindsight_core.storage.vectors import vectors_param  # noqa: E402
@@ -97,7 +97,7 @@ class Workload:
 def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
     """Share of ``n`` stored records that the write path's near-duplicate lookup (its
     statement and HNSW search effort) finds for a rewording of them (cosine ~0.99)."""
-    ns = mem._ns(None)
+    ns = mem.namespace_key(None)
     with mem.engine.begin() as conn:
         stored = conn.execute(sa.text(
             f"SELECT id, embedding::text AS v FROM {TABLE} WHERE ns = :ns AND archived_at "
@@ -113,7 +113,7 @@ def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
 
 def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: int,
                   queries: int, recall_only: bool = False) -> dict[str, Any]:
-    ns = mem._ns(None)
+    ns = mem.namespace_key(None)
     # The steady state autovacuum keeps: statistics fresh and the GIN pending list
     # merged (right after a bulk load, every keyword search scans a pending list of
     # up to 4 MB: recall went from 2.6 to 8.8 ms at 100k records).

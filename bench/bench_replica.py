@@ -40,7 +40,7 @@ from bench_recall import Workload  # noqa: E402
 
 from hindsight_core import Memory, Settings  # noqa: E402
 from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
-from hindsight_core.memory.records import embedding_text  # noqa: E402
+from hindsight_core.memory.inputs import embedding_text  # noqa: E402
 from hindsight_core.models import ExperienceIn  # noqa: E402
 from hindsight_core.storage import embedded  # noqa: E402
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import httpx
 
-CLI = [sys.executable, "-c", "from hindsight_core.cli import main; main()"]
+CLI = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()"]
 HEADERS = {"Accept": "application/json, text/event-stream",
            "Content-Type": "application/json"}
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

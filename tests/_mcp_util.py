@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-CLI = [sys.executable, "-c", "from hindsight_core.cli import main; main()"]
+CLI = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()"]
 
 
 def free_port() -> int:

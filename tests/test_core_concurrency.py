@@ -7,7 +7,7 @@ import multiprocessing as mp
 import workers
 
 from hindsight_core import Memory
-from hindsight_core.memory.records import embedding_text
+from hindsight_core.memory.inputs import embedding_text
 from hindsight_core.models import ExperienceIn
 
 PARAPHRASES = [

@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 
 from hindsight_core import AsyncMemory, CallableEmbedder, Memory, Settings, ValidationError
-from hindsight_core.memory import records
+from hindsight_core.memory import write_flows
 from hindsight_core.storage import scan_sql
 
 GOOD = {"scene": "file-cleanup", "trigger": "cleaning the downloads folder",
@@ -193,11 +193,11 @@ BATCH = [
 def _pin_lookup(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     """Force the dedup lookup's path: exact, the HNSW index, or the index in halves."""
     if path == "exact":
-        monkeypatch.setattr(records, "EXACT_DEDUP_PER_RECORD", 1000)
+        monkeypatch.setattr(write_flows, "EXACT_DEDUP_PER_RECORD", 1000)
         return
-    monkeypatch.setattr(records, "EXACT_DEDUP_PER_RECORD", 0)
-    monkeypatch.setattr(records, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
-    monkeypatch.setattr(records, "PARALLEL_LOOKUP_MIN", 2 if path == "halves" else 10**6)
+    monkeypatch.setattr(write_flows, "EXACT_DEDUP_PER_RECORD", 0)
+    monkeypatch.setattr(write_flows, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
+    monkeypatch.setattr(write_flows, "PARALLEL_LOOKUP_MIN", 2 if path == "halves" else 10**6)
 
 
 def _merged_as_expected(stored: list, results: list) -> None:  # type: ignore[type-arg]
@@ -210,7 +210,7 @@ def _merged_as_expected(stored: list, results: list) -> None:  # type: ignore[ty
 def test_dedup_lookup_paths_merge_alike(memory: Memory, monkeypatch: pytest.MonkeyPatch,
                                         path: str) -> None:
     """A batch's dedup lookup compares a namespace small next to the batch exactly and
-    asks the HNSW index otherwise (``records.EXACT_DEDUP_*``), a large batch in two
+    asks the HNSW index otherwise (``write_flows.EXACT_DEDUP_*``), a large batch in two
     halves at once (``PARALLEL_LOOKUP_MIN``): all merge the same."""
     _pin_lookup(monkeypatch, path)
     stored = memory.write_many(STORED)
@@ -260,7 +260,7 @@ def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: 
 
         def choice(mem: Memory, cap: int, cap_small: int) -> tuple[bool, int]:
             row = conn.execute(scan_sql.DEDUP_VECTORS, {
-                "ns": mem._ns(None), "cap": cap, "cap_small": cap_small}).mappings().one()
+                "ns": mem.namespace_key(None), "cap": cap, "cap_small": cap_small}).mappings().one()
             return row["exact"], len(row["ids"] or [])
 
         assert choice(small, 2, 20) == (True, 5)  # 5 records, under a fifth of 65

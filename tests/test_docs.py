@@ -54,10 +54,10 @@ def test_python_tour_runs(fresh_db: str, embedder, monkeypatch: pytest.MonkeyPat
 def test_cli_commands_in_readme_exist() -> None:
     import importlib
 
-    from hindsight_core.cli import COMMAND_MODULES, app
+    from hindsight_adapters.cli import COMMAND_MODULES, app
 
     for name in COMMAND_MODULES:
-        importlib.import_module(f"hindsight_core.cli.{name}")
+        importlib.import_module(f"hindsight_adapters.cli.{name}")
     names = {c.name or c.callback.__name__ for c in app.registered_commands}
     names |= {g.name for g in app.registered_groups}
     shown = set(re.findall(r"^hindsight ([a-z]+)", README, flags=re.M))

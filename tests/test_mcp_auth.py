@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hindsight_adapters._http import is_loopback
 from hindsight_adapters.mcp import (
     CURRENT_NAMESPACE,
     BearerNamespaceMiddleware,
@@ -18,7 +19,6 @@ from hindsight_adapters.mcp import (
     load_tokens,
     parse_tokens,
 )
-from hindsight_adapters.mcp._auth import is_loopback
 from hindsight_core import Settings
 from hindsight_core.errors import ConfigurationError, ValidationError
 
@@ -137,7 +137,7 @@ def test_missing_extra_is_a_clear_error(tmp_path: Path) -> None:
     (blocker / "__init__.py").write_text("raise ImportError('no mcp here', name='mcp')\n")
     done = subprocess.run(
         [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-         "from hindsight_core.cli import main; sys.argv = ['hindsight', 'mcp']; main()",
+         "from hindsight_adapters.cli import main; sys.argv = ['hindsight', 'mcp']; main()",
          str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert "pip install 'agent-hindsight[mcp]'" in done.stderr
@@ -185,7 +185,7 @@ def test_malformed_database_url_is_one_line_at_start(args: list[str]) -> None:
     import os
 
     env = {**os.environ, "HINDSIGHT_DATABASE_URL": "postgresql://u@host:notaport/db"}
-    done = subprocess.run([sys.executable, "-c", "from hindsight_core.cli import main; main()",
+    done = subprocess.run([sys.executable, "-c", "from hindsight_adapters.cli import main; main()",
                            *args], env=env, capture_output=True, text=True, timeout=60,
                           stdin=subprocess.DEVNULL)
     assert done.returncode == 1, done.stderr

@@ -24,7 +24,7 @@ def test_all_is_complete() -> None:
 
 def test_import_loads_no_optional_dependency() -> None:
     code = (
-        "import sys, hindsight_core, hindsight_core.cli;"
+        "import sys, hindsight_core, hindsight_adapters.cli;"
         "heavy = [m for m in sys.modules if m.split('.')[0] in "
         "('torch', 'sentence_transformers', 'langgraph', 'langchain_core', 'llama_index', "
         "'mcp', 'transformers')];"

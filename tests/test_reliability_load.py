@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from hindsight_core import Memory, Settings
-from hindsight_core.memory.records import embedding_text
+from hindsight_core.memory.inputs import embedding_text
 from hindsight_core.models import ExperienceIn
 
 LESSONS = [

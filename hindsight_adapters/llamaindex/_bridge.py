@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from hindsight_core import AsyncMemory, Memory, RecallResult
-from hindsight_core.memory.recall import degraded
+from hindsight_core.memory.results import degraded
 from hindsight_core.models import Experience, Namespace
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 
 from markupsafe import Markup, escape
 
-from hindsight_core.memory.inspect import ActivityPoint, DecayCurve
+from hindsight_core.memory.inspection import ActivityPoint, DecayCurve
 
 KIND_COLOURS = {"used": "#2f855a", "unhelpful": "#c53030", "merged": "#3182ce"}
 OTHER_COLOUR = "#a0aec0"

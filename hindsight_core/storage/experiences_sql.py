@@ -1,6 +1,6 @@
 """SQL for experience records: named statements and small pure builders.
 
-Nothing here executes anything; ``memory.flows`` yields these statements and the
+Nothing here executes anything; ``runtime.flows`` yields these statements and the
 sync or async driver runs them. Vector columns have no fixed dimension, so every
 vector expression is written as ``embedding::vector(<dim>)``. The HNSW index that
 ``ensure_index_sql`` creates for the configured model is on the half-precision

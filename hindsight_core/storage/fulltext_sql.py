@@ -52,7 +52,7 @@ def common_terms_sql(table: str) -> sa.TextClause:
     their matches would cost more than it tells, with the share of rows holding them;
     recall and item search leave them out of keyword candidate generation (they still
     count in the score) and take their document frequency from that share (see
-    :func:`bm25_ctes`). Shared through ``memory.terms.CommonTerms``."""
+    :func:`bm25_ctes`). Shared through ``runtime.terms.CommonTerms``."""
     return sa.text(
         f"""
         SELECT m.term, m.freq FROM pg_stats s,

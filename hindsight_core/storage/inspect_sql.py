@@ -1,6 +1,6 @@
 """SQL for looking at the store (the inspector): counts, activity, decay projections.
 
-Read-only statements; ``memory.inspect`` yields them. The decay projection reuses
+Read-only statements; ``memory.inspection`` yields them. The decay projection reuses
 ``experiences_sql.DECAYED`` with the clock replaced by each projected instant, so
 the curve is computed by the very formula recall uses.
 """

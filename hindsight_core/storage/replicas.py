@@ -23,7 +23,7 @@ the primary. The policy, in full:
 
 :class:`ReadRouter` holds the state and writes the decision as a generator plan
 (:meth:`ReadRouter.plan`) that yields :class:`Probe`, :class:`Read`, :class:`Pause`
-and :class:`Primary` steps; ``memory/routing.py`` drives it with blocking or asyncio I/O.
+and :class:`Primary` steps; ``runtime/routing.py`` drives it with blocking or asyncio I/O.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A namespace (and scene, or item prefix) with at most ``EXACT_SCAN_MAX`` rows, un
 ``EXACT_SCAN_SHARE`` of its table, is ranked by an exact scan: a filtered HNSW scan
 would walk much of the index to find its rows (and stop short at
 ``hnsw.max_scan_tuples``). Up to ``EXACT_SCAN_ALWAYS`` rows are always scanned
-exactly. The answer is a bounded count; ``memory.scan.ScanChoice`` caches it.
+exactly. The answer is a bounded count; ``runtime.scan.ScanChoice`` caches it.
 
 The write path's dedup lookup makes the same choice per batch
 (:data:`DEDUP_VECTORS`), with bounds that grow with the batch.

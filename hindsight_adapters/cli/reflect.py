@@ -22,7 +22,8 @@ from typing import Any
 
 import typer
 
-from ..errors import ValidationError
+from hindsight_core.errors import ValidationError
+
 from . import _app
 from ._app import JsonOpt, NamespaceOpt, app, cli_errors, console, emit_json, err_console
 
@@ -47,7 +48,7 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def _reflector(namespace: str, rule_based: bool) -> tuple[Any, str]:
-    from ..reflection import Reflector, llm_from_settings
+    from hindsight_core.reflection import Reflector, llm_from_settings
 
     memory = _app.open_memory(namespace)
     llm = None if rule_based else llm_from_settings(memory.settings)

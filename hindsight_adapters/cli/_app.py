@@ -15,10 +15,10 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.markup import escape
 
-from ..errors import HindsightError, NotFoundError
-from ..memory import Memory
-from ..models import Namespace, show_namespace
-from ..settings import Settings
+from hindsight_core.errors import HindsightError, NotFoundError
+from hindsight_core.memory import Memory
+from hindsight_core.models import Namespace, show_namespace
+from hindsight_core.settings import Settings
 
 app = typer.Typer(
     name="hindsight",
@@ -41,7 +41,7 @@ KNOWN_SHOWN = 20
 
 def _version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from hindsight_core import __version__
 
         console.print(f"hindsight {__version__}", highlight=False)
         raise typer.Exit()
@@ -79,7 +79,7 @@ def load_server_settings() -> Settings:
     Raises:
         ConfigurationError: the URL is malformed or not PostgreSQL's.
     """
-    from ..storage.engine import parse_database_url
+    from hindsight_core.storage.engine import parse_database_url
 
     settings = Settings()
     if settings.database_url is not None:
@@ -115,7 +115,7 @@ def emit_json_line(value: Any) -> None:
 @contextmanager
 def cli_errors() -> Iterator[None]:
     """Print Hindsight errors as one clear line and exit 1 (2 for bad input)."""
-    from ..errors import ImportFormatError, ValidationError
+    from hindsight_core.errors import ImportFormatError, ValidationError
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:

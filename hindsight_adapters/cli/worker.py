@@ -24,9 +24,10 @@ from typing import Any
 
 import typer
 
-from ..errors import HindsightError
-from ..memory import Memory
-from ..settings import Settings
+from hindsight_core.errors import HindsightError
+from hindsight_core.memory import Memory
+from hindsight_core.settings import Settings
+
 from ._app import app, cli_errors, parse_namespace
 
 log = logging.getLogger("hindsight.worker")
@@ -55,8 +56,8 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
 def sweep(memory: Memory, settings: Settings, *, grace: float = 60.0,
           skip: set[uuid.UUID] | None = None) -> dict[str, Any]:
     """One bounded round of work: maintenance, then at most ``worker_batch`` reflections."""
-    from ..reflection import llm_from_settings
-    from ..worker import reflect_pending
+    from hindsight_core.reflection import llm_from_settings
+    from hindsight_core.worker import reflect_pending
 
     started = time.monotonic()
     report: dict[str, Any] = {"maintenance": memory.maintain().model_dump()}

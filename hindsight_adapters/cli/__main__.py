@@ -1,4 +1,4 @@
-"""``python -m hindsight_core.cli``: the ``hindsight`` command."""
+"""``python -m hindsight_adapters.cli``: the ``hindsight`` command."""
 
 import sys
 

@@ -1,4 +1,4 @@
-"""Checkpoint operations as flows (see ``memory/flow.py``), in bytes and JSON.
+"""Checkpoint operations as flows (see ``runtime/flow.py``), in bytes and JSON.
 
 Run by :class:`~hindsight_core.checkpoints.Checkpoints` and
 :class:`~hindsight_core.checkpoints.AsyncCheckpoints`.
@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ValidationError
-from .memory.flow import Flow, Sql
-from .storage import checkpoints_sql as q
+from ..errors import ValidationError
+from ..runtime.flow import Flow, Sql
+from ..storage import checkpoints_sql as q
 
 BlobIn = tuple[str, str, str, bytes | None]
 """``(channel, version, type, data)`` of one channel value stored apart."""

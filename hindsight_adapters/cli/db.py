@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from ..storage import migrate
-from ..storage.engine import db_errors
+from hindsight_core.storage import migrate
+from hindsight_core.storage.engine import db_errors
+
 from ._app import JsonOpt, app, cli_errors, console, emit_json, open_memory
 
 db_app = typer.Typer(help="Database schema: upgrade and status.", no_args_is_help=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from ..errors import missing_extra
+from hindsight_core.errors import missing_extra
+
 from ._app import app, cli_errors, emit_json_line, load_server_settings
 
 

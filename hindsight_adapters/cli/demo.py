@@ -15,8 +15,8 @@ def demo(
     as_json: bool = JsonOpt,
 ) -> None:
     """Show the point of Hindsight in under a minute, offline, on the embedded database."""
-    from ..demo import run_demo
-    from ..memory import Memory
+    from hindsight_core.demo import run_demo
+    from hindsight_core.memory import Memory
 
     lines: list[str] = []
 

@@ -6,7 +6,8 @@ import signal
 
 import typer
 
-from ..errors import missing_extra
+from hindsight_core.errors import missing_extra
+
 from ._app import (
     app,
     cli_errors,
@@ -44,7 +45,7 @@ def ui(
             if (exc.name or "").split(".")[0] not in UI_PACKAGES:
                 raise
             raise missing_extra("starlette/uvicorn/jinja2", "ui") from None
-        from ..storage.embedded import exit_on_signals
+        from hindsight_core.storage.embedded import exit_on_signals
 
         settings = load_server_settings()
         if token is None and settings.ui_token is not None:

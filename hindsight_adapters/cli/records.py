@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..errors import ValidationError
+from hindsight_core.errors import ValidationError
+
 from ._app import (
     JsonOpt,
     NamespaceOpt,
