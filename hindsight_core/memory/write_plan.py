@@ -1,10 +1,11 @@
 """What a write does, decided without a database: the plan and its statement parameters.
 
 :func:`plan_write` takes a validated batch, the stored near-duplicates of each record
-and the batch's own similarities, and says which records are new, which merge (into
-a stored record or into an earlier record of the same batch) and why not otherwise
-(the lexical veto). :func:`insert_params` and :func:`merge_params` turn the plan into
-one parameter dict per row of ``batch_sql.INSERT_ROWS`` / ``MERGE_ROWS`` / ``EVENT_ROWS``;
+and the batch's own similarities, and says which records are new and which merge
+(into a stored record or into an earlier record of the same batch); a pair above the
+threshold that the lexical veto keeps apart (``same_meaning``) stays two records.
+:func:`insert_params` and :func:`merge_params` turn the plan into one parameter dict
+per row of ``batch_sql.INSERT_ROWS`` / ``MERGE_ROWS`` / ``EVENT_ROWS``;
 :func:`record_row` is the one builder of an inserted row, for writes, merges and
 imports alike. The flow in ``write_flows.py`` only fetches and yields.
 """
