@@ -97,7 +97,7 @@ class Workload:
 def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
     """Share of ``n`` stored records that the write path's near-duplicate lookup (its
     statement and HNSW search effort) finds for a rewording of them (cosine ~0.99)."""
-    ns = mem._ns(None)
+    ns = mem.namespace_key(None)
     with mem.engine.begin() as conn:
         stored = conn.execute(sa.text(
             f"SELECT id, embedding::text AS v FROM {TABLE} WHERE ns = :ns AND archived_at "
@@ -113,7 +113,7 @@ def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
 
 def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: int,
                   queries: int) -> dict[str, Any]:
-    ns = mem._ns(None)
+    ns = mem.namespace_key(None)
     # The steady state autovacuum keeps: statistics fresh and the GIN pending list
     # merged (right after a bulk load, every keyword search scans a pending list of
     # up to 4 MB: recall went from 2.6 to 8.8 ms at 100k records).

@@ -201,7 +201,7 @@ def test_min_relevance_floor_drops_weak_hits(stocked: Memory, settings: Settings
 
 def _choose(mem: Memory, exact: bool, scene: str | None = None) -> None:
     """Pin recall's scan choice for the memory's namespace (normally a cached count)."""
-    mem._scan_choice._cached[(mem._ns(None), scene)] = (time.monotonic(), exact)
+    mem._scan_choice._cached[(mem.namespace_key(None), scene)] = (time.monotonic(), exact)
 
 
 @pytest.mark.parametrize("scene", [None, "api"])
@@ -244,8 +244,8 @@ def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
         conn.commit()
     engine.dispose()
     def exact(mem: Memory) -> bool:
-        ns = mem._ns(None)
-        return bool(mem._run(mem._scan_choice.flow(
+        ns = mem.namespace_key(None)
+        return bool(mem.run_flow(mem._scan_choice.flow(
             (ns, None), scan_sql.recall_exact_scan_sql(False), {"ns": ns, "scene": None})))
 
     assert exact(small) is True
@@ -283,7 +283,7 @@ def test_terms_in_over_2_percent_of_records_generate_no_keyword_candidates(
         conn.commit()
     engine.dispose()
     assert mem.settings.keyword_scan_limit > 20
-    common = mem._run(mem._common_terms.flow(mem.settings.keyword_scan_limit))
+    common = mem.run_flow(mem._common_terms.flow(mem.settings.keyword_scan_limit))
     assert "zebra" in common
     assert "quokka" not in common
     mem.close()

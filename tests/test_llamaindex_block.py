@@ -211,7 +211,6 @@ async def test_atruncate_drops_lowest_ranked_first(amemory: AsyncMemory,
 
 async def test_flush_reaches_aput_and_submits_reflection(amemory: AsyncMemory,
                                                          make_chat_memory: Any) -> None:
-    pytest.importorskip("hindsight_core.reflection", reason="reflection not built yet")
     block = HindsightMemoryBlock(memory=amemory, reflect_on_flush=True)
     chat = make_chat_memory(memory_blocks=[block], session_id="flushy", token_limit=40,
                             chat_history_token_ratio=0.5, token_flush_size=10)
@@ -257,7 +256,6 @@ async def test_flush_from_a_sync_call_reflects_on_a_thread(amemory: AsyncMemory,
                                                            make_chat_memory: Any) -> None:
     """chat.put_messages() (sync, inside a running loop) flushes on a throw-away loop:
     the reflection goes to a BackgroundReflector thread, not to a dying loop."""
-    pytest.importorskip("hindsight_core.reflection", reason="reflection not built yet")
     import concurrent.futures
 
     block = HindsightMemoryBlock(memory=amemory, reflect_on_flush=True)

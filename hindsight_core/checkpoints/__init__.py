@@ -40,8 +40,7 @@ __all__ = ["PRUNE_STRATEGIES", "AsyncCheckpoints", "BlobIn", "CheckpointRow", "C
            "WriteIn"]
 
 if TYPE_CHECKING:
-    from ..memory.aio import AsyncMemory
-    from ..memory.sync import Memory
+    from ..runtime.host import AsyncFlowHost, FlowHost
 
 _NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
 CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's checkpoints
@@ -75,7 +74,7 @@ class Checkpoints(_Base):
         memory: whose engine (pool) and settings to use; it is not closed here.
     """
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: FlowHost) -> None:
         self.memory = memory
         self._migrated = False
         self._pool: WarmConnections | None = None
@@ -85,12 +84,12 @@ class Checkpoints(_Base):
         autocommit mode on a warm connection (one statement each, so each is atomic
         anyway). With read replicas, the WAL position is noted (read-your-writes)."""
         result = self._primary(make, atomic)
-        self.memory._wrote(CHECKPOINTS_KEY)
+        self.memory.note_write(CHECKPOINTS_KEY)
         return result
 
     def _read(self, make: Callable[[], Flow[Any]]) -> Any:
         """Run a read flow: on a read replica when configured, else on the primary."""
-        reads = self.memory._replica_reads() if self._migrated else None
+        reads = self.memory.replica_reads() if self._migrated else None
         if reads is None:
             return self._primary(make)
         return reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make),
@@ -208,18 +207,18 @@ class Checkpoints(_Base):
 class AsyncCheckpoints(_Base):
     """:class:`Checkpoints` for asyncio code, on an :class:`AsyncMemory`'s pool."""
 
-    def __init__(self, memory: AsyncMemory) -> None:
+    def __init__(self, memory: AsyncFlowHost) -> None:
         self.memory = memory
         self._migrated = False
         self._pool: AsyncWarmConnections | None = None
 
     async def _run(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
         result = await self._primary(make, atomic)
-        await self.memory._wrote(CHECKPOINTS_KEY)
+        await self.memory.note_write(CHECKPOINTS_KEY)
         return result
 
     async def _read(self, make: Callable[[], Flow[Any]]) -> Any:
-        reads = self.memory._replica_reads() if self._migrated else None
+        reads = self.memory.replica_reads() if self._migrated else None
         if reads is None:
             return await self._primary(make)
         return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY,
@@ -228,7 +227,7 @@ class AsyncCheckpoints(_Base):
     async def _primary(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
         if not self._migrated:
             await self.setup()
-        engine = await self.memory._get_engine()
+        engine = await self.memory.get_engine()
         if atomic:
             return await run_async(make(), engine, _NO_EMBEDDER)
         if self._pool is None or self._pool.engine is not engine:
@@ -242,7 +241,7 @@ class AsyncCheckpoints(_Base):
 
     async def setup(self) -> None:
         self._migrated = False
-        await run_async(self._ready(), await self.memory._get_engine(), _NO_EMBEDDER)
+        await run_async(self._ready(), await self.memory.get_engine(), _NO_EMBEDDER)
 
     async def put(
         self,

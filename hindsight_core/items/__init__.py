@@ -23,11 +23,10 @@ from typing import Any, Literal
 
 from ..embeddings import Embedder, ensure_embedder
 from ..errors import ConfigurationError, DatabaseError
-from ..memory.aio import AsyncMemory
-from ..memory.sync import Memory
 from ..models import Item, ItemHit, Namespace
 from ..runtime.fastpath import WarmConnections
 from ..runtime.flow import Flow, Sql, run_async, run_sync
+from ..runtime.host import AsyncFlowHost, FlowHost
 from ..runtime.scan import ScanChoice
 from .flows import ItemFlows, Result, parse_filter
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
@@ -90,7 +89,7 @@ _NO_EMBEDDER: Any = _NoEmbedder()
 
 
 class _ItemsBase(ItemFlows):
-    def __init__(self, memory: Memory | AsyncMemory, *, index: ItemIndex | None = None,
+    def __init__(self, memory: FlowHost | AsyncFlowHost, *, index: ItemIndex | None = None,
                  embedder: Embedder | None = None, ranking: Ranking = "hybrid",
                  omit_expired: bool = False) -> None:
         if ranking not in ("vector", "hybrid"):
@@ -111,7 +110,7 @@ class _ItemsBase(ItemFlows):
         return self.memory.embedder if self.index is not None else _NO_EMBEDDER
 
     def _now(self) -> datetime:
-        return self.memory._now()
+        return self.memory.now()
 
     def _settings(self) -> Any:
         return self.memory.settings
@@ -151,7 +150,7 @@ class Items(_ItemsBase):
         omit_expired: hide expired items that were not swept yet.
     """
 
-    memory: Memory
+    memory: FlowHost
     _warm: WarmConnections | None = None
 
     def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
@@ -159,7 +158,7 @@ class Items(_ItemsBase):
 
         A transaction that loses a deadlock or serialization conflict is retried.
         """
-        reads = self.memory._replica_reads() if self._ready else None
+        reads = self.memory.replica_reads() if self._ready else None
         if reads is not None and all(isinstance(op, _READS) for op in ops):
             make, later = self._replica_flow(ops)
             warm = self._warm_connections()
@@ -182,7 +181,7 @@ class Items(_ItemsBase):
                     raise
             else:
                 if any(isinstance(op, PutItem) for op in ops):
-                    self.memory._wrote(ITEMS_KEY)
+                    self.memory.note_write(ITEMS_KEY)
                 return results
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -231,11 +230,11 @@ class Items(_ItemsBase):
 class AsyncItems(_ItemsBase):
     """Generic items for asyncio code; the same API as :class:`Items`, awaited."""
 
-    memory: AsyncMemory
+    memory: AsyncFlowHost
 
     async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
-        engine = await self.memory._get_engine()
-        reads = self.memory._replica_reads() if self._ready else None
+        engine = await self.memory.get_engine()
+        reads = self.memory.replica_reads() if self._ready else None
         if reads is not None and all(isinstance(op, _READS) for op in ops):
             make, later = self._replica_flow(ops)
             results = await reads.run(make, self.embedder, ITEMS_KEY,
@@ -252,15 +251,15 @@ class AsyncItems(_ItemsBase):
                     raise
             else:
                 if any(isinstance(op, PutItem) for op in ops):
-                    await self.memory._wrote(ITEMS_KEY)
+                    await self.memory.note_write(ITEMS_KEY)
                 return results
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def setup(self) -> None:
-        await run_async(self._ready_flow(), await self.memory._get_engine(), self.embedder)
+        await run_async(self._ready_flow(), await self.memory.get_engine(), self.embedder)
 
     async def sweep(self) -> int:
-        return await run_async(self._sweep_flow(), await self.memory._get_engine(),
+        return await run_async(self._sweep_flow(), await self.memory.get_engine(),
                                self.embedder)
 
     async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True
