@@ -125,9 +125,11 @@ def test_cli_refuses_public_bind_without_token() -> None:
 
 
 def test_is_loopback_and_safe_next() -> None:
-    from hindsight_adapters.ui.auth import is_loopback, safe_next
+    from hindsight_adapters.ui import is_loopback
+    from hindsight_adapters.ui.auth import safe_next
 
-    assert all(map(is_loopback, ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"]))
+    assert all(map(is_loopback, ["127.0.0.1", "localhost", "LocalHost", "::1", "[::1]",
+                                 "127.0.0.2"]))
     assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "example.com"]))
     assert safe_next("/?ns=a") == "/?ns=a"
     assert safe_next("//evil.example/") == "/" and safe_next("https://evil.example") == "/"

@@ -166,7 +166,7 @@ def create_app(
         return state.render(request, "error.html", status, title=title, message=message)
 
     app = Starlette(
-        routes=routes.build(state),
+        routes=list(routes.ROUTES),  # the handlers find the state on app.state.ui
         middleware=[
             Middleware(BodyLimitMiddleware, limit=mem.settings.ui_max_body_bytes),
             Middleware(SecurityHeaders),

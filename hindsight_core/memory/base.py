@@ -42,7 +42,7 @@ from ..settings import Settings
 from ..storage import experiences_sql as q
 from ..storage.replicas import parse_urls
 from ..storage.vectors import QueryVector, vector_param
-from ..text import cjk_share
+from ..text import is_cjk_text
 from .inputs import embed_key
 
 log = logging.getLogger("hindsight")
@@ -227,7 +227,7 @@ class MemoryBase:
         languages = self.embedder.languages
         if self._warned_language or languages is None or "zh" in languages:
             return
-        if any(cjk_share(t) > 0.3 for t in texts):
+        if any(is_cjk_text(t) for t in texts):
             self._warned_language = True
             log.warning(
                 "text in Chinese/Japanese/Korean was written, but the embedding model %s "
@@ -241,7 +241,7 @@ class MemoryBase:
 
     def _covered(self, text: str) -> bool:
         languages = self.embedder.languages
-        return languages is None or "zh" in languages or cjk_share(text) <= 0.3
+        return languages is None or "zh" in languages or not is_cjk_text(text)
 
     @staticmethod
     def _record_fields(row: dict[str, Any]) -> dict[str, Any]:

@@ -12,10 +12,9 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..runtime.flow import Embed, Flow, Sql
 from ..storage import experiences_sql as q
-from ..storage import fulltext_sql as fts
-from ..text import search_document, tokens
 from .inputs import RecordInput, embedding_text, validate_records
 from .read_flows import RecallFlows
+from .write_plan import record_row, search_tsv
 
 
 class CurationFlows(RecallFlows):
@@ -105,9 +104,7 @@ class CurationFlows(RecallFlows):
             "ns": self.namespace_key(namespace), "id": current.id, "now": now, "scene": rec.scene,
             "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
             "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
-            **self._vector_fields(text, vector),
-            "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
-                                                                     rec.scene))),
+            **self._vector_fields(text, vector), "search_tsv": search_tsv(rec),
         })
         yield from self._event(self.namespace_key(namespace), current.id, "edited", now)
         return (yield from self._get_flow(current.id, namespace))
@@ -144,21 +141,14 @@ class CurationFlows(RecallFlows):
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(dict.fromkeys(
             s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene))
-        yield Sql(q.INSERT, {
-            "ns": ns, "id": new_id, "scene": rec.scene, "trigger": rec.trigger,
-            "action": rec.action, "outcome": rec.outcome, "lesson": rec.lesson,
-            "confidence": rec.confidence, "importance": rec.importance,
-            "critical": rec.critical or any(r["critical"] for r in live.values()),
-            "source": json.dumps(rec.source.model_dump(exclude_none=True)),
-            "score": max(r["decayed_score"] for r in live.values()),
-            "use_count": sum(r["use_count"] for r in live.values()),
-            "occurrences": sum(r["occurrences"] for r in live.values()),
-            "last_used_at": now, "created_at": now, "updated_at": now, "archived_at": None,
-            "merged_into": None, "merged_from": ids, "also_scenes": scenes,
-            **self._vector_fields(text, vector),
-            "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
-                                                                     rec.scene))),
-        }, fetch="none")
+        yield Sql(q.INSERT, record_row(
+            rec, ns=ns, id=new_id, vector=self._vector_fields(text, vector),
+            critical=rec.critical or any(r["critical"] for r in live.values()),
+            score=max(r["decayed_score"] for r in live.values()),
+            use_count=sum(r["use_count"] for r in live.values()),
+            occurrences=sum(r["occurrences"] for r in live.values()),
+            last_used_at=now, created_at=now, updated_at=now, merged_from=ids,
+            also_scenes=scenes), fetch="none")
         yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})
         yield from self._event(ns, new_id, "merge", now, {"from": [str(i) for i in ids]})
         return (yield from self._get_flow(new_id, namespace))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from ..errors import NotFoundError, ValidationError
 from ..models import (
     Namespace,
+    check_int,
     ns_from_key,
     ns_key,
     parse_id,
@@ -94,20 +95,13 @@ class DecayCurve(BaseModel):
     evicted_at: datetime | None
 
 
-def _check_int(value: object, field: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValidationError(f"{field} must be an integer from {low} to {high}, got {value!r}",
-                              field=field)
-    return value
-
-
 class InspectFlows(MemoryBase):
     """Read-only views of the store (flows)."""
 
     def _namespaces_flow(self, prefix: Namespace | str | None, limit: int
                          ) -> Flow[list[NamespaceSummary]]:
         key = None if prefix is None else ns_key(validate_namespace(prefix, field="prefix"))
-        limit = _check_int(limit, "limit", 1, MAX_NAMESPACES)
+        limit = check_int(limit, "limit", 1, MAX_NAMESPACES)
         yield from self.ready_flow(check_model=False)
         rows = yield from Sql(iq.NAMESPACES, {"prefix": key, "limit": limit})
         return [NamespaceSummary(namespace=ns_from_key(r.pop("ns")), **r) for r in rows]
@@ -133,7 +127,7 @@ class InspectFlows(MemoryBase):
                        record_id: object | None, all_namespaces: bool
                        ) -> Flow[list[ActivityPoint]]:
         ns = None if all_namespaces else self.namespace_key(namespace)
-        days = _check_int(days, "days", 1, MAX_DAYS)
+        days = check_int(days, "days", 1, MAX_DAYS)
         rid = None if record_id is None else parse_id(record_id)
         yield from self.ready_flow(check_model=False)
         now = self.now()
@@ -145,7 +139,7 @@ class InspectFlows(MemoryBase):
                       ) -> Flow[list[RecordEvent]]:
         ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
-        limit = _check_int(limit, "limit", 1, 10_000)
+        limit = check_int(limit, "limit", 1, 10_000)
         yield from self.ready_flow(check_model=False)
         rows = yield from Sql(iq.HISTORY, {"ns": ns, "record_id": rid, "limit": limit})
         return [RecordEvent(at=r["at"], kind=r["kind"], detail=r["detail"] or {}) for r in rows]
@@ -154,8 +148,8 @@ class InspectFlows(MemoryBase):
                           days: int, points: int) -> Flow[DecayCurve]:
         ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
-        days = _check_int(days, "days", 1, MAX_DAYS)
-        points = _check_int(points, "points", 2, 1000)
+        days = check_int(days, "days", 1, MAX_DAYS)
+        points = check_int(points, "points", 2, 1000)
         yield from self.ready_flow(check_model=False)
         now = self.now()
         rows = yield from Sql(iq.DECAY_CURVE, {"ns": ns, "id": rid, "days": days, "points": points,

@@ -27,11 +27,10 @@ from ..models import (
 )
 from ..runtime.flow import Embed, Flow, Sql
 from ..storage import experiences_sql as q
-from ..storage import fulltext_sql as fts
 from ..storage import namespace_sql, tasks_sql
-from ..text import search_document, tokens
 from .base import MemoryBase
 from .inputs import embedding_text
+from .write_plan import record_row
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` during long operations."""
@@ -242,15 +241,9 @@ class LifecycleFlows(MemoryBase):
 
 
 def _import_params(r: ExportedRecord, vector: dict[str, Any], now: datetime) -> dict[str, Any]:
-    return {
-        "ns": ns_key(tuple(r.namespace)), "id": r.id, "scene": r.scene, "trigger": r.trigger,
-        "action": r.action, "outcome": r.outcome, "lesson": r.lesson,
-        "confidence": r.confidence, "importance": r.importance, "critical": r.critical,
-        "source": json.dumps(r.source.model_dump(exclude_none=True)), "score": r.score,
-        "use_count": r.use_count, "occurrences": r.occurrences,
-        "last_used_at": r.last_used_at, "created_at": r.created_at or now,
-        "updated_at": r.updated_at or now, "archived_at": r.archived_at,
-        "merged_into": r.merged_into, "merged_from": r.merged_from,
-        "also_scenes": [s for s in dict.fromkeys(r.scenes) if s != r.scene], **vector,
-        "search_tsv": fts.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
-    }
+    return record_row(
+        r, ns=ns_key(tuple(r.namespace)), id=r.id, vector=vector, score=r.score,
+        use_count=r.use_count, occurrences=r.occurrences, last_used_at=r.last_used_at,
+        created_at=r.created_at or now, updated_at=r.updated_at or now,
+        archived_at=r.archived_at, merged_into=r.merged_into, merged_from=r.merged_from,
+        also_scenes=[s for s in dict.fromkeys(r.scenes) if s != r.scene])

@@ -17,8 +17,11 @@ is a ``list[Row]``, ``vectors = yield from Embed(...)`` a ``list[list[float]]``,
 The flow holds all the logic (validation, SQL choice, ranking, dedup); the two
 drivers below hold only I/O. This is httpx's ``Auth.auth_flow`` pattern applied to
 a whole operation, and it is why ``Memory`` and ``AsyncMemory`` cannot drift apart.
-The transaction opens at the first ``Sql`` request, so embedding (slow) happens
-before any connection is held, and it commits when the flow returns.
+The transaction opens at the first ``Sql`` (or ``Parallel``) request and commits when
+the flow returns; ``Embed`` holds no connection of its own, and ``Migrate`` / ``Unit``
+use their own, released before the reply. So a flow that embeds before its first
+statement (write, search, an item batch) holds no connection while the model runs;
+one that reads first (edit, merge, import) keeps its transaction open across it.
 """
 
 from __future__ import annotations
