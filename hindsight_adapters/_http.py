@@ -4,6 +4,7 @@ no framework import, so each server keeps its own optional extra."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING
@@ -20,6 +21,18 @@ MIN_TOKEN_CHARS = 16
 
 Reply = Callable[["Send", int], Awaitable[None]]
 """Sends the 413 response: ``reply(send, limit)``."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or address to bind, or a request's host name; IPv6 in
+    brackets or not) is this machine's loopback interface only."""
+    name = host.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def check_tokens(tokens: Iterable[str], *, source: str) -> None:

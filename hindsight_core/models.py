@@ -8,7 +8,6 @@ any ISO 8601 form are normalised to UTC. Every failure becomes a
 
 from __future__ import annotations
 
-import math
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -246,7 +245,9 @@ def parse_experience(
 class ScoreBreakdown(BaseModel):
     """Why a record came back: each part of its final score.
 
-    ``relevance = semantic_weight * semantic + keyword_weight * keyword`` and
+    ``relevance = semantic_weight * semantic + keyword_weight * keyword`` (the keyword
+    weight scaled by ``1 - cosine_floor`` of the embedding model: 0.3 of it for e5
+    models, see ``embeddings.profiles.keyword_weight``) and
     ``final = relevance * decay ** score_weight``.
     """
 
@@ -370,11 +371,25 @@ class ItemHit(BaseModel):
     breakdown: ScoreBreakdown | None = None
 
 
-def finite(value: float, field: str) -> float:
-    """Reject NaN and infinities with a message naming the field."""
-    if not math.isfinite(value):
-        raise ValidationError(f"{field} must be a finite number, got {value}", field=field)
+MAX_OFFSET = 2**53
+"""Paging past this (an offset no store reaches) is refused rather than sent to
+PostgreSQL, where a bigint overflow would read as a database failure."""
+
+
+def check_int(value: object, field: str, low: int, high: int) -> int:
+    """A whole number from ``low`` to ``high`` (not a bool, not a string)."""
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ValidationError(f"{field} must be an integer from {low} to {high}, got {value!r}",
+                              field=field)
     return value
+
+
+def check_page(limit: object, offset: object, *, min_limit: int = 1,
+               max_limit: int = 10_000) -> tuple[int, int]:
+    """The one paging check of every surface: ``limit`` and ``offset`` (at most
+    :data:`MAX_OFFSET`)."""
+    return check_int(limit, "limit", min_limit, max_limit), check_int(offset, "offset", 0,
+                                                                      MAX_OFFSET)
 
 
 def unique_ids(ids: Iterable[object], field: str = "ids") -> list[uuid.UUID]:

@@ -1,4 +1,4 @@
-"""Text handling shared by the write path and recall: tokens, scripts, overlap.
+"""Text handling shared by the write path and recall: tokens, scripts, the merge veto.
 
 PostgreSQL's full-text search splits on spaces, so Chinese or Japanese text (no
 spaces) would be one giant token. We tokenize in Python before the text reaches
@@ -38,6 +38,18 @@ def cjk_share(text: str) -> float:
     if not letters:
         return 0.0
     return sum(1 for ch in letters if _CJK_CHAR.match(ch)) / len(letters)
+
+
+CJK_TEXT_SHARE = 0.3
+"""Above this share of CJK letters a text counts as Chinese/Japanese/Korean: for the
+language warning and the dedup guard's coverage (``memory/base.py``) and for the
+rule-based distiller's language (``reflection``). Mixed text such as "用 pandas 读取
+CSV 文件" is ~0.36; an English sentence naming one Chinese term stays below it."""
+
+
+def is_cjk_text(text: str) -> bool:
+    """Whether ``text`` is mostly in CJK script (more than :data:`CJK_TEXT_SHARE`)."""
+    return cjk_share(text) > CJK_TEXT_SHARE
 
 
 def tokens(text: str) -> list[str]:

@@ -21,18 +21,19 @@ from .storage import worker_sql
 if TYPE_CHECKING:
     from .memory import Memory
     from .reflection import LLM, Trajectory
+    from .runtime.host import FlowContext
 
 GRACE = timedelta(minutes=1)
 
 
-def pending_flow(memory: Memory, limit: int, grace: timedelta, skip: set[uuid.UUID]
+def pending_flow(memory: FlowContext, limit: int, grace: timedelta, skip: set[uuid.UUID]
                  ) -> Flow[list[tuple[Namespace, Trajectory]]]:
     """The oldest ended task logs, as ``(namespace, trajectory)`` pairs."""
     from .reflection.tasks import to_trajectory
 
-    yield from memory._ready_flow()
+    yield from memory.ready_flow()
     rows = yield Sql(worker_sql.PENDING_TASKS, {
-        "before": memory._now() - grace, "limit": limit,
+        "before": memory.now() - grace, "limit": limit,
         "skip": [str(s) for s in skip]})
     return [(ns_from_key(row["ns"]), to_trajectory(row)) for row in rows]
 
@@ -56,7 +57,7 @@ def reflect_pending(memory: Memory, *, llm: LLM | None, limit: int,
 
     skip = skip if skip is not None else set()
     reflector = Reflector(memory, llm=llm)
-    pending = memory._run(pending_flow(memory, limit, grace, skip))
+    pending = memory.run_flow(pending_flow(memory, limit, grace, skip))
     report = {"reflected": 0, "written": 0, "skipped": 0}
     for namespace, trajectory in pending:
         result = reflector.reflect(trajectory, namespace=namespace)

@@ -13,8 +13,8 @@ from hindsight_core import Memory, Settings
 class Clock:
     """Returns ``now`` when called (pass it as ``Memory(clock=...)``); tests move ``now``."""
 
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    def __init__(self, now: datetime | None = None) -> None:
+        self.now = now or datetime(2026, 1, 1, 12, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now

@@ -10,11 +10,15 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from _clock import Clock
+from _front import Front
 
 from hindsight_core import AsyncMemory, Memory, Settings
 from hindsight_core.embeddings.sentence_transformers import SentenceTransformerEmbedder
@@ -87,3 +91,42 @@ def fresh_db(database_url: str) -> Iterator[str]:
     with admin.connect() as conn:
         conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
     admin.dispose()
+
+
+MakeFront = Callable[..., Front]
+FRONT_START = datetime(2025, 1, 1, 12, tzinfo=UTC)
+
+
+@pytest.fixture
+async def make_front(settings: Settings, embedder: SentenceTransformerEmbedder
+                     ) -> AsyncIterator[MakeFront]:
+    """``make_front("sync" | "async", namespace, settings=..., clock=...)``: a
+    :class:`~_front.Front` over a new ``Memory`` or ``AsyncMemory``, closed afterwards."""
+    made: list[Front] = []
+
+    def make(kind: str, namespace: tuple[str, ...], **kwargs: Any) -> Front:
+        kwargs.setdefault("settings", settings)
+        kwargs.setdefault("embedder", embedder)
+        cls = AsyncMemory if kind == "async" else Memory
+        front = Front(cls(namespace, **kwargs))
+        made.append(front)
+        return front
+
+    yield make
+    for front in made:
+        await front.close()
+
+
+@pytest.fixture
+def front_clock() -> Clock:
+    """The clock of ``api``: 2025-01-01, so that moving it on a year stays in the past
+    of the other tests' records and items (``maintain`` sweeps by this clock)."""
+    return Clock(FRONT_START)
+
+
+@pytest.fixture(params=["sync", "async"])
+def api(request: pytest.FixtureRequest, make_front: MakeFront, namespace: tuple[str, str],
+        front_clock: Clock) -> Front:
+    """The whole public core API through ``Memory`` and then through ``AsyncMemory``:
+    ``await api.write(...)`` in an async test body runs on either front end."""
+    return make_front(request.param, namespace, clock=front_clock)

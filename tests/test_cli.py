@@ -90,8 +90,8 @@ def test_export_import(ns: str, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(out_file.read_text() + "{broken\n")
     code, out = invoke("import", str(bad))
-    assert code == 1 or code == 2
-    assert "line 2" in out
+    assert code == 2, out  # bad input, as for every ValidationError
+    assert "error: line 2:" in out and "Nothing was imported" in out and "--skip-invalid" in out
     code, out = invoke("import", str(tmp_path / "missing.jsonl"))
     assert code == 2 and "no such file" in out
 
@@ -116,7 +116,9 @@ def test_demo_shows_the_mistake_avoided(settings: Settings) -> None:
     summary = json.loads(out)
     assert summary["first_broke_build"] is True
     assert summary["second_broke_build"] is False
-    assert summary["lessons"] >= 1 and summary["recalled"] >= 1
+    # the rule-based distiller learns one lesson from the run, and the second run
+    # recalls it (the demo's namespace holds nothing else)
+    assert (summary["lessons"], summary["recalled"]) == (1, 1), out
     assert summary["merged"] == "merged"
     assert summary["records_before"] == summary["records_after"]
     # it cleans up after itself: its namespace is gone from the store

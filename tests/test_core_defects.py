@@ -4,12 +4,13 @@ as such; and ``reindex`` skipping what is up to date (issue 14)."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import socket
 import threading
-import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -206,27 +207,39 @@ def silent_server() -> Iterator[str]:
     server.close()
 
 
+# Between the recall timeout (1 s) and the connect timeout (20 s): a recall that waits
+# for the connection instead of its own bound fails, however busy the machine.
+RECALL_BOUND = 10.0
+
+
 def test_sync_recall_is_bounded_by_the_recall_timeout(silent_server: str, embedder) -> None:  # type: ignore[no-untyped-def]
     settings = Settings(database_url=silent_server, recall_timeout=1.0, connect_timeout=20)
+    pool = ThreadPoolExecutor(1)
     with Memory(("t",), settings=settings, embedder=embedder) as mem:
-        start = time.monotonic()
-        result = mem.recall("delete old downloads")
-        elapsed = time.monotonic() - start
+        try:
+            result = pool.submit(mem.recall, "delete old downloads").result(RECALL_BOUND)
+        except TimeoutError:
+            pytest.fail(f"sync recall still waiting after {RECALL_BOUND} s: not bounded by "
+                        "HINDSIGHT_RECALL_TIMEOUT (1 s)")
+        finally:
+            pool.shutdown(wait=False)
     assert result.hits == [] and result.degraded
-    assert "timed out" in (result.warning or "")
-    assert elapsed < settings.recall_timeout * 3  # generous: connect alone waits 20 s
+    assert "recall timed out" in (result.warning or "")  # its own bound, not the connect
 
 
 async def test_async_recall_is_bounded_by_the_recall_timeout(silent_server: str, embedder  # type: ignore[no-untyped-def]
                                                              ) -> None:
     settings = Settings(database_url=silent_server, recall_timeout=1.0, connect_timeout=20)
     mem = AsyncMemory(("t",), settings=settings, embedder=embedder)
-    start = time.monotonic()
-    result = await mem.recall("delete old downloads")
-    elapsed = time.monotonic() - start
-    await mem.aclose()
+    try:
+        result = await asyncio.wait_for(mem.recall("delete old downloads"), RECALL_BOUND)
+    except TimeoutError:
+        pytest.fail(f"async recall still waiting after {RECALL_BOUND} s: not bounded by "
+                    "HINDSIGHT_RECALL_TIMEOUT (1 s)")
+    finally:
+        await mem.aclose()
     assert result.hits == [] and result.degraded
-    assert elapsed < settings.recall_timeout * 3
+    assert "recall timed out" in (result.warning or "")
 
 
 # ------------------------------------------------------------------ 5. embedding errors

@@ -57,7 +57,7 @@ def test_migration_0006_rebuilds_the_vector_index_in_half_precision(
     engine = sa.create_engine(fresh_db)
     with engine.connect() as conn:
         assert _vector_indexes(conn) == ["hindsight_experiences_halfvec_384"]
-        command.downgrade(migrate._config(conn), "0005")
+        command.downgrade(migrate.alembic_config(conn), "0005")
         conn.commit()
         assert _vector_indexes(conn) == ["hindsight_experiences_hnsw_384"]
     mem = Memory(("mig",), settings=Settings(database_url=fresh_db), embedder=embedder)

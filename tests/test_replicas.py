@@ -202,7 +202,8 @@ def _drive(plan, replies):  # noqa: ANN001, ANN202
         error, reply = (answer, None) if isinstance(answer, BaseException) else (None, answer)
 
 
-def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby() -> None:
+def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
+        caplog: pytest.LogCaptureFixture) -> None:
     from hindsight_core.errors import DatabaseError, DatabaseUnavailableError
     from hindsight_core.storage.replicas import Primary, Probe, Read, ReadRouter
 
@@ -245,7 +246,10 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby() -> None:
     steps, _ = _drive(other.plan(None), {Probe: {"standby": False, "replay": None, "lag": 0},
                                          Primary: "p"})
     assert steps == ["Probe", "Primary"] and other.counts()["skipped_down"] == 1
-    assert "secret" not in router._replicas[0].name  # logs never show the password
+    # logs name the replica, never with its password
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("replica postgresql+psycopg://u:***@replica/db skipped" in m for m in logged)
+    assert not any("secret" in m for m in logged), logged
 
 
 def test_langgraph_store_and_checkpointer_read_on_the_replica(

@@ -44,7 +44,7 @@ def base(database_url: str, embedder: object) -> Iterator[str]:
     thread.start()
     deadline = time.monotonic() + 30
     while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
         time.sleep(0.01)
     yield f"http://127.0.0.1:{port}"
     server.should_exit = True
@@ -85,7 +85,7 @@ def test_oversized_body_is_413_declared_or_chunked(base: str, record_id: str,
 def test_page_out_of_range_is_400(base: str, page: str) -> None:
     response = httpx.get(f"{base}/?ns=ui-server&ns=t&page={page}", headers=AUTH)
     assert response.status_code == 400, response.text
-    assert "page must be from 1 to" in response.text
+    assert "page must be an integer from 1 to" in response.text
 
 
 def test_blank_token_refused_short_token_warned(caplog: pytest.LogCaptureFixture,

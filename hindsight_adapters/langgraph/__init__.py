@@ -12,9 +12,9 @@ from typing import Any
 from hindsight_core.errors import missing_extra
 
 _LAZY = {
-    # checkpointer (issue 4, parts 2-3; owned by the checkpointer work)
+    # checkpointer
     "HindsightCheckpointer": ".checkpoint",
-    # reflection after a run, recall before one, LangChain LLM (checkpointer work)
+    # reflection after a run, recall before one, a LangChain chat model as the LLM
     "LangChainLLM": ".llm",
     "MEMORY_HEADER": ".recall",
     "areflect_thread": ".reflection",
@@ -26,11 +26,11 @@ _LAZY = {
     "reflect_thread": ".reflection",
     "reflection_node": ".reflection",
     "thread_trajectory": ".reflection",
-    # store (issue 4, part 1)
+    # store
     "HindsightStore": ".store",
     "HindsightSearchItem": "._store_ops",
     "LangChainEmbedder": ".embeddings",
-    # agent tools (issue 4, part 4)
+    # agent tools
     "create_memory_tools": ".tools",
     "search_memory": ".tools",
     "write_memory": ".tools",

@@ -57,7 +57,7 @@ class _Backends:
         settings: Settings | None,
     ) -> None:
         self.settings = settings or (memory.settings if memory is not None else Settings())
-        self.database_url = database_url or (memory._database_url if memory else None)
+        self.database_url = database_url or (memory.database_url if memory else None)
         self._lock = threading.Lock()
         self.owned: list[Memory | AsyncMemory] = []
         self._sync = Checkpoints(memory) if isinstance(memory, Memory) else None

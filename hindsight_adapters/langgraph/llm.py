@@ -17,6 +17,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from hindsight_core.errors import LLMError
 from hindsight_core.reflection import LLMResponse
 
+from ._messages import message_text
+
 __all__ = ["LangChainLLM"]
 
 _ROLES = {"system": SystemMessage, "user": HumanMessage, "human": HumanMessage,
@@ -75,24 +77,11 @@ class LangChainLLM:
     def _response(self, answer: BaseMessage) -> LLMResponse:
         usage = getattr(answer, "usage_metadata", None) or {}
         return LLMResponse(
-            text=_text(answer.content),
+            text=message_text(answer.content),
             prompt_tokens=int(usage.get("input_tokens", 0) or 0),
             completion_tokens=int(usage.get("output_tokens", 0) or 0),
             model=self.model_name,
         )
-
-
-def _text(content: Any) -> str:
-    """A message's text: a string, or the text parts of a content-block list."""
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content or []:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
 
 
 def _model_name(chat_model: BaseChatModel) -> str:

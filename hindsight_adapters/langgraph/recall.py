@@ -21,6 +21,8 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from hindsight_core import AsyncMemory, ConfigurationError, Memory
 from hindsight_core.models import Namespace, SearchHit
 
+from ._messages import message_text
+
 __all__ = [
     "MEMORY_HEADER",
     "MEMORY_MESSAGE_ID",
@@ -36,15 +38,6 @@ log = logging.getLogger("hindsight.langgraph")
 MEMORY_HEADER = "Lessons from past runs (memory):"
 MEMORY_MESSAGE_ID = "hindsight-memory"
 RECALLED_KEY = "hindsight_recalled"  # the recalled record ids, in additional_kwargs
-
-
-def message_text(content: Any) -> str:
-    """The text of a message's content (string or content blocks)."""
-    if isinstance(content, str):
-        return content
-    parts = [b if isinstance(b, str) else str(b.get("text", "")) for b in content or []
-             if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")]
-    return "".join(parts)
 
 
 def is_memory_message(message: BaseMessage) -> bool:

@@ -38,7 +38,8 @@ from hindsight_core.reflection import (
     Trajectory,
 )
 
-from .recall import RECALLED_KEY, is_memory_message, message_text
+from ._messages import message_text
+from .recall import RECALLED_KEY, is_memory_message
 
 __all__ = [
     "areflect_thread",

@@ -149,7 +149,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         """The asyncio core front end on the same database (created on first use)."""
         if self._amemory is None:
             self._amemory = AsyncMemory(settings=self.settings, embedder=self._embedder_arg
-                                        or self.memory._embedder, database_url=self._url,
+                                        or self.memory.embedder, database_url=self._url,
                                         clock=self.memory.clock)
         return self._amemory
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import hmac
-import ipaddress
 import json
 import logging
 from collections.abc import Mapping
@@ -98,19 +97,9 @@ def load_tokens(settings: Settings) -> dict[str, Namespace]:
     return tokens
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only accepts connections from this machine."""
-    if host.strip("[]") == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def check_bind(host: str, tokens: Mapping[str, Namespace]) -> None:
     """Refuse to serve a non-loopback address with no token configured."""
-    if not tokens and not is_loopback(host):
+    if not tokens and not _http.is_loopback(host):
         raise ConfigurationError(
             f"refusing to serve MCP over HTTP on {host} without authentication: set "
             "HINDSIGHT_MCP_TOKENS='<token>=<namespace>' (or HINDSIGHT_MCP_TOKENS_FILE), "

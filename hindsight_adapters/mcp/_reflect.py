@@ -12,10 +12,9 @@ import dataclasses
 import json
 from typing import Any
 
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
 
-from hindsight_core import AsyncMemory
+from hindsight_core import AsyncMemory, reflection
 from hindsight_core.models import Namespace, parse_id
 
 from ._models import ReflectOutcome, ReviewOutcome, TrajectoryIn, WriteOutcome
@@ -28,14 +27,6 @@ NO_LLM_REVIEW = (
     "no LLM configured: used lessons were reinforced and unused ones decayed, but "
     "near-duplicate lessons were not merged (merging needs an LLM)"
 )
-
-
-def _module() -> Any:
-    try:
-        from hindsight_core import reflection
-    except ImportError as exc:  # the reflection work may be missing from a build
-        raise ToolError(f"reflection is not available in this installation: {exc}") from None
-    return reflection
 
 
 def _trajectory(data: TrajectoryIn) -> dict[str, Any]:
@@ -59,7 +50,6 @@ async def _run(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace, me
     Returns:
         The result, and whether an LLM was configured.
     """
-    reflection = _module()
     llm = reflection.llm_from_settings(memory.settings)
     reflector = reflection.AsyncReflector(memory, llm=llm)
     result = await getattr(reflector, method)(_trajectory(data), namespace=namespace)

@@ -13,7 +13,7 @@ call into :class:`~hindsight_core.AsyncMemory`.
 
 from __future__ import annotations
 
+from .._http import is_loopback
 from .app import create_app
-from .auth import is_loopback
 
 __all__ = ["create_app", "is_loopback"]

@@ -13,26 +13,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 from urllib.parse import quote, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._http import is_loopback
+
 COOKIE = "hindsight_ui_session"
 OPEN_PATHS = ("/login", "/static/", "/healthz")
-LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` (a name or address to bind) is the loopback interface."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def session_value(token: str) -> str:

@@ -44,8 +44,7 @@ __all__ = ["PRUNE_STRATEGIES", "AsyncCheckpoints", "BlobIn", "CheckpointRow", "C
            "WriteIn"]
 
 if TYPE_CHECKING:
-    from ..memory.aio import AsyncMemory
-    from ..memory.sync import Memory
+    from ..runtime.host import AsyncFlowHost, FlowHost
 
 _NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
 CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's checkpoints
@@ -128,7 +127,7 @@ class Checkpoints(_Base):
         memory: whose engine (pool) and settings to use; it is not closed here.
     """
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: FlowHost) -> None:
         self.memory = memory
         self._migrated = False
         self._pool: Connections | None = None
@@ -136,12 +135,12 @@ class Checkpoints(_Base):
     def _call(self, make: MakeFlow[R], read: bool) -> R:
         """Run ``make()``'s flow: a ``read`` on a read replica when configured; after a
         write, with read replicas, the WAL position is noted (read-your-writes)."""
-        reads = self.memory._replica_reads() if read and self._migrated else None
+        reads = self.memory.replica_reads() if read and self._migrated else None
         if reads is not None:
             return reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make))
         result = self._primary(make)
         if not read:
-            self.memory._wrote(CHECKPOINTS_KEY)
+            self.memory.note_write(CHECKPOINTS_KEY)
         return result
 
     def _primary(self, make: Flow[R] | MakeFlow[R]) -> R:
@@ -166,19 +165,19 @@ class Checkpoints(_Base):
 class AsyncCheckpoints(_Base):
     """:class:`Checkpoints` for asyncio code, on an :class:`AsyncMemory`'s pool."""
 
-    def __init__(self, memory: AsyncMemory) -> None:
+    def __init__(self, memory: AsyncFlowHost) -> None:
         self.memory = memory
         self._migrated = False
         self._pool: AsyncConnections | None = None
 
     async def _call(self, make: MakeFlow[R], read: bool) -> R:
-        reads = self.memory._replica_reads() if read and self._migrated else None
+        reads = self.memory.replica_reads() if read and self._migrated else None
         if reads is not None:
             return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY,
                                    lambda: self._primary(make))
         result = await self._primary(make)
         if not read:
-            await self.memory._wrote(CHECKPOINTS_KEY)
+            await self.memory.note_write(CHECKPOINTS_KEY)
         return result
 
     async def _primary(self, make: Flow[R] | MakeFlow[R]) -> R:
@@ -187,7 +186,7 @@ class AsyncCheckpoints(_Base):
         return await run_async(make, await self._connections(), _NO_EMBEDDER)
 
     async def _connections(self) -> AsyncConnections:
-        self._pool = AsyncConnections.of(self._pool, await self.memory._get_engine())
+        self._pool = AsyncConnections.of(self._pool, await self.memory.get_engine())
         return self._pool
 
     async def aclose(self) -> None:

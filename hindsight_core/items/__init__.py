@@ -25,12 +25,11 @@ from typing import Any, Literal
 
 from ..embeddings import Embedder, ensure_embedder
 from ..errors import ConfigurationError, HindsightError
-from ..memory.aio import AsyncMemory
-from ..memory.sync import Memory
 from ..models import Item, ItemHit, Namespace
 from ..runtime.connections import AsyncConnections, Connections
 from ..runtime.driver import run_async, run_sync
 from ..runtime.flow import Flow, MakeFlow, Sql
+from ..runtime.host import AsyncFlowHost, FlowHost
 from ..runtime.scan import ScanChoice
 from .flows import ItemFlows, Result, parse_filter
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
@@ -92,7 +91,7 @@ _NO_EMBEDDER: Any = _NoEmbedder()
 
 
 class _ItemsBase(ItemFlows):
-    def __init__(self, memory: Memory | AsyncMemory, *, index: ItemIndex | None = None,
+    def __init__(self, memory: FlowHost | AsyncFlowHost, *, index: ItemIndex | None = None,
                  embedder: Embedder | None = None, ranking: Ranking = "hybrid",
                  omit_expired: bool = False) -> None:
         if ranking not in ("vector", "hybrid"):
@@ -113,7 +112,7 @@ class _ItemsBase(ItemFlows):
         return self.memory.embedder if self.index is not None else _NO_EMBEDDER
 
     def _now(self) -> datetime:
-        return self.memory._now()
+        return self.memory.now()
 
     def _settings(self) -> Any:
         return self.memory.settings
@@ -135,7 +134,7 @@ class _ItemsBase(ItemFlows):
 
     def _reads(self) -> Any:
         """The memory's read replicas, once set up; None without any."""
-        return self.memory._replica_reads() if self._ready else None
+        return self.memory.replica_reads() if self._ready else None
 
     def _batch(self, ops: Sequence[ItemOp]) -> MakeFlow[list[Result]]:
         return lambda: self._batch_flow(ops)
@@ -167,7 +166,7 @@ class Items(_ItemsBase):
         omit_expired: hide expired items that were not swept yet.
     """
 
-    memory: Memory
+    memory: FlowHost
     _conns: Connections | None = None
 
     def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
@@ -184,7 +183,7 @@ class Items(_ItemsBase):
             return results
         results = self._run(self._batch(ops), deadlock_retry)
         if self._writes(ops):
-            self.memory._wrote(ITEMS_KEY)
+            self.memory.note_write(ITEMS_KEY)
         return results
 
     def _run(self, make: Flow[Any] | MakeFlow[Any], retry: Any = None) -> Any:
@@ -230,7 +229,7 @@ class Items(_ItemsBase):
 class AsyncItems(_ItemsBase):
     """Generic items for asyncio code; the same API as :class:`Items`, awaited."""
 
-    memory: AsyncMemory
+    memory: AsyncFlowHost
     _conns: AsyncConnections | None = None
 
     async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
@@ -243,11 +242,11 @@ class AsyncItems(_ItemsBase):
             return results
         results = await self._run(self._batch(ops), deadlock_retry)
         if self._writes(ops):
-            await self.memory._wrote(ITEMS_KEY)
+            await self.memory.note_write(ITEMS_KEY)
         return results
 
     async def _run(self, make: Flow[Any] | MakeFlow[Any], retry: Any = None) -> Any:
-        engine = await self.memory._get_engine()
+        engine = await self.memory.get_engine()
         self._conns = AsyncConnections.of(self._conns, engine)
         return await run_async(make, self._conns, self.embedder, retry)
 

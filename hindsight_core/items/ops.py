@@ -15,8 +15,9 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal
 
+from .. import models
 from ..errors import ValidationError
-from ..models import NS_SEPARATOR, Namespace
+from ..models import MAX_OFFSET, NS_SEPARATOR, Namespace
 from ..storage.items_sql import Distance, IndexKind, VectorSpec, VectorType
 
 Ranking = Literal["vector", "hybrid"]
@@ -134,13 +135,8 @@ def check_namespace(namespace: object, *, field: str = "namespace", allow_empty:
 
 
 def check_page(limit: object, offset: object) -> tuple[int, int]:
-    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 0:
-        raise ValidationError(f"limit must be a non-negative integer, got {limit!r}",
-                              field="limit")
-    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
-        raise ValidationError(f"offset must be a non-negative integer, got {offset!r}",
-                              field="offset")
-    return limit, offset
+    """An item search's or listing's paging: a ``limit`` of 0 is allowed (nothing)."""
+    return models.check_page(limit, offset, min_limit=0, max_limit=MAX_OFFSET)
 
 
 def check_ttl(ttl: object) -> float | None:

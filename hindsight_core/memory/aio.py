@@ -50,7 +50,8 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self._side: AsyncEngine | None = None  # flow.Parallel reads (write_many's lookups)
         self._reads: AsyncReplicaReads | None = None  # read replicas, when configured
 
-    async def _get_engine(self) -> AsyncEngine:
+    async def get_engine(self) -> AsyncEngine:
+        """The async engine (connection pool), created on first use off the loop."""
         if self._engine is None:
             if self.database_url is None:
                 # From the loop's thread: the worker thread below cannot install handlers.
@@ -71,24 +72,24 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         """The async engine, once created (it is created on first use)."""
         return self._engine
 
-    async def _run(self, flow: Flow[R] | MakeFlow[R]) -> R:
-        """``Memory._run``, awaited."""
+    async def run_flow(self, flow: Flow[R] | MakeFlow[R]) -> R:
+        """``Memory.run_flow``, awaited."""
         return await run_async(flow, await self._connections(), self.embedder)
 
     async def _connections(self) -> AsyncConnections:
-        self._conns = AsyncConnections.of(self._conns, await self._get_engine(),
+        self._conns = AsyncConnections.of(self._conns, await self.get_engine(),
                                           self._side_engine if self._owns_engine else None)
         return self._conns
 
     def _side_engine(self) -> AsyncEngine:
         """The one-connection pool for ``flow.Parallel`` reads, built on first need
-        (called by the driver, so after ``_get_engine``)."""
+        (called by the driver, so after ``get_engine``)."""
         if self._side is None:
             assert self._engine is not None
             self._side = create_async_side_engine(self.settings, self._engine)
         return self._side
 
-    def _replica_reads(self) -> AsyncReplicaReads | None:
+    def replica_reads(self) -> AsyncReplicaReads | None:
         """The read replicas (``settings.read_database_urls``), or None."""
         if self._reads is None and self._replica_urls():
             self._reads = AsyncReplicaReads(self.settings, self._replica_urls())
@@ -96,21 +97,22 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def _run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """``Memory._run_read``: on a replica when configured and fresh enough."""
-        reads = self._replica_reads() if self._ready else None
+        reads = self.replica_reads() if self._ready else None
         if reads is None:
-            return await self._run(make)
-        return await reads.run(make, self.embedder, key, lambda: self._run(make))
+            return await self.run_flow(make)
+        return await reads.run(make, self.embedder, key, lambda: self.run_flow(make))
 
     async def _run_write(self, flow: Flow[R], key: str | None) -> R:
         """``Memory._run_write``: note the WAL position after a write (with replicas)."""
-        result = await self._run(flow)
-        await self._wrote(key)
+        result = await self.run_flow(flow)
+        await self.note_write(key)
         return result
 
-    async def _wrote(self, key: str | None) -> None:
-        reads = self._replica_reads()
+    async def note_write(self, key: str | None) -> None:
+        """``Memory.note_write``, awaited."""
+        reads = self.replica_reads()
         if reads is not None:
-            reads.router.note_write(key, await self._run(write_lsn_flow))
+            reads.router.note_write(key, await self.run_flow(write_lsn_flow))
 
     async def aclose(self) -> None:
         """Close the connection pool (if this object created it)."""
@@ -133,28 +135,29 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         await self.aclose()
 
     async def setup(self) -> None:
-        await self._run(self._ready_flow())
+        await self.run_flow(self.ready_flow())
 
     async def write(self, record: RecordInput, *, namespace: Namespace | str | None = None
                     ) -> WriteResult:
-        return (await self._run_write(self._write_flow([record], namespace),
-                                       self._ns(namespace)))[0]
+        return (await self._run_write(self.write_flow([record], namespace),
+                                       self.namespace_key(namespace)))[0]
 
     async def write_many(self, records: Sequence[RecordInput], *,
                          namespace: Namespace | str | None = None) -> list[WriteResult]:
-        return await self._run_write(self._write_flow(records, namespace), self._ns(namespace))
+        return await self._run_write(self.write_flow(records, namespace),
+                                     self.namespace_key(namespace))
 
     async def search(self, query: str, *, namespace: Namespace | str | None = None,
                      scene: str | None = None, top_k: int = 5,
                      filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
         return await self._run_read(
             lambda: self._search_flow(query, namespace, scene, top_k, filters),
-            self._ns(namespace))
+            self.namespace_key(namespace))
 
     async def recall(self, query: str, *, namespace: Namespace | str | None = None,
                      scene: str | None = None, top_k: int = 5) -> RecallResult:
         timeout = self.settings.recall_timeout
-        key = self._ns(namespace)
+        key = self.namespace_key(namespace)
         try:
             # The first recall embeds its query outside the bound, as in Memory.recall.
             if not self._model_loaded and isinstance(query, str) and query.strip():
@@ -172,63 +175,64 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def get(self, record_id: object, *, namespace: Namespace | str | None = None
                   ) -> Experience:
         return await self._run_read(lambda: self._get_flow(record_id, namespace),
-                                    self._ns(namespace))
+                                    self.namespace_key(namespace))
 
     async def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
                            ) -> list[Experience]:
-        key = None if options.get("all_namespaces") else self._ns(namespace)
+        key = None if options.get("all_namespaces") else self.namespace_key(namespace)
         return await self._run_read(lambda: self._list_flow(namespace, **options), key)
 
     async def mark_used(self, record_id: object, helpful: bool = True, *,
                         namespace: Namespace | str | None = None) -> Experience:
-        return await self._run_write(self._mark_used_flow(record_id, helpful, namespace),
-                                     self._ns(namespace))
+        return await self._run_write(self.mark_used_flow(record_id, helpful, namespace),
+                                     self.namespace_key(namespace))
 
     async def forget(self, record_id: object, *, namespace: Namespace | str | None = None
                      ) -> None:
         await self._run_write(self._change_flow(record_id, "forget", namespace),
-                              self._ns(namespace))
+                              self.namespace_key(namespace))
 
     async def archive(self, record_id: object, *, namespace: Namespace | str | None = None
                       ) -> Experience:
         return await self._run_write(self._curate_flow(record_id, "archive", namespace),
-                                     self._ns(namespace))
+                                     self.namespace_key(namespace))
 
     async def restore(self, record_id: object, *, namespace: Namespace | str | None = None
                       ) -> Experience:
         return await self._run_write(self._curate_flow(
             record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1),
-            self._ns(namespace))
+            self.namespace_key(namespace))
 
     async def set_critical(self, record_id: object, critical: bool = True, *,
                            namespace: Namespace | str | None = None) -> Experience:
         return await self._run_write(self._curate_flow(
-            record_id, "critical", namespace, critical=bool(critical)), self._ns(namespace))
+            record_id, "critical", namespace, critical=bool(critical)),
+            self.namespace_key(namespace))
 
     async def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
                    **changes: Any) -> Experience:
         return await self._run_write(self._edit_flow(record_id, changes, namespace),
-                                     self._ns(namespace))
+                                     self.namespace_key(namespace))
 
     async def merge(self, record_ids: Iterable[object], into: RecordInput, *,
                     namespace: Namespace | str | None = None) -> Experience:
-        return await self._run_write(self._merge_flow(record_ids, into, namespace),
-                                     self._ns(namespace))
+        return await self._run_write(self.merge_flow(record_ids, into, namespace),
+                                     self.namespace_key(namespace))
 
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         return await self._run_write(self._maintain_flow(namespace, namespace is None),
-                                     None if namespace is None else self._ns(namespace))
+                                     None if namespace is None else self.namespace_key(namespace))
 
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
-        return self._with_reads(await self._run(self._stats_flow(namespace)))
+        return self._with_reads(await self.run_flow(self._stats_flow(namespace)))
 
     async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
-        return await self._run(self._drop_namespace_flow(namespace))
+        return await self.run_flow(self._drop_namespace_flow(namespace))
 
     async def export(self, target: str | Path | IO[str], *,
                      namespace: Namespace | str | None = None,
                      all_namespaces: bool = False) -> int:
-        records = await self._run(self._export_flow(namespace, all_namespaces))
+        records = await self.run_flow(self._export_flow(namespace, all_namespaces))
         return _write_lines(target, records)
 
     async def import_records(self, source: str | Path | Iterable[str], *,

@@ -25,6 +25,7 @@ from ..embeddings import (
     ensure_embedder,
     profile_for,
 )
+from ..embeddings.profiles import covers
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -42,7 +43,7 @@ from ..settings import Settings
 from ..storage import experiences_sql as q
 from ..storage.replicas import parse_urls
 from ..storage.vectors import QueryVector, vector_param
-from ..text import cjk_share
+from ..text import is_cjk_text
 from .inputs import embed_key
 
 log = logging.getLogger("hindsight")
@@ -127,19 +128,27 @@ class MemoryBase:
         """The database URL given to this object or configured; ``None`` means embedded."""
         return self._database_url or self.settings.database_url
 
-    def _ns(self, namespace: Namespace | str | None) -> str:
+    # ------------------------------------------------------------------ host API
+    # The members of the protocols in ``runtime/host.py`` (``FlowContext``,
+    # ``RecordContext``, ``FlowHost``), which reflection, the worker, items and
+    # checkpoints use: internal API, not for applications.
+
+    def namespace_key(self, namespace: Namespace | str | None) -> str:
+        """The stored key of ``namespace`` (validated); ``None``: the default one."""
         return ns_key(self.namespace if namespace is None else validate_namespace(namespace))
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
+        """The clock's "now" (UTC); a naive datetime is a :class:`ValidationError`."""
         now = self.clock()
         if now.tzinfo is None:
             raise ValidationError("the clock must return an aware datetime (UTC)", field="clock")
         return now
 
-    def _decay_params(self, now: datetime) -> dict[str, Any]:
+    def decay_params(self, now: datetime) -> dict[str, Any]:
+        """The decayed score's statement parameters at ``now``."""
         return q.params_for_decay(self.settings, now)
 
-    def _ready_flow(self, *, check_model: bool = True) -> Flow[None]:
+    def ready_flow(self, *, check_model: bool = True) -> Flow[None]:
         """Migrate, check the embedding model against the database, ensure the index.
 
         The check is its own committed unit (:class:`~.flow.Unit`), and the memory
@@ -219,7 +228,7 @@ class MemoryBase:
         languages = self.embedder.languages
         if self._warned_language or languages is None or "zh" in languages:
             return
-        if any(cjk_share(t) > 0.3 for t in texts):
+        if any(is_cjk_text(t) for t in texts):
             self._warned_language = True
             log.warning(
                 "text in Chinese/Japanese/Korean was written, but the embedding model %s "
@@ -232,8 +241,7 @@ class MemoryBase:
             )
 
     def _covered(self, text: str) -> bool:
-        languages = self.embedder.languages
-        return languages is None or "zh" in languages or cjk_share(text) <= 0.3
+        return covers(self.embedder.languages, text)
 
     @staticmethod
     def _record_fields(row: dict[str, Any]) -> dict[str, Any]:

@@ -11,11 +11,11 @@ from typing import Any
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql
 from ..storage import experiences_sql as q
-from ..storage import fulltext_sql as fts
-from ..text import search_document, tokens
 from .inputs import RecordInput, embedding_text, validate_records
 from .read_flows import RecallFlows
+from .write_plan import record_row, search_tsv
 
 
 class CurationFlows(RecallFlows):
@@ -26,18 +26,19 @@ class CurationFlows(RecallFlows):
 
     # ------------------------------------------------------------------ feedback
 
-    def _mark_used_flow(
+    def mark_used_flow(
         self, record_id: object, helpful: bool, namespace: Namespace | str | None
     ) -> Flow[Experience]:
-        ns = self._ns(namespace)
+        """Feedback on a record (``mark_used``; reflection's review reuses it)."""
+        ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
         if not isinstance(helpful, bool):
             raise ValidationError("helpful must be true or false", field="helpful")
-        yield from self._ready_flow()
-        now = self._now()
+        yield from self.ready_flow()
+        now = self.now()
         stmt = q.MARK_HELPFUL if helpful else q.MARK_UNHELPFUL
         rows = yield Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
-                                **self._decay_params(now)})
+                                **self.decay_params(now)})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         yield from self._event(ns, rid, "used" if helpful else "unhelpful", now)
@@ -47,8 +48,9 @@ class CurationFlows(RecallFlows):
         self, ns: str, rid: uuid.UUID | None, kind: str, now: Any,
         detail: dict[str, Any] | None = None,
     ) -> Flow[None]:
-        yield Sql(q.INSERT_EVENT, {"ns": ns, "record_id": rid, "kind": kind, "now": now,
-                                   "detail": json.dumps(detail or {})}, fetch="none")
+        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([{
+            "ns": ns, "record_id": rid, "kind": kind, "now": now,
+            "detail": json.dumps(detail or {})}]), fetch="none")
 
     # ------------------------------------------------------------------ curation
 
@@ -56,15 +58,15 @@ class CurationFlows(RecallFlows):
         self, record_id: object, kind: str, namespace: Namespace | str | None, **extra: Any
     ) -> Flow[Experience | None]:
         """forget / archive / restore / critical: one statement, one event."""
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
-        yield from self._ready_flow()
-        now = self._now()
+        yield from self.ready_flow()
+        now = self.now()
         stmt = {"forget": q.DELETE, "archive": q.ARCHIVE, "restore": q.RESTORE,
                 "critical": q.SET_CRITICAL}[kind]
         rows = yield Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
         if not rows:
-            exists = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self._decay_params(now)})
+            exists = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(now)})
             if not exists:
                 raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
             state = "archived" if kind == "archive" else "live"
@@ -99,19 +101,17 @@ class CurationFlows(RecallFlows):
         self._warn_language([rec.lesson])
         text = embedding_text(rec)
         (vector,) = yield Embed([text])
-        now = self._now()
+        now = self.now()
         yield Sql(q.EDIT, {
-            "ns": self._ns(namespace), "id": current.id, "now": now, "scene": rec.scene,
+            "ns": self.namespace_key(namespace), "id": current.id, "now": now, "scene": rec.scene,
             "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
             "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
-            **self._vector_fields(text, vector),
-            "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
-                                                                     rec.scene))),
+            **self._vector_fields(text, vector), "search_tsv": search_tsv(rec),
         })
-        yield from self._event(self._ns(namespace), current.id, "edited", now)
+        yield from self._event(self.namespace_key(namespace), current.id, "edited", now)
         return (yield from self._get_flow(current.id, namespace))
 
-    def _merge_flow(
+    def merge_flow(
         self,
         record_ids: Iterable[object],
         into: RecordInput,
@@ -123,14 +123,14 @@ class CurationFlows(RecallFlows):
         record; the new record's ``merged_from`` lists them, its ``occurrences`` and
         ``use_count`` are their sums. Written as is: no dedup against the sources.
         """
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         ids = [parse_id(r, field=f"ids[{i}]") for i, r in enumerate(record_ids)]
         if len(set(ids)) < 2:
             raise ValidationError("merge needs at least two distinct record ids", field="ids")
         (rec,) = validate_records([into], self.settings)
-        yield from self._ready_flow()
-        now = self._now()
-        sources = yield Sql(q.GET, {"ns": ns, "ids": ids, **self._decay_params(now)})
+        yield from self.ready_flow()
+        now = self.now()
+        sources = yield Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
         live = {r["id"]: r for r in sources if r["archived_at"] is None}
         missing = [str(i) for i in ids if i not in live]
         if missing:
@@ -143,21 +143,14 @@ class CurationFlows(RecallFlows):
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(dict.fromkeys(
             s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene))
-        yield Sql(q.INSERT, {
-            "ns": ns, "id": new_id, "scene": rec.scene, "trigger": rec.trigger,
-            "action": rec.action, "outcome": rec.outcome, "lesson": rec.lesson,
-            "confidence": rec.confidence, "importance": rec.importance,
-            "critical": rec.critical or any(r["critical"] for r in live.values()),
-            "source": json.dumps(rec.source.model_dump(exclude_none=True)),
-            "score": max(r["decayed_score"] for r in live.values()),
-            "use_count": sum(r["use_count"] for r in live.values()),
-            "occurrences": sum(r["occurrences"] for r in live.values()),
-            "last_used_at": now, "created_at": now, "updated_at": now, "archived_at": None,
-            "merged_into": None, "merged_from": ids, "also_scenes": scenes,
-            **self._vector_fields(text, vector),
-            "search_tsv": fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger,
-                                                                     rec.scene))),
-        }, fetch="none")
+        yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows([record_row(
+            rec, ns=ns, id=new_id, vector=self._vector_fields(text, vector),
+            critical=rec.critical or any(r["critical"] for r in live.values()),
+            score=max(r["decayed_score"] for r in live.values()),
+            use_count=sum(r["use_count"] for r in live.values()),
+            occurrences=sum(r["occurrences"] for r in live.values()),
+            last_used_at=now, created_at=now, updated_at=now, merged_from=ids,
+            also_scenes=scenes)]), fetch="none")
         yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})
         yield from self._event(ns, new_id, "merge", now, {"from": [str(i) for i in ids]})
         return (yield from self._get_flow(new_id, namespace))

@@ -10,16 +10,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import ValidationError
-from ..models import ExperienceIn, parse_experience
+from ..models import MAX_OFFSET, ExperienceIn, check_page, parse_experience
 from ..settings import Settings
 from ..storage import experiences_sql as q
 
 MAX_QUERY_CHARS = 10_000
 MAX_TOP_K = 100
 MAX_BATCH = 10_000
-MAX_OFFSET = 2**53
-"""Paging past this (an offset no store reaches) is refused rather than sent to
-PostgreSQL, where a bigint overflow would read as a database failure."""
 RecordInput = ExperienceIn | Mapping[str, Any]
 
 
@@ -118,17 +115,6 @@ def check_top_k(top_k: object) -> int:
         raise ValidationError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}",
                               field="top_k")
     return value
-
-
-def check_page(limit: object, offset: object) -> tuple[int, int]:
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10_000:
-        raise ValidationError(f"limit must be an integer from 1 to 10000, got {limit!r}",
-                              field="limit")
-    if (not isinstance(offset, int) or isinstance(offset, bool)
-            or not 0 <= offset <= MAX_OFFSET):
-        raise ValidationError(f"offset must be an integer from 0 to {MAX_OFFSET}, "
-                              f"got {offset!r}", field="offset")
-    return limit, offset
 
 
 def check_filters(filters: Mapping[str, Any] | None) -> list[tuple[str, Any]]:

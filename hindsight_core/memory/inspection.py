@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from ..errors import NotFoundError, ValidationError
 from ..models import (
     Namespace,
+    check_int,
     ns_from_key,
     ns_key,
     parse_id,
@@ -94,37 +95,30 @@ class DecayCurve(BaseModel):
     evicted_at: datetime | None
 
 
-def _check_int(value: object, field: str, low: int, high: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValidationError(f"{field} must be an integer from {low} to {high}, got {value!r}",
-                              field=field)
-    return value
-
-
 class InspectFlows(MemoryBase):
     """Read-only views of the store (flows)."""
 
     def _namespaces_flow(self, prefix: Namespace | str | None, limit: int
                          ) -> Flow[list[NamespaceSummary]]:
         key = None if prefix is None else ns_key(validate_namespace(prefix, field="prefix"))
-        limit = _check_int(limit, "limit", 1, MAX_NAMESPACES)
-        yield from self._ready_flow(check_model=False)
+        limit = check_int(limit, "limit", 1, MAX_NAMESPACES)
+        yield from self.ready_flow(check_model=False)
         rows = yield Sql(iq.NAMESPACES, {"prefix": key, "limit": limit})
         return [NamespaceSummary(namespace=ns_from_key(r.pop("ns")), **r) for r in rows]
 
     def _scenes_flow(self, namespace: Namespace | str | None) -> Flow[list[SceneSummary]]:
-        ns = self._ns(namespace)
-        yield from self._ready_flow(check_model=False)
+        ns = self.namespace_key(namespace)
+        yield from self.ready_flow(check_model=False)
         rows = yield Sql(iq.SCENES, {"ns": ns})
         return [SceneSummary(**r) for r in rows]
 
     def _count_flow(self, namespace: Namespace | str | None, scene: str | None,
                     archived: bool | None) -> Flow[int]:
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         if archived not in (True, False, None):
             raise ValidationError("archived must be true, false or None", field="archived")
         scene = check_scene(scene)
-        yield from self._ready_flow(check_model=False)
+        yield from self.ready_flow(check_model=False)
         rows = yield Sql(iq.count_sql(scene=scene is not None, archived=archived),
                          {"ns": ns, "scene": scene})
         return int(rows[0]["n"])
@@ -132,34 +126,34 @@ class InspectFlows(MemoryBase):
     def _activity_flow(self, namespace: Namespace | str | None, days: int,
                        record_id: object | None, all_namespaces: bool
                        ) -> Flow[list[ActivityPoint]]:
-        ns = None if all_namespaces else self._ns(namespace)
-        days = _check_int(days, "days", 1, MAX_DAYS)
+        ns = None if all_namespaces else self.namespace_key(namespace)
+        days = check_int(days, "days", 1, MAX_DAYS)
         rid = None if record_id is None else parse_id(record_id)
-        yield from self._ready_flow(check_model=False)
-        now = self._now()
+        yield from self.ready_flow(check_model=False)
+        now = self.now()
         rows = yield Sql(iq.ACTIVITY, {"ns": ns, "record_id": rid, "now": now,
                                        "since": now - timedelta(days=days)})
         return [ActivityPoint(day=r["day"], kind=r["kind"], count=r["n"]) for r in rows]
 
     def _history_flow(self, record_id: object, namespace: Namespace | str | None, limit: int
                       ) -> Flow[list[RecordEvent]]:
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
-        limit = _check_int(limit, "limit", 1, 10_000)
-        yield from self._ready_flow(check_model=False)
+        limit = check_int(limit, "limit", 1, 10_000)
+        yield from self.ready_flow(check_model=False)
         rows = yield Sql(iq.HISTORY, {"ns": ns, "record_id": rid, "limit": limit})
         return [RecordEvent(at=r["at"], kind=r["kind"], detail=r["detail"] or {}) for r in rows]
 
     def _decay_curve_flow(self, record_id: object, namespace: Namespace | str | None,
                           days: int, points: int) -> Flow[DecayCurve]:
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
-        days = _check_int(days, "days", 1, MAX_DAYS)
-        points = _check_int(points, "points", 2, 1000)
-        yield from self._ready_flow(check_model=False)
-        now = self._now()
+        days = check_int(days, "days", 1, MAX_DAYS)
+        points = check_int(points, "points", 2, 1000)
+        yield from self.ready_flow(check_model=False)
+        now = self.now()
         rows = yield Sql(iq.DECAY_CURVE, {"ns": ns, "id": rid, "days": days, "points": points,
-                                          **self._decay_params(now)})
+                                          **self.decay_params(now)})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {show_namespace(ns)}")
         critical = bool(rows[0]["critical"])
@@ -173,7 +167,7 @@ class InspectFlows(MemoryBase):
 class InspectMethods(InspectFlows):
     """Synchronous inspection methods (mixed into :class:`~hindsight_core.Memory`)."""
 
-    def _run(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by Memory
+    def run_flow(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by Memory
         raise NotImplementedError
 
     def namespaces(self, *, prefix: Namespace | str | None = None,
@@ -182,63 +176,63 @@ class InspectMethods(InspectFlows):
 
         This looks across tenants: it is meant for operators (the inspector, the CLI).
         """
-        return self._run(self._namespaces_flow(prefix, limit))
+        return self.run_flow(self._namespaces_flow(prefix, limit))
 
     def scenes(self, *, namespace: Namespace | str | None = None) -> list[SceneSummary]:
         """The scenes of a namespace with live and archived counts, largest first."""
-        return self._run(self._scenes_flow(namespace))
+        return self.run_flow(self._scenes_flow(namespace))
 
     def count_records(self, *, namespace: Namespace | str | None = None,
                       scene: str | None = None, archived: bool | None = False) -> int:
         """How many records :meth:`list_records` pages through with the same filters."""
-        return self._run(self._count_flow(namespace, scene, archived))
+        return self.run_flow(self._count_flow(namespace, scene, archived))
 
     def activity(self, *, namespace: Namespace | str | None = None, days: int = 30,
                  record_id: object | None = None, all_namespaces: bool = False
                  ) -> list[ActivityPoint]:
         """Events per day and kind over the last ``days`` (feedback, merges, curation)."""
-        return self._run(self._activity_flow(namespace, days, record_id, all_namespaces))
+        return self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
 
     def history(self, record_id: object, *, namespace: Namespace | str | None = None,
                 limit: int = 100) -> list[RecordEvent]:
         """A record's events, newest first."""
-        return self._run(self._history_flow(record_id, namespace, limit))
+        return self.run_flow(self._history_flow(record_id, namespace, limit))
 
     def decay_curve(self, record_id: object, *, namespace: Namespace | str | None = None,
                     days: int = 180, points: int = 60) -> DecayCurve:
         """A record's score after decay from its last use until ``days`` from now."""
-        return self._run(self._decay_curve_flow(record_id, namespace, days, points))
+        return self.run_flow(self._decay_curve_flow(record_id, namespace, days, points))
 
 
 class AsyncInspectMethods(InspectFlows):
     """The same as :class:`InspectMethods`, awaited (mixed into ``AsyncMemory``)."""
 
-    async def _run(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by AsyncMemory
+    async def run_flow(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by AsyncMemory
         raise NotImplementedError
 
     async def namespaces(self, *, prefix: Namespace | str | None = None,
                          limit: int = MAX_NAMESPACES) -> list[NamespaceSummary]:
-        return await self._run(self._namespaces_flow(prefix, limit))
+        return await self.run_flow(self._namespaces_flow(prefix, limit))
 
     async def scenes(self, *, namespace: Namespace | str | None = None) -> list[SceneSummary]:
-        return await self._run(self._scenes_flow(namespace))
+        return await self.run_flow(self._scenes_flow(namespace))
 
     async def count_records(self, *, namespace: Namespace | str | None = None,
                             scene: str | None = None, archived: bool | None = False) -> int:
-        return await self._run(self._count_flow(namespace, scene, archived))
+        return await self.run_flow(self._count_flow(namespace, scene, archived))
 
     async def activity(self, *, namespace: Namespace | str | None = None, days: int = 30,
                        record_id: object | None = None, all_namespaces: bool = False
                        ) -> list[ActivityPoint]:
-        return await self._run(self._activity_flow(namespace, days, record_id, all_namespaces))
+        return await self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
 
     async def history(self, record_id: object, *, namespace: Namespace | str | None = None,
                       limit: int = 100) -> list[RecordEvent]:
-        return await self._run(self._history_flow(record_id, namespace, limit))
+        return await self.run_flow(self._history_flow(record_id, namespace, limit))
 
     async def decay_curve(self, record_id: object, *, namespace: Namespace | str | None = None,
                           days: int = 180, points: int = 60) -> DecayCurve:
-        return await self._run(self._decay_curve_flow(record_id, namespace, days, points))
+        return await self.run_flow(self._decay_curve_flow(record_id, namespace, days, points))
 
 
 __all__ = [

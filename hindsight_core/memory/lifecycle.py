@@ -26,12 +26,11 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql, namespace_sql, tasks_sql
 from ..storage import experiences_sql as q
-from ..storage import fulltext_sql as fts
-from ..storage import namespace_sql, tasks_sql
-from ..text import search_document, tokens
 from .base import MemoryBase
 from .inputs import embedding_text
+from .write_plan import record_row
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` during long operations."""
@@ -73,16 +72,16 @@ class LifecycleFlows(MemoryBase):
 
     def _maintain_flow(self, namespace: Namespace | str | None, all_namespaces: bool
                        ) -> Flow[MaintenanceReport]:
-        ns = None if all_namespaces else self._ns(namespace)
-        yield from self._ready_flow()
-        now = self._now()
+        ns = None if all_namespaces else self.namespace_key(namespace)
+        yield from self.ready_flow()
+        now = self.now()
         evicted = yield Sql(q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below,
-                                      **self._decay_params(now)})
+                                      **self.decay_params(now)})
         if evicted:
-            yield Sql(q.INSERT_EVENT, [
+            yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
                 {"ns": r["ns"], "record_id": r["id"], "kind": "archive", "now": now,
                  "detail": json.dumps({"reason": "decayed"})} for r in evicted
-            ], fetch="none")
+            ]), fetch="none")
         items = yield Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
         tasks = yield Sql(tasks_sql.SWEEP_TASKS, {"now": now})
         return MaintenanceReport(
@@ -90,8 +89,8 @@ class LifecycleFlows(MemoryBase):
         )
 
     def _stats_flow(self, namespace: Namespace | str | None) -> Flow[Stats]:
-        ns = None if namespace is None else self._ns(namespace)
-        yield from self._ready_flow(check_model=False)
+        ns = None if namespace is None else self.namespace_key(namespace)
+        yield from self.ready_flow(check_model=False)
         (row,) = yield Sql(q.stats_sql(), {"ns": ns})
         meta = yield Sql(q.GET_META, {"key": "embedding"})
         model = meta[0]["value"] if meta else {}
@@ -99,7 +98,7 @@ class LifecycleFlows(MemoryBase):
 
     def _drop_namespace_flow(self, namespace: Namespace | str) -> Flow[dict[str, int]]:
         ns = ns_key(validate_namespace(namespace))
-        yield from self._ready_flow(check_model=False)
+        yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # no write lands halfway through
         (row,) = yield Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
         return {k: int(v) for k, v in row.items()}
@@ -165,8 +164,8 @@ class LifecycleFlows(MemoryBase):
                     "--skip-invalid to import the other lines.", line=number
                 ) from None
             records.append(record)
-        yield from self._ready_flow()
-        now = self._now()
+        yield from self.ready_flow()
+        now = self.now()
         total = len(records) + sum(map(len, plain.values()))
         done = 0
         existing = 0
@@ -182,7 +181,7 @@ class LifecycleFlows(MemoryBase):
                 vectors = yield Embed(texts)
                 params = [_import_params(r, self._vector_fields(t, v), now)
                           for r, t, v in zip(new, texts, vectors, strict=True)]
-                yield Sql(q.INSERT, params, fetch="none")
+                yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
             done += len(batch)
             if progress:
                 progress(done, total)
@@ -190,7 +189,7 @@ class LifecycleFlows(MemoryBase):
         for ns, new_records in plain.items():
             for start in range(0, len(new_records), REINDEX_BATCH):
                 batch_in = new_records[start : start + REINDEX_BATCH]
-                results = yield from self._write_flow(batch_in, ns)  # type: ignore[attr-defined]
+                results = yield from self.write_flow(batch_in, ns)  # type: ignore[attr-defined]
                 merged += sum(r.status == "merged" for r in results)
                 inserted += sum(r.status == "inserted" for r in results)
                 done += len(batch_in)
@@ -204,7 +203,7 @@ class LifecycleFlows(MemoryBase):
         """Re-embed, with the configured model, the records whose vector was computed
         from another model or text (every record with ``force``); record the model and
         make sure the index is there."""
-        yield from self._ready_flow(check_model=False)
+        yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_META)
         meta = yield Sql(q.GET_META, {"key": "embedding"})
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
@@ -242,15 +241,9 @@ class LifecycleFlows(MemoryBase):
 
 
 def _import_params(r: ExportedRecord, vector: dict[str, Any], now: datetime) -> dict[str, Any]:
-    return {
-        "ns": ns_key(tuple(r.namespace)), "id": r.id, "scene": r.scene, "trigger": r.trigger,
-        "action": r.action, "outcome": r.outcome, "lesson": r.lesson,
-        "confidence": r.confidence, "importance": r.importance, "critical": r.critical,
-        "source": json.dumps(r.source.model_dump(exclude_none=True)), "score": r.score,
-        "use_count": r.use_count, "occurrences": r.occurrences,
-        "last_used_at": r.last_used_at, "created_at": r.created_at or now,
-        "updated_at": r.updated_at or now, "archived_at": r.archived_at,
-        "merged_into": r.merged_into, "merged_from": r.merged_from,
-        "also_scenes": [s for s in dict.fromkeys(r.scenes) if s != r.scene], **vector,
-        "search_tsv": fts.tsvector_literal(tokens(search_document(r.lesson, r.trigger, r.scene))),
-    }
+    return record_row(
+        r, ns=ns_key(tuple(r.namespace)), id=r.id, vector=vector, score=r.score,
+        use_count=r.use_count, occurrences=r.occurrences, last_used_at=r.last_used_at,
+        created_at=r.created_at or now, updated_at=r.updated_at or now,
+        archived_at=r.archived_at, merged_into=r.merged_into, merged_from=r.merged_from,
+        also_scenes=[s for s in dict.fromkeys(r.scenes) if s != r.scene])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..embeddings.profiles import covers, keyword_weight
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, parse_id, show_namespace
 from ..runtime.flow import Flow, Sql
@@ -36,12 +37,12 @@ class RecallFlows(MemoryBase):
         filters: Mapping[str, Any] | None,
         timeout_ms: int | None = None,
     ) -> Flow[list[SearchHit]]:
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         query = check_query(query)
         top_k = check_top_k(top_k)
         scene = check_scene(scene)
         filter_items = check_filters(filters)
-        yield from self._ready_flow()
+        yield from self.ready_flow()
         vector = yield from self._embed_one_query(query)
         terms = tsquery_terms(query)
         # Reads only: without a timeout to set, no transaction (saves BEGIN + COMMIT).
@@ -64,10 +65,12 @@ class RecallFlows(MemoryBase):
         )
         params: dict[str, Any] = {
             "ns": ns, "scene": scene, "qvec": vector_param(vector),
-            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
-            "top_k": top_k,
-            "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,
-            "score_weight": self.settings.score_weight, **self._decay_params(self._now()),
+            "tsq_cand": fts.tsquery_literal(rare),
+            **fts.bm25_params(terms, common,
+                              whole_query=covers(self.embedder.languages, query)),
+            "top_k": top_k, "w_sem": self.settings.semantic_weight,
+            "w_kw": keyword_weight(self.settings, self.embedder),
+            "score_weight": self.settings.score_weight, **self.decay_params(self.now()),
             "min_relevance": self.settings.min_relevance,
         }
         for i, (_, value) in enumerate(filter_items):
@@ -98,10 +101,10 @@ class RecallFlows(MemoryBase):
     # ------------------------------------------------------------------ read
 
     def _get_flow(self, record_id: object, namespace: Namespace | str | None) -> Flow[Experience]:
-        ns = self._ns(namespace)
+        ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
-        yield from self._ready_flow()
-        rows = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self._decay_params(self._now())})
+        yield from self.ready_flow()
+        rows = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(self.now())})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         return self._record(rows[0])
@@ -118,7 +121,7 @@ class RecallFlows(MemoryBase):
         offset: int = 0,
         all_namespaces: bool = False,
     ) -> Flow[list[Experience]]:
-        ns = None if all_namespaces else self._ns(namespace)
+        ns = None if all_namespaces else self.namespace_key(namespace)
         if order_by not in q.SORTABLE:
             raise ValidationError(
                 f"order_by must be one of {', '.join(q.SORTABLE)}; got {order_by!r}",
@@ -126,14 +129,14 @@ class RecallFlows(MemoryBase):
             )
         limit, offset = check_page(limit, offset)
         scene = check_scene(scene)
-        yield from self._ready_flow()
+        yield from self.ready_flow()
         stmt = q.list_sql(
             order_by=order_by, descending=descending, scene=scene is not None,
             archived=archived, all_ns=all_namespaces,
         )
         rows = yield Sql(stmt, {
             "ns": ns, "scene": scene, "limit": limit, "offset": offset,
-            **self._decay_params(self._now()),
+            **self.decay_params(self.now()),
         })
         return [self._record(r) for r in rows]
 

@@ -74,10 +74,11 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                     self._engine = create_sync_engine(self.settings, self._database_url)
         return self._engine
 
-    def _run(self, flow: Flow[R] | MakeFlow[R]) -> R:
-        """Run a flow (or ``flow()``, which may run again on a broken warm connection)
-        on the primary: in a transaction, or on a warm connection when its first
-        statement says ``autocommit`` (``runtime/driver.py``)."""
+    def run_flow(self, flow: Flow[R] | MakeFlow[R]) -> R:
+        """Run ``flow`` (or ``flow()``, which may run again on a broken warm connection)
+        on the primary: in one transaction, or on a warm connection when its first
+        statement says ``autocommit`` (internal API, see ``runtime/host.py`` and
+        ``runtime/driver.py``; the operations below are such flows)."""
         return run_sync(flow, self._connections(), self.embedder)
 
     def _connections(self) -> Connections:
@@ -93,7 +94,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                 self._side = create_side_engine(self.settings, engine)
             return self._side
 
-    def _replica_reads(self) -> ReplicaReads | None:
+    def replica_reads(self) -> ReplicaReads | None:
         """The read replicas (``settings.read_database_urls``), or None."""
         if self._reads is None and self._replica_urls():
             with self._engine_lock:
@@ -104,22 +105,24 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def _run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """Run a read flow on a replica when configured and fresh enough for ``key``
         (a namespace; ``None``: any), else on the primary (``storage/replicas.py``)."""
-        reads = self._replica_reads() if self._ready else None
+        reads = self.replica_reads() if self._ready else None
         if reads is None:
-            return self._run(make)
-        return reads.run(make, self.embedder, key, lambda: self._run(make))
+            return self.run_flow(make)
+        return reads.run(make, self.embedder, key, lambda: self.run_flow(make))
 
     def _run_write(self, flow: Flow[R], key: str | None) -> R:
         """Run a flow that writes; with replicas, note where the WAL got to, so that
         ``key``'s next reads wait for a replica to replay it."""
-        result = self._run(flow)
-        self._wrote(key)
+        result = self.run_flow(flow)
+        self.note_write(key)
         return result
 
-    def _wrote(self, key: str | None) -> None:
-        reads = self._replica_reads()
+    def note_write(self, key: str | None) -> None:
+        """With replicas, note the WAL position after a write to ``key`` (a namespace
+        key or a session key), so that its next reads wait for a replica to replay it."""
+        reads = self.replica_reads()
         if reads is not None:
-            reads.router.note_write(key, self._run(write_lsn_flow))
+            reads.router.note_write(key, self.run_flow(write_lsn_flow))
 
     def close(self) -> None:
         """Close the connection pool (if this object created it) and the replicas'."""
@@ -148,7 +151,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     def setup(self) -> None:
         """Apply migrations and check the embedding model (also done on first use)."""
-        self._run(self._ready_flow())
+        self.run_flow(self.ready_flow())
 
     # ------------------------------------------------------------------ write & recall
 
@@ -162,12 +165,13 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Raises:
             ValidationError: the record is malformed; nothing was written.
         """
-        return self._run_write(self._write_flow([record], namespace), self._ns(namespace))[0]
+        return self._run_write(self.write_flow([record], namespace),
+                               self.namespace_key(namespace))[0]
 
     def write_many(self, records: Sequence[RecordInput], *,
                    namespace: Namespace | str | None = None) -> list[WriteResult]:
         """Write many records in one transaction (all or nothing), deduplicated."""
-        return self._run_write(self._write_flow(records, namespace), self._ns(namespace))
+        return self._run_write(self.write_flow(records, namespace), self.namespace_key(namespace))
 
     def search(self, query: str, *, namespace: Namespace | str | None = None,
                scene: str | None = None, top_k: int = 5,
@@ -182,7 +186,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                 ``source.task``, ``source.tool``.
         """
         return self._run_read(lambda: self._search_flow(query, namespace, scene, top_k, filters),
-                              self._ns(namespace))
+                              self.namespace_key(namespace))
 
     def recall(self, query: str, *, namespace: Namespace | str | None = None,
                scene: str | None = None, top_k: int = 5) -> RecallResult:
@@ -201,7 +205,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                 timeout, self._recall_executor(),
                 lambda: self._run_read(lambda: self._search_flow(
                     query, namespace, scene, top_k, None, int(timeout * 1000)),
-                    self._ns(namespace))))
+                    self.namespace_key(namespace))))
         except ValidationError:
             raise
         except (HindsightError, TimeoutError) as exc:
@@ -218,13 +222,14 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     def get(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """One record by id (archived ones too)."""
-        return self._run_read(lambda: self._get_flow(record_id, namespace), self._ns(namespace))
+        return self._run_read(lambda: self._get_flow(record_id, namespace),
+                              self.namespace_key(namespace))
 
     def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
                      ) -> list[Experience]:
         """Records of a namespace; options: ``scene``, ``archived`` (False, True or None
         for both), ``order_by``, ``descending``, ``limit``, ``offset``, ``all_namespaces``."""
-        key = None if options.get("all_namespaces") else self._ns(namespace)
+        key = None if options.get("all_namespaces") else self.namespace_key(namespace)
         return self._run_read(lambda: self._list_flow(namespace, **options), key)
 
     # ------------------------------------------------------------------ feedback & curation
@@ -233,41 +238,45 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                   namespace: Namespace | str | None = None) -> Experience:
         """Feedback on a recalled record: helpful raises its score (+0.1) and resets its
         decay clock; unhelpful lowers it."""
-        return self._run_write(self._mark_used_flow(record_id, helpful, namespace),
-                               self._ns(namespace))
+        return self._run_write(self.mark_used_flow(record_id, helpful, namespace),
+                               self.namespace_key(namespace))
 
     def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""
-        self._run_write(self._change_flow(record_id, "forget", namespace), self._ns(namespace))
+        self._run_write(self._change_flow(record_id, "forget", namespace),
+                        self.namespace_key(namespace))
 
     def archive(self, record_id: object, *, namespace: Namespace | str | None = None
                 ) -> Experience:
         """Stop recalling a record (restorable)."""
         return self._run_write(self._curate_flow(record_id, "archive", namespace),
-                               self._ns(namespace))
+                               self.namespace_key(namespace))
 
     def restore(self, record_id: object, *, namespace: Namespace | str | None = None
                 ) -> Experience:
         """Bring an archived record back (its score is lifted to the eviction line)."""
         return self._run_write(self._curate_flow(
             record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1),
-            self._ns(namespace))
+            self.namespace_key(namespace))
 
     def set_critical(self, record_id: object, critical: bool = True, *,
                      namespace: Namespace | str | None = None) -> Experience:
         """Mark a record critical (never decays, never evicted) or not."""
         return self._run_write(self._curate_flow(
-            record_id, "critical", namespace, critical=bool(critical)), self._ns(namespace))
+            record_id, "critical", namespace, critical=bool(critical)),
+            self.namespace_key(namespace))
 
     def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
              **changes: Any) -> Experience:
         """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
-        return self._run_write(self._edit_flow(record_id, changes, namespace), self._ns(namespace))
+        return self._run_write(self._edit_flow(record_id, changes, namespace),
+                               self.namespace_key(namespace))
 
     def merge(self, record_ids: Iterable[object], into: RecordInput, *,
               namespace: Namespace | str | None = None) -> Experience:
         """Replace records by one more general lesson; the sources are archived and linked."""
-        return self._run_write(self._merge_flow(record_ids, into, namespace), self._ns(namespace))
+        return self._run_write(self.merge_flow(record_ids, into, namespace),
+                               self.namespace_key(namespace))
 
     # ------------------------------------------------------------------ whole store
 
@@ -275,11 +284,11 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """Archive records decayed below ``evict_below`` (never critical ones), sweep
         expired items and abandoned task logs. ``namespace=None``: every namespace."""
         return self._run_write(self._maintain_flow(namespace, namespace is None),
-                               None if namespace is None else self._ns(namespace))
+                               None if namespace is None else self.namespace_key(namespace))
 
     def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
-        return self._with_reads(self._run(self._stats_flow(namespace)))
+        return self._with_reads(self.run_flow(self._stats_flow(namespace)))
 
     def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
         """Delete everything stored in ``namespace`` (exactly it, not those under it):
@@ -289,12 +298,12 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Returns:
             How many ``records``, ``events``, ``items`` and ``tasks`` were deleted.
         """
-        return self._run(self._drop_namespace_flow(namespace))
+        return self.run_flow(self._drop_namespace_flow(namespace))
 
     def export(self, target: str | Path | IO[str], *, namespace: Namespace | str | None = None,
                all_namespaces: bool = False) -> int:
         """Write records (archived too) as JSON lines; returns how many."""
-        records = self._run(self._export_flow(namespace, all_namespaces))
+        records = self.run_flow(self._export_flow(namespace, all_namespaces))
         return _write_lines(target, records)
 
     def import_records(self, source: str | Path | Iterable[str], *, skip_invalid: bool = False,

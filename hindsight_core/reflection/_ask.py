@@ -8,8 +8,8 @@ from importlib import resources
 from typing import Any, TypeVar
 
 from ..errors import HindsightError
-from ..memory.base import MemoryBase
 from ..runtime.flow import Flow, Sql
+from ..runtime.host import FlowContext
 from ..storage import tasks_sql
 from ._driver import Ask, RFlow, Store
 from .llm import LLMResponse
@@ -30,18 +30,18 @@ def load_prompt(name: str, **values: Any) -> str:
     return text
 
 
-def usage_flow(memory: MemoryBase, ns: str, purpose: str, model: str,
+def usage_flow(memory: FlowContext, ns: str, purpose: str, model: str,
                response: LLMResponse) -> Flow[None]:
     """Record one model call's token usage (summed by ``Memory.stats()``)."""
-    yield from memory._ready_flow(check_model=False)
+    yield from memory.ready_flow(check_model=False)
     yield Sql(tasks_sql.RECORD_LLM_USAGE, {
-        "now": memory._now(), "model": response.model or model, "purpose": purpose,
+        "now": memory.now(), "model": response.model or model, "purpose": purpose,
         "prompt_tokens": int(response.prompt_tokens), "ns": ns,
         "completion_tokens": int(response.completion_tokens),
     }, fetch="none")
 
 
-def ask_json(memory: MemoryBase, ns: str, model: str, messages: list[dict[str, str]],
+def ask_json(memory: FlowContext, ns: str, model: str, messages: list[dict[str, str]],
              schema: dict[str, Any] | None, purpose: str, parse: Callable[[str], T],
              *, attempts: int = 2) -> RFlow[tuple[T | None, str | None]]:
     """Ask for JSON and parse it; on a failed call or an unusable answer, ask once more

@@ -21,7 +21,7 @@ from ..runtime.flow import Flow
 from .llm import LLM, LLMResponse
 
 if TYPE_CHECKING:
-    from ..memory import AsyncMemory, Memory
+    from ..runtime.host import AsyncFlowHost, FlowHost
 
 R = TypeVar("R")
 
@@ -92,7 +92,7 @@ class _Stepper(Generic[R]):
             self._error = exc
 
 
-def drive_sync(flow: RFlow[R], memory: Memory, llm: LLM | None) -> R:
+def drive_sync(flow: RFlow[R], memory: FlowHost, llm: LLM | None) -> R:
     """Run a reflection flow with blocking I/O."""
     step = _Stepper(flow)
     try:
@@ -102,13 +102,13 @@ def drive_sync(flow: RFlow[R], memory: Memory, llm: LLM | None) -> R:
                     reply = _need(llm).complete(req.messages, json_schema=req.json_schema)
                     step.reply = _as_response(reply)
                 else:
-                    step.reply = memory._run(req.flow)
+                    step.reply = memory.run_flow(req.flow)
         return step.result  # type: ignore[no-any-return]
     finally:
         flow.close()
 
 
-async def drive_async(flow: RFlow[R], memory: AsyncMemory, llm: LLM | None) -> R:
+async def drive_async(flow: RFlow[R], memory: AsyncFlowHost, llm: LLM | None) -> R:
     """Run a reflection flow with asyncio I/O."""
     step = _Stepper(flow)
     try:
@@ -118,7 +118,7 @@ async def drive_async(flow: RFlow[R], memory: AsyncMemory, llm: LLM | None) -> R
                     reply = await _need(llm).acomplete(req.messages, json_schema=req.json_schema)
                     step.reply = _as_response(reply)
                 else:
-                    step.reply = await memory._run(req.flow)
+                    step.reply = await memory.run_flow(req.flow)
         return step.result  # type: ignore[no-any-return]
     finally:
         flow.close()

@@ -14,7 +14,7 @@ import json
 import re
 from typing import Any
 
-from ..memory.base import MemoryBase
+from ..runtime.host import FlowContext
 from ..settings import Settings
 from ._ask import ask_json, load_prompt
 from ._driver import RFlow
@@ -116,7 +116,7 @@ def _fix_request(fixable: list[dict[str, Any]], max_chars: int) -> str:
             "run's language) and the same steps and evidence. An empty list drops them.")
 
 
-def llm_distill(memory: MemoryBase, ns: str, model: str, trajectory: Trajectory
+def llm_distill(memory: FlowContext, ns: str, model: str, trajectory: Trajectory
                 ) -> RFlow[tuple[list[dict[str, Any]], list[dict[str, Any]], str | None, int]]:
     """Ask the model and screen its answer.
 

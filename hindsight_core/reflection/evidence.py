@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from ..text import _CJK, _CJK_FUNCTION, cjk_share, tokens
+from ..text import _CJK, _CJK_FUNCTION, cjk_share, is_cjk_text, tokens
 from .trajectory import Step, Trajectory
 
 # Words every lesson may use: sharing only these with a step grounds nothing.
@@ -216,7 +216,7 @@ class Run:
 
 def is_chinese(trajectory: Trajectory) -> bool:
     """Whether the run is mostly in Chinese/Japanese/Korean script."""
-    return cjk_share(trajectory.goal) > 0.3 or cjk_share(trajectory.text()) > 0.3
+    return is_cjk_text(trajectory.goal) or is_cjk_text(trajectory.text())
 
 
 def analyse(trajectory: Trajectory) -> Run:

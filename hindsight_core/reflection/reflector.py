@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from ..errors import HindsightError, ValidationError
-from ..memory.write_flows import RecordFlows
 from ..models import Namespace, WriteResult
+from ..runtime.host import RecordContext
 from ._driver import RFlow, Store, drive_async, drive_sync
 from .distiller import complete, llm_distill
 from .llm import LLM
@@ -87,10 +87,10 @@ def _trajectory(value: Trajectory | dict[str, Any]) -> Trajectory:
                           field="trajectory")
 
 
-def reflect_flow(memory: RecordFlows, llm: LLM | None, trajectory: Trajectory,
+def reflect_flow(memory: RecordContext, llm: LLM | None, trajectory: Trajectory,
                  namespace: Namespace | str | None) -> RFlow[ReflectionResult]:
     """Distill, screen, write; drop the task log once distilled."""
-    ns = memory._ns(namespace)
+    ns = memory.namespace_key(namespace)
     settings = memory.settings
     asked = 0
     if llm is None:
@@ -117,7 +117,7 @@ def reflect_flow(memory: RecordFlows, llm: LLM | None, trajectory: Trajectory,
             reinforced = list(repeats.values())
             records = [r for i, r in enumerate(records) if i not in repeats]
         if records:
-            written = yield Store(memory._write_flow(records, namespace))
+            written = yield Store(memory.write_flow(records, namespace))
         task = trajectory.source.get("task")
         if task is not None:
             yield Store(TaskFlows(memory).drop(_task_id(task), namespace))

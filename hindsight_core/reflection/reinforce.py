@@ -17,9 +17,10 @@ import uuid
 from typing import Any
 
 from ..embeddings import as_matrix
-from ..memory.write_flows import RecordFlows
 from ..models import Namespace, WriteResult
 from ..runtime.flow import Embed, Flow, Sql
+from ..runtime.host import RecordContext
+from ..storage import batch_sql
 from ..storage import experiences_sql as q
 
 
@@ -27,14 +28,14 @@ def _text(lesson: str) -> str:
     return lesson.rstrip(" .。!！;；")
 
 
-def reinforce_flow(memory: RecordFlows, namespace: Namespace | str | None,
+def reinforce_flow(memory: RecordContext, namespace: Namespace | str | None,
                    recalled: list[uuid.UUID], records: list[dict[str, Any]]
                    ) -> Flow[dict[int, WriteResult]]:
     """Reinforce the recalled records that candidates repeat; returns index -> result."""
-    ns = memory._ns(namespace)
-    yield from memory._ready_flow()
+    ns = memory.namespace_key(namespace)
+    yield from memory.ready_flow()
     rows = yield Sql(q.GET, {"ns": ns, "ids": list(dict.fromkeys(recalled)),
-                             **memory._decay_params(memory._now())})
+                             **memory.decay_params(memory.now())})
     live = [r for r in rows if r["archived_at"] is None]
     if not live or not records:
         return {}
@@ -53,18 +54,18 @@ def reinforce_flow(memory: RecordFlows, namespace: Namespace | str | None,
             if sim < memory.dedup_threshold:
                 break
     if out:
-        now = memory._now()
+        now = memory.now()
         ids = [r.id for r in out.values()]
         scenes: dict[uuid.UUID, list[str]] = {}
         for i, res in out.items():  # the record now also belongs to the candidate's scene
             scenes.setdefault(res.id, [])
             if records[i]["scene"] not in scenes[res.id]:
                 scenes[res.id].append(records[i]["scene"])
-        yield Sql(q.MERGE_DUPLICATE, [
+        yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows([
             {"ns": ns, "id": rid, "now": now, "added": ids.count(rid), "critical": False,
-             "importance": None, "scenes": scenes[rid]} for rid in scenes], fetch="none")
-        yield Sql(q.INSERT_EVENT, [
+             "importance": None, "scenes": scenes[rid]} for rid in scenes]), fetch="none")
+        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
             {"ns": ns, "record_id": rid, "kind": "merged", "now": now,
              "detail": json.dumps({"added": ids.count(rid), "by": "reflection"})}
-            for rid in dict.fromkeys(ids)], fetch="none")
+            for rid in dict.fromkeys(ids)]), fetch="none")
     return out

@@ -26,9 +26,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from ..errors import HindsightError, NotFoundError, ValidationError
-from ..memory.write_flows import RecordFlows
 from ..models import Experience, Namespace, parse_experience
 from ..runtime.flow import Flow, Sql
+from ..runtime.host import RecordContext
 from ..storage import experiences_sql as q
 from ..storage import review_sql
 from ._ask import ask_json, load_prompt
@@ -78,11 +78,11 @@ class ReviewResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
-def clusters_flow(memory: RecordFlows, namespace: Namespace | str | None, scene: str,
+def clusters_flow(memory: RecordContext, namespace: Namespace | str | None, scene: str,
                   threshold: float) -> Flow[list[list[dict[str, Any]]]]:
     """Clusters (connected pairs above ``threshold``) of live records in one scene."""
-    ns = memory._ns(namespace)
-    yield from memory._ready_flow()
+    ns = memory.namespace_key(namespace)
+    yield from memory.ready_flow()
     pairs = yield Sql(review_sql.near_pairs_sql(memory.embedder.dim), {
         "ns": ns, "scene": scene, "threshold": threshold, "max_records": MAX_SCAN})
     parent: dict[uuid.UUID, uuid.UUID] = {}
@@ -101,7 +101,7 @@ def clusters_flow(memory: RecordFlows, namespace: Namespace | str | None, scene:
     out: list[list[dict[str, Any]]] = []
     for ids in sorted(groups.values(), key=len, reverse=True)[:MAX_CLUSTERS]:
         rows = yield Sql(q.GET, {"ns": ns, "ids": ids[:MAX_CLUSTER_SIZE],
-                                 **memory._decay_params(memory._now())})
+                                 **memory.decay_params(memory.now())})
         live = [r for r in rows if r["archived_at"] is None]
         if len(live) >= 2:
             out.append(sorted(live, key=lambda r: r["created_at"]))
@@ -133,17 +133,17 @@ def _merge_messages(cluster: list[dict[str, Any]], scene: str, max_chars: int
     return [{"role": "system", "content": system}, {"role": "user", "content": body}]
 
 
-def review_flow(memory: RecordFlows, model: str | None, trajectory: Trajectory,
+def review_flow(memory: RecordContext, model: str | None, trajectory: Trajectory,
                 namespace: Namespace | str | None) -> RFlow[ReviewResult]:
     """The review (see the module docstring); ``model`` is ``None`` without an LLM."""
-    ns = memory._ns(namespace)
+    ns = memory.namespace_key(namespace)
     result = ReviewResult()
     used = set(trajectory.used)
     scenes: list[str] = [trajectory.scene] if trajectory.scene else []
     for rid in dict.fromkeys([*trajectory.recalled, *trajectory.used]):
         helpful = rid in used
         try:
-            rec: Experience = yield Store(memory._mark_used_flow(rid, helpful, namespace))
+            rec: Experience = yield Store(memory.mark_used_flow(rid, helpful, namespace))
         except NotFoundError:
             result.decisions.append(ReviewDecision(action="missing", ids=[rid],
                                                    reason="no such record in this namespace"))
@@ -169,7 +169,7 @@ def review_flow(memory: RecordFlows, model: str | None, trajectory: Trajectory,
     return result
 
 
-def _review_cluster(memory: RecordFlows, ns: str, model: str | None,
+def _review_cluster(memory: RecordContext, ns: str, model: str | None,
                     namespace: Namespace | str | None, scene: str,
                     cluster: list[dict[str, Any]], result: ReviewResult) -> RFlow[None]:
     ids = [r["id"] for r in cluster]
@@ -204,7 +204,7 @@ def _review_cluster(memory: RecordFlows, ns: str, model: str | None,
     try:
         parse_experience(into, lesson_max_chars=settings.lesson_max_chars,
                          field_max_chars=settings.field_max_chars)
-        merged: Experience = yield Store(memory._merge_flow(ids, into, namespace))
+        merged: Experience = yield Store(memory.merge_flow(ids, into, namespace))
     except (ValidationError, HindsightError) as exc:
         result.errors.append(f"merge of {len(ids)} records failed: {exc}")
         result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(exc)))
@@ -215,7 +215,7 @@ def _review_cluster(memory: RecordFlows, ns: str, model: str | None,
         reason=str(answer.get("reason") or "model: same point")))
 
 
-def _screened(memory: RecordFlows, ns: str, model: str, messages: list[dict[str, str]],
+def _screened(memory: RecordContext, ns: str, model: str, messages: list[dict[str, str]],
               cluster: list[dict[str, Any]], answer: dict[str, Any]
               ) -> RFlow[tuple[dict[str, Any] | None, str | None]]:
     """The merge answer if its lesson passes :func:`screen_merge` (after one rewrite for

@@ -15,8 +15,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..text import cjk_share
-from .evidence import failed_step
+from .evidence import failed_step, is_chinese
 from .trajectory import Trajectory
 
 NAME = "rule-based"
@@ -115,7 +114,7 @@ class RuleBasedDistiller:
 
     def distill(self, trajectory: Trajectory) -> list[dict[str, Any]]:
         """Candidate records (dicts with the record fields) for a run."""
-        chinese = cjk_share(trajectory.goal) > 0.3 or cjk_share(trajectory.text()) > 0.3
+        chinese = is_chinese(trajectory)
         calls = _calls(trajectory)
         out: list[dict[str, Any]] = []
         seen: set[str] = set()

@@ -14,19 +14,16 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pydantic
 
 from ..errors import NotFoundError, ValidationError
-from ..memory.base import MemoryBase
 from ..models import Namespace, parse_id, unique_ids
 from ..runtime.flow import Flow, Sql
+from ..runtime.host import AsyncFlowHost, FlowContext, FlowHost
 from ..storage import tasks_sql as t
 from .trajectory import Step, Trajectory
-
-if TYPE_CHECKING:
-    from ..memory import AsyncMemory, Memory
 
 OUTCOMES = ("success", "failure", "partial", "unknown")
 
@@ -48,22 +45,22 @@ def _step(step: Step | Mapping[str, Any]) -> Step:
 class TaskFlows:
     """The task log's operations as flows over a memory (sync or async)."""
 
-    def __init__(self, memory: MemoryBase) -> None:
+    def __init__(self, memory: FlowContext) -> None:
         self.memory = memory
 
     def _expires(self) -> tuple[Any, Any]:
-        now = self.memory._now()
+        now = self.memory.now()
         return now, now + timedelta(hours=self.memory.settings.task_ttl_hours)
 
     def start(self, goal: str, namespace: Namespace | str | None, scene: str | None,
               source: Mapping[str, Any] | None) -> Flow[uuid.UUID]:
-        ns = self.memory._ns(namespace)
+        ns = self.memory.namespace_key(namespace)
         if not isinstance(goal, str) or not goal.strip() or "\x00" in goal:
             raise ValidationError("goal must be a non-empty string", field="goal")
         if scene is not None and (not isinstance(scene, str) or not scene.strip()):
             raise ValidationError("scene must be a non-empty string or None", field="scene")
         meta: dict[str, Any] = {"scene": scene, "source": dict(source or {}), "used": []}
-        yield from self.memory._ready_flow()
+        yield from self.memory.ready_flow()
         now, expires = self._expires()
         task_id = uuid.uuid4()
         yield Sql(t.START_TASK, {"ns": ns, "id": task_id, "goal": goal.strip(), "now": now,
@@ -72,13 +69,13 @@ class TaskFlows:
 
     def log(self, task_id: object, steps: Iterable[Step | Mapping[str, Any]],
             namespace: Namespace | str | None) -> Flow[None]:
-        ns = self.memory._ns(namespace)
+        ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         payload = [_step(s).model_dump(exclude_none=True) for s in steps]
         text = json.dumps(payload, ensure_ascii=False)
         if "\\u0000" in text:
             raise ValidationError("a step contains a NUL byte", field="step")
-        yield from self.memory._ready_flow()
+        yield from self.memory.ready_flow()
         now, expires = self._expires()
         rows = yield Sql(t.APPEND_STEPS, {"ns": ns, "id": tid, "steps": text, "now": now,
                                           "expires": expires})
@@ -87,11 +84,11 @@ class TaskFlows:
 
     def note_recall(self, task_id: object, recalled: Iterable[object], used: Iterable[object],
                     namespace: Namespace | str | None) -> Flow[None]:
-        ns = self.memory._ns(namespace)
+        ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         rec = unique_ids(recalled, "recalled")
         use = unique_ids(used, "used")
-        yield from self.memory._ready_flow()
+        yield from self.memory.ready_flow()
         now, expires = self._expires()
         rows = yield Sql(t.NOTE_RECALL, {"ns": ns, "id": tid, "recalled": rec + use,
                                          "used": [str(u) for u in use], "now": now,
@@ -101,14 +98,14 @@ class TaskFlows:
 
     def end(self, task_id: object, outcome: str, final_state: str,
             namespace: Namespace | str | None) -> Flow[Trajectory]:
-        ns = self.memory._ns(namespace)
+        ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         if outcome not in OUTCOMES:
             raise ValidationError(f"outcome must be one of {', '.join(OUTCOMES)}, got "
                                   f"{outcome!r}", field="outcome")
         if not isinstance(final_state, str) or "\x00" in final_state:
             raise ValidationError("final_state must be a string", field="final_state")
-        yield from self.memory._ready_flow()
+        yield from self.memory.ready_flow()
         now, expires = self._expires()
         rows = yield Sql(t.END_TASK, {"ns": ns, "id": tid, "outcome": outcome, "now": now,
                                       "expires": expires,
@@ -118,9 +115,9 @@ class TaskFlows:
         return (yield from self.get(tid, namespace))
 
     def get(self, task_id: object, namespace: Namespace | str | None) -> Flow[Trajectory]:
-        ns = self.memory._ns(namespace)
+        ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
-        yield from self.memory._ready_flow()
+        yield from self.memory.ready_flow()
         rows = yield Sql(t.GET_TASK, {"ns": ns, "id": tid})
         if not rows:
             raise NotFoundError(f"no task {tid} in this namespace (it ended and was "
@@ -128,9 +125,9 @@ class TaskFlows:
         return to_trajectory(rows[0])
 
     def drop(self, task_id: object, namespace: Namespace | str | None) -> Flow[bool]:
-        ns = self.memory._ns(namespace)
+        ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
-        yield from self.memory._ready_flow()
+        yield from self.memory.ready_flow()
         rows = yield Sql(t.DROP_TASK, {"ns": ns, "id": tid})
         return bool(rows)
 
@@ -160,6 +157,9 @@ def to_trajectory(row: Mapping[str, Any]) -> Trajectory:
 class TaskLog:
     """Working memory of running tasks, for agents without a framework.
 
+    Args:
+        memory: a :class:`~hindsight_core.Memory` (any ``runtime.host.FlowHost``).
+
     Example:
         >>> log = TaskLog(memory)
         >>> tid = log.start_task("clean up ~/Downloads", scene="file-cleanup")
@@ -168,7 +168,7 @@ class TaskLog:
         >>> Reflector(memory).reflect(trajectory)  # drops the log once distilled
     """
 
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: FlowHost) -> None:
         self.memory = memory
         self._flows = TaskFlows(memory)
 
@@ -176,63 +176,63 @@ class TaskLog:
                    scene: str | None = None, source: Mapping[str, Any] | None = None
                    ) -> uuid.UUID:
         """Open a task log; returns its id."""
-        return self.memory._run(self._flows.start(goal, namespace, scene, source))
+        return self.memory.run_flow(self._flows.start(goal, namespace, scene, source))
 
     def log_step(self, task_id: object, step: Step | Mapping[str, Any], *,
                  namespace: Namespace | str | None = None) -> None:
         """Append a step (a :class:`Step` or a mapping with the same fields)."""
-        self.memory._run(self._flows.log(task_id, [step], namespace))
+        self.memory.run_flow(self._flows.log(task_id, [step], namespace))
 
     def note_recall(self, task_id: object, recalled: Iterable[object] = (),
                     used: Iterable[object] = (), *,
                     namespace: Namespace | str | None = None) -> None:
         """Remember which records were shown to the agent, and which of them helped."""
-        self.memory._run(self._flows.note_recall(task_id, recalled, used, namespace))
+        self.memory.run_flow(self._flows.note_recall(task_id, recalled, used, namespace))
 
     def end_task(self, task_id: object, outcome: str = "success", final_state: str = "", *,
                  namespace: Namespace | str | None = None) -> Trajectory:
         """Close the log and return the trajectory (kept until distilled or expired)."""
-        return self.memory._run(self._flows.end(task_id, outcome, final_state, namespace))
+        return self.memory.run_flow(self._flows.end(task_id, outcome, final_state, namespace))
 
     def get_trajectory(self, task_id: object, *, namespace: Namespace | str | None = None
                        ) -> Trajectory:
         """The trajectory so far (of a running or ended task)."""
-        return self.memory._run(self._flows.get(task_id, namespace))
+        return self.memory.run_flow(self._flows.get(task_id, namespace))
 
     def drop_task(self, task_id: object, *, namespace: Namespace | str | None = None) -> bool:
         """Delete a task log; returns whether it existed."""
-        return self.memory._run(self._flows.drop(task_id, namespace))
+        return self.memory.run_flow(self._flows.drop(task_id, namespace))
 
 
 class AsyncTaskLog:
     """:class:`TaskLog` for :class:`~hindsight_core.AsyncMemory` (same API, awaited)."""
 
-    def __init__(self, memory: AsyncMemory) -> None:
+    def __init__(self, memory: AsyncFlowHost) -> None:
         self.memory = memory
         self._flows = TaskFlows(memory)
 
     async def start_task(self, goal: str, *, namespace: Namespace | str | None = None,
                          scene: str | None = None, source: Mapping[str, Any] | None = None
                          ) -> uuid.UUID:
-        return await self.memory._run(self._flows.start(goal, namespace, scene, source))
+        return await self.memory.run_flow(self._flows.start(goal, namespace, scene, source))
 
     async def log_step(self, task_id: object, step: Step | Mapping[str, Any], *,
                        namespace: Namespace | str | None = None) -> None:
-        await self.memory._run(self._flows.log(task_id, [step], namespace))
+        await self.memory.run_flow(self._flows.log(task_id, [step], namespace))
 
     async def note_recall(self, task_id: object, recalled: Iterable[object] = (),
                           used: Iterable[object] = (), *,
                           namespace: Namespace | str | None = None) -> None:
-        await self.memory._run(self._flows.note_recall(task_id, recalled, used, namespace))
+        await self.memory.run_flow(self._flows.note_recall(task_id, recalled, used, namespace))
 
     async def end_task(self, task_id: object, outcome: str = "success", final_state: str = "",
                        *, namespace: Namespace | str | None = None) -> Trajectory:
-        return await self.memory._run(self._flows.end(task_id, outcome, final_state, namespace))
+        return await self.memory.run_flow(self._flows.end(task_id, outcome, final_state, namespace))
 
     async def get_trajectory(self, task_id: object, *,
                              namespace: Namespace | str | None = None) -> Trajectory:
-        return await self.memory._run(self._flows.get(task_id, namespace))
+        return await self.memory.run_flow(self._flows.get(task_id, namespace))
 
     async def drop_task(self, task_id: object, *, namespace: Namespace | str | None = None
                         ) -> bool:
-        return await self.memory._run(self._flows.drop(task_id, namespace))
+        return await self.memory.run_flow(self._flows.drop(task_id, namespace))

@@ -12,10 +12,13 @@ receives their results:
 The flow holds all the logic (validation, SQL choice, ranking, dedup); the drivers
 (``driver.py``: one for blocking I/O, one for asyncio) hold only I/O. This is httpx's
 ``Auth.auth_flow`` pattern applied to a whole operation, and it is why ``Memory`` and
-``AsyncMemory`` cannot drift apart. The connection is taken at the first ``Sql``
-request, so a flow that embeds first holds none while the embedder works, and the
-first statement decides how the flow runs: in a transaction (committed when the flow
-returns), or, when it says ``autocommit``, on a warm autocommit connection.
+``AsyncMemory`` cannot drift apart. The connection is taken at the first ``Sql`` (or
+``Parallel``) request, and that first statement decides how the flow runs: in a
+transaction (committed when the flow returns), or, when it says ``autocommit``, on a
+warm autocommit connection. ``Embed`` holds no connection of its own, and ``Migrate`` /
+``Unit`` use their own, released before the reply. So a flow that embeds before its
+first statement (write, search, an item batch) holds no connection while the model
+runs; one that reads first (edit, merge, import) keeps its connection across it.
 
 Replies are typed through ``yield from``: every request is also a one-step flow that
 returns its reply, so ``rows = yield from Sql(...)`` gives ``rows`` the type

@@ -17,13 +17,13 @@ from typing import Any, Literal
 
 import sqlalchemy as sa
 
+from ..models import NS_SEPARATOR
 from .experiences_sql import decay_multiplier
 from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
 from .items_filters_sql import FilterSpec, filter_conditions
 
 T = "hindsight_items"
 V = "hindsight_item_vectors"
-SEP = "\x1f"
 
 Distance = Literal["cosine", "inner_product", "l2"]
 VectorType = Literal["vector", "halfvec"]
@@ -200,7 +200,7 @@ def upsert_sql(lock: bool) -> sa.TextClause:
 
 
 def prefix_condition(n_labels: int, column: str = "i.ns") -> str:
-    """Whole-label namespace prefix: ``:pfx`` itself or anything under ``:pfx + SEP``."""
+    """Whole-label namespace prefix: ``:pfx`` itself or anything under ``:pfx + NS_SEPARATOR``."""
     if n_labels == 0:
         return "TRUE"
     return f"({column} = :pfx OR ({column} >= :pfx_lo AND {column} < :pfx_hi))"
@@ -209,7 +209,8 @@ def prefix_condition(n_labels: int, column: str = "i.ns") -> str:
 def prefix_params(ns_key: str | None) -> dict[str, Any]:
     if not ns_key:
         return {}
-    return {"pfx": ns_key, "pfx_lo": ns_key + SEP, "pfx_hi": ns_key + chr(ord(SEP) + 1)}
+    return {"pfx": ns_key, "pfx_lo": ns_key + NS_SEPARATOR,
+            "pfx_hi": ns_key + chr(ord(NS_SEPARATOR) + 1)}
 
 
 def _where(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str:
@@ -394,6 +395,6 @@ def namespace_range(conditions: Sequence[tuple[str, tuple[str, ...]]]) -> dict[s
                 break
             lead.append(label)
         if lead:
-            p = SEP.join(lead)
-            return {"lo": p, "hi": p + chr(ord(SEP) + 1)}
+            p = NS_SEPARATOR.join(lead)
+            return {"lo": p, "hi": p + chr(ord(NS_SEPARATOR) + 1)}
     return {"lo": "", "hi": "\U0010ffff"}

@@ -23,7 +23,9 @@ _LOCK_KEY = 0x48494E44  # "HIND": one lock for every Hindsight schema change
 VERSION_TABLE = "hindsight_alembic_version"
 
 
-def _config(connection: sa.Connection | None = None) -> Config:
+def alembic_config(connection: sa.Connection | None = None) -> Config:
+    """The Alembic configuration of Hindsight's migrations, for ``alembic.command``
+    calls other than :func:`upgrade` (a downgrade, say); ``connection``: run on it."""
     cfg = Config()
     cfg.set_main_option("script_location", str(_MIGRATIONS))
     if connection is not None:
@@ -33,7 +35,7 @@ def _config(connection: sa.Connection | None = None) -> Config:
 
 def head_revision() -> str:
     """The newest migration shipped with this package."""
-    head = ScriptDirectory.from_config(_config()).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None
     return head
 
@@ -65,7 +67,7 @@ def upgrade(connection: sa.Connection) -> None:
             # 100k records): the configured statement timeout is for queries.
             connection.execute(sa.text("SET statement_timeout = 0"))
             connection.commit()
-            command.upgrade(_config(connection), "head")
+            command.upgrade(alembic_config(connection), "head")
         connection.commit()
     finally:
         connection.rollback()

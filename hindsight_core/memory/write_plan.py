@@ -1,0 +1,231 @@
+"""What a write does, decided without a database: the plan and its statement parameters.
+
+:func:`plan_write` takes a validated batch, the stored near-duplicates of each record
+and the batch's own similarities, and says which records are new and which merge
+(into a stored record or into an earlier record of the same batch); a pair above the
+threshold that the lexical veto keeps apart (``same_meaning``) stays two records.
+:func:`insert_params` and :func:`merge_params` turn the plan into one parameter dict
+per row of ``batch_sql.INSERT_ROWS`` / ``MERGE_ROWS`` / ``EVENT_ROWS``;
+:func:`record_row` is the one builder of an inserted row, for writes, merges and
+imports alike. The flow in ``write_flows.py`` only fetches and yields.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..models import ExperienceIn, WriteResult
+from ..storage import fulltext_sql as fts
+from ..text import search_document, tokens
+
+SameMeaning = Callable[[str, str, float], bool]
+"""``same_meaning(lesson_a, lesson_b, similarity)``: whether the two may merge."""
+
+
+@dataclass
+class Merge:
+    """What a stored record takes from the batch records merged into it."""
+
+    added: int = 0
+    critical: bool = False
+    importance: float | None = None
+    scenes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class WritePlan:
+    """The outcome of a batch before any statement runs.
+
+    Attributes:
+        results: one per batch record, in order.
+        inserts: indexes (into the batch) of the records stored as new, in order.
+        ids: the new id of each insert.
+        absorbed: per insert, how many later batch records merged into it.
+        scenes: per insert, the other scenes of those records (a record belongs to
+            every scene it was written under: ``experiences_sql.scene_condition``).
+        merges: per stored record merged into, what it takes.
+    """
+
+    results: list[WriteResult] = field(default_factory=list)
+    inserts: list[int] = field(default_factory=list)
+    ids: dict[int, uuid.UUID] = field(default_factory=dict)
+    absorbed: dict[int, int] = field(default_factory=lambda: defaultdict(int))
+    scenes: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
+    merges: dict[uuid.UUID, Merge] = field(default_factory=dict)
+
+
+def lookup_parts(n: int, parallel_min: int) -> list[tuple[int, int]]:
+    """The ``(start, end)`` slices of an ``n``-record batch whose HNSW lookups run as
+    one statement each: one, or from ``parallel_min`` records on two halves."""
+    return [(0, n)] if n < parallel_min else [(0, n // 2), (n // 2, n)]
+
+
+def exact_neighbours(matrix: np.ndarray, row: Mapping[str, Any], *, threshold: float,
+                     most: int) -> dict[int, list[dict[str, Any]]]:
+    """Stored records at ``threshold`` or above of each batch vector, compared exactly.
+
+    Args:
+        matrix: the batch's vectors, one a row.
+        row: the reply of ``scan_sql.DEDUP_VECTORS``: the namespace's ``ids``,
+            ``lessons`` and ``vectors`` (pgvector's binary form, one after another).
+        threshold: the dedup threshold (only pairs at it can merge).
+        most: how many neighbours a record keeps, most similar first.
+    """
+    neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    if not row["ids"]:  # an empty namespace
+        return neighbours
+    ids, lessons, dim = row["ids"], row["lessons"], matrix.shape[1]
+    stored = np.frombuffer(row["vectors"], dtype=">f4").reshape(len(ids), dim + 1)
+    stored = stored[:, 1:].astype(np.float32)  # without each vector's 4-byte header
+    norms = np.linalg.norm(stored, axis=1)
+    sims = (matrix @ stored.T) / np.where(norms == 0, 1.0, norms)
+    for i, j in zip(*np.nonzero(sims >= threshold), strict=True):
+        neighbours[int(i)].append({"id": ids[j], "lesson": lessons[j],
+                                   "similarity": float(sims[i, j])})
+    for i, near in neighbours.items():
+        neighbours[i] = sorted(near, key=lambda n: -n["similarity"])[:most]
+    return neighbours
+
+
+def plan_write(
+    records: Sequence[ExperienceIn],
+    neighbours: Mapping[int, Sequence[Mapping[str, Any]]],
+    sims: np.ndarray,
+    *,
+    threshold: float,
+    same_meaning: SameMeaning,
+    new_id: Callable[[], uuid.UUID],
+) -> WritePlan:
+    """Decide, for each record of a batch, insert or merge.
+
+    Args:
+        records: the validated batch.
+        neighbours: per batch index, stored records near it (``id``, ``lesson``,
+            ``similarity``), most similar first.
+        sims: the batch's cosine similarities with itself (``len(records)`` square).
+        threshold: the dedup threshold; only pairs at it are checked within the batch.
+        same_meaning: the merge test (cosine threshold and the lexical veto).
+        new_id: gives the id of each new record.
+    """
+    plan = WritePlan()
+    for i, rec in enumerate(records):
+        target = _target(plan, records, i, neighbours.get(i, ()), sims, threshold,
+                         same_meaning)
+        if target is None:
+            plan.inserts.append(i)
+            plan.ids[i] = new_id()
+            plan.results.append(WriteResult(id=plan.ids[i], status="inserted"))
+            continue
+        target_id, sim, batch_index = target
+        plan.results.append(WriteResult(id=target_id, status="merged", similarity=round(sim, 4)))
+        if batch_index is not None:
+            plan.absorbed[batch_index] += 1
+            if rec.scene != records[batch_index].scene:
+                _add_scene(plan.scenes[batch_index], rec.scene)
+            continue
+        m = plan.merges.setdefault(target_id, Merge())
+        m.added += 1
+        _add_scene(m.scenes, rec.scene)
+        m.critical = m.critical or rec.critical
+        if rec.importance is not None:
+            m.importance = max(m.importance or 0.0, rec.importance)
+    return plan
+
+
+def _target(plan: WritePlan, records: Sequence[ExperienceIn], i: int,
+            near: Sequence[Mapping[str, Any]], sims: np.ndarray, threshold: float,
+            same_meaning: SameMeaning) -> tuple[uuid.UUID, float, int | None] | None:
+    """The record that record ``i`` merges into (id, similarity, batch index or None
+    for a stored one), or None to insert it: the first stored neighbour that may merge,
+    unless an earlier insert of the batch is more similar and may merge too."""
+    lesson = records[i].lesson
+    target: tuple[uuid.UUID, float, int | None] | None = None
+    for n in near:
+        if same_meaning(lesson, n["lesson"], n["similarity"]):
+            target = (n["id"], float(n["similarity"]), None)
+            break
+    # Records inserted earlier in this batch: only those above the threshold are
+    # checked, most similar first (a Python loop over every earlier insert cost
+    # ~0.15 s per 1,000-record batch).
+    row = sims[i, plan.inserts]
+    above = np.flatnonzero(row >= threshold)
+    for k in above[np.argsort(-row[above], kind="stable")]:
+        j, sim = plan.inserts[k], float(row[k])
+        if target is not None and sim <= target[1]:
+            break
+        if same_meaning(lesson, records[j].lesson, sim):
+            return (plan.ids[j], sim, j)
+    return target
+
+
+def _add_scene(scenes: list[str], scene: str) -> None:
+    if scene not in scenes:
+        scenes.append(scene)
+
+
+def record_row(rec: Any, *, ns: str, id: uuid.UUID, vector: Mapping[str, Any],
+               **state: Any) -> dict[str, Any]:
+    """One record's row of ``batch_sql.INSERT_ROWS`` (through ``batch_sql.insert_rows``).
+
+    Args:
+        rec: the record's content (``ExperienceIn`` or an imported record: ``scene``,
+            ``trigger``, ``action``, ``outcome``, ``lesson``, ``confidence``,
+            ``importance``, ``critical``, ``source``).
+        ns: the namespace key.
+        id: the record's id.
+        vector: its ``embedding`` and ``embed_key`` (``MemoryBase._vector_fields``).
+        state: the lifecycle columns (``score``, ``use_count``, ``occurrences``,
+            ``last_used_at``, ``created_at``, ``updated_at``, ``archived_at``,
+            ``merged_into``, ``merged_from``, ``also_scenes``); a given ``critical``
+            overrides the record's.
+    """
+    return {
+        "ns": ns, "id": id, "scene": rec.scene, "trigger": rec.trigger, "action": rec.action,
+        "outcome": rec.outcome, "lesson": rec.lesson, "confidence": rec.confidence,
+        "importance": rec.importance, "critical": rec.critical,
+        "source": json.dumps(rec.source.model_dump(exclude_none=True)),
+        "score": 1.0, "use_count": 0, "occurrences": 1, "last_used_at": None,
+        "archived_at": None, "merged_into": None, "merged_from": [], "also_scenes": [],
+        **state, **vector, "search_tsv": search_tsv(rec),
+    }
+
+
+def search_tsv(rec: Any) -> str:
+    """The ``search_tsv`` parameter of a record (lesson, trigger and scene, tokenized)."""
+    return fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger, rec.scene)))
+
+
+def insert_params(plan: WritePlan, records: Sequence[ExperienceIn], *, ns: str,
+                  now: datetime, vectors: Callable[[int], Mapping[str, Any]]
+                  ) -> list[dict[str, Any]]:
+    """``INSERT`` rows for the plan's new records; ``vectors(i)``: record ``i``'s vector
+    fields. A record that absorbed later batch records starts with their occurrences,
+    used now."""
+    rows = []
+    for i in plan.inserts:
+        rec, absorbed = records[i], plan.absorbed[i]
+        rows.append(record_row(
+            rec, ns=ns, id=plan.ids[i], vector=vectors(i), occurrences=1 + absorbed,
+            last_used_at=now if absorbed else None, created_at=rec.created_at or now,
+            updated_at=now, also_scenes=plan.scenes[i]))
+    return rows
+
+
+def merge_params(plan: WritePlan, *, ns: str, now: datetime
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The ``batch_sql.MERGE_ROWS`` and ``EVENT_ROWS`` rows of the plan's merges into
+    stored records (two empty lists when there are none)."""
+    updates = [{"ns": ns, "id": rid, "now": now, "added": m.added, "critical": m.critical,
+                "importance": m.importance, "scenes": m.scenes}
+               for rid, m in plan.merges.items()]
+    events = [{"ns": ns, "record_id": rid, "kind": "merged", "now": now,
+               "detail": json.dumps({"added": m.added})} for rid, m in plan.merges.items()]
+    return updates, events
