@@ -132,10 +132,10 @@ class ItemFlows:
             hits, results[i] = seen[sig]
             if op.refresh_ttl:
                 refresh.update((_key(hit), None) for hit, ttl in hits if ttl is not None)
-        for i, op in plan.lists:
-            if op not in seen:
-                seen[op] = yield from self._list_namespaces(op, now, ac)
-            results[i] = seen[op]
+        for i, listing in plan.lists:
+            if listing not in seen:
+                seen[listing] = yield from self._list_namespaces(listing, now, ac)
+            results[i] = seen[listing]
         for stmt, params in put_statements(plan.puts, plan.fields, fvectors, now):
             yield Sql(stmt, params, fetch="none", autocommit=ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock

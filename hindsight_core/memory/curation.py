@@ -37,7 +37,7 @@ class CurationFlows(RecallFlows):
         yield from self.ready_flow()
         now = self.now()
         stmt = q.MARK_HELPFUL if helpful else q.MARK_UNHELPFUL
-        rows = yield Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
+        rows = yield from Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
                                 **self.decay_params(now)})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
@@ -64,9 +64,9 @@ class CurationFlows(RecallFlows):
         now = self.now()
         stmt = {"forget": q.DELETE, "archive": q.ARCHIVE, "restore": q.RESTORE,
                 "critical": q.SET_CRITICAL}[kind]
-        rows = yield Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
+        rows = yield from Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
         if not rows:
-            exists = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(now)})
+            exists = yield from Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(now)})
             if not exists:
                 raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
             state = "archived" if kind == "archive" else "live"
@@ -100,7 +100,7 @@ class CurationFlows(RecallFlows):
         (rec,) = validate_records([merged], self.settings)
         self._warn_language([rec.lesson])
         text = embedding_text(rec)
-        (vector,) = yield Embed([text])
+        (vector,) = yield from Embed([text])
         now = self.now()
         yield Sql(q.EDIT, {
             "ns": self.namespace_key(namespace), "id": current.id, "now": now, "scene": rec.scene,
@@ -130,7 +130,7 @@ class CurationFlows(RecallFlows):
         (rec,) = validate_records([into], self.settings)
         yield from self.ready_flow()
         now = self.now()
-        sources = yield Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
+        sources = yield from Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
         live = {r["id"]: r for r in sources if r["archived_at"] is None}
         missing = [str(i) for i in ids if i not in live]
         if missing:
@@ -138,7 +138,7 @@ class CurationFlows(RecallFlows):
                 f"cannot merge: no live record {', '.join(missing)} in namespace {self._show(ns)}"
             )
         text = embedding_text(rec)
-        (vector,) = yield Embed([text])
+        (vector,) = yield from Embed([text])
         new_id = self._new_id()
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(dict.fromkeys(

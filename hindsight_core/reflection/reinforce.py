@@ -34,12 +34,12 @@ def reinforce_flow(memory: RecordContext, namespace: Namespace | str | None,
     """Reinforce the recalled records that candidates repeat; returns index -> result."""
     ns = memory.namespace_key(namespace)
     yield from memory.ready_flow()
-    rows = yield Sql(q.GET, {"ns": ns, "ids": list(dict.fromkeys(recalled)),
+    rows = yield from Sql(q.GET, {"ns": ns, "ids": list(dict.fromkeys(recalled)),
                              **memory.decay_params(memory.now())})
     live = [r for r in rows if r["archived_at"] is None]
     if not live or not records:
         return {}
-    vectors = yield Embed([_text(r["lesson"]) for r in records]
+    vectors = yield from Embed([_text(r["lesson"]) for r in records]
                           + [_text(r["lesson"]) for r in live])
     matrix = as_matrix(vectors)
     sims = matrix[: len(records)] @ matrix[len(records):].T

@@ -9,6 +9,11 @@ receives their results:
 - :class:`Parallel` — reads that may run at the same time on side connections;
 - :class:`Unit` — a sub-flow run and committed on its own (set-up), before the rest.
 
+A flow receives a request's reply typed when it delegates to the request with
+``yield from`` (each request is a one-step generator): ``rows = yield from Sql(...)``
+is a ``list[Row]``, ``vectors = yield from Embed(...)`` a ``list[list[float]]``,
+``ok = yield from Unit(flow)`` the sub-flow's result; a bare ``yield`` gets ``Any``.
+
 The flow holds all the logic (validation, SQL choice, ranking, dedup); the drivers
 (``driver.py``: one for blocking I/O, one for asyncio) hold only I/O. This is httpx's
 ``Auth.auth_flow`` pattern applied to a whole operation, and it is why ``Memory`` and
@@ -19,11 +24,6 @@ warm autocommit connection. ``Embed`` holds no connection of its own, and ``Migr
 ``Unit`` use their own, released before the reply. So a flow that embeds before its
 first statement (write, search, an item batch) holds no connection while the model
 runs; one that reads first (edit, merge, import) keeps its connection across it.
-
-Replies are typed through ``yield from``: every request is also a one-step flow that
-returns its reply, so ``rows = yield from Sql(...)`` gives ``rows`` the type
-:data:`Rows` (and ``vectors = yield from Embed(...)`` a list of vectors), which mypy
-checks; a bare ``rows = yield Sql(...)`` still works, untyped.
 """
 
 from __future__ import annotations
@@ -41,10 +41,10 @@ from ..embeddings import Embedder
 from ..errors import EmbeddingError, HindsightError
 
 R = TypeVar("R")
-Rows = list[dict[str, Any]]
-"""What a :class:`Sql` request receives: its rows as dicts (none for ``fetch="none"``)."""
-Vectors = list[list[float]]
-"""What an :class:`Embed` request receives: one vector per text, in order."""
+Row = dict[str, Any]
+"""A row of a statement's result, by column name."""
+Rows = list[Row]
+"""What a :class:`Sql` request receives: its rows (none for ``fetch="none"``)."""
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,10 @@ class Sql:
     fetch: Literal["all", "none"] = "all"
     autocommit: bool = False
 
-    def __iter__(self) -> Generator[Sql, Rows, Rows]:
-        """``rows = yield from Sql(...)``: the statement's rows, typed."""
-        return (yield self)
+    def __iter__(self) -> Generator[Sql, Any, list[Row]]:
+        """``rows = yield from Sql(...)``: the rows (none with ``fetch="none"``)."""
+        rows: list[Row] = yield self
+        return rows
 
 
 @dataclass(frozen=True)
@@ -77,18 +78,19 @@ class Embed:
     texts: Sequence[str]
     query: bool = False
 
-    def __iter__(self) -> Generator[Embed, Vectors, Vectors]:
-        """``vectors = yield from Embed(...)``: one vector per text, typed."""
-        return (yield self)
+    def __iter__(self) -> Generator[Embed, Any, list[list[float]]]:
+        """``vectors = yield from Embed(...)``: one vector per text, in order."""
+        vectors: list[list[float]] = yield self
+        return vectors
 
-    def run(self, embedder: Embedder) -> Vectors:
+    def run(self, embedder: Embedder) -> list[list[float]]:
         """The vectors, from the embedder's query or document side (sync)."""
         if not self.texts:
             return []
         side = embedder.embed_queries if self.query else embedder.embed_documents
         return side(self.texts)
 
-    async def arun(self, embedder: Embedder) -> Vectors:
+    async def arun(self, embedder: Embedder) -> list[list[float]]:
         """:meth:`run` for asyncio."""
         if not self.texts:
             return []
@@ -98,9 +100,9 @@ class Embed:
 
 @dataclass(frozen=True)
 class Migrate:
-    """Bring the schema up to date, on a connection of its own."""
+    """Bring the schema up to date (on a connection of its own, committed)."""
 
-    def __iter__(self) -> Generator[Migrate, None, None]:
+    def __iter__(self) -> Generator[Migrate, Any, None]:
         """``yield from Migrate()``."""
         yield self
 
@@ -117,9 +119,10 @@ class Parallel:
 
     parts: tuple[Sql, ...]
 
-    def __iter__(self) -> Generator[Parallel, list[Rows], list[Rows]]:
-        """``found = yield from Parallel(...)``: each part's rows, typed."""
-        return (yield self)
+    def __iter__(self) -> Generator[Parallel, Any, list[list[Row]]]:
+        """``found = yield from Parallel(...)``: each part's rows, in order."""
+        found: list[list[Row]] = yield self
+        return found
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,10 @@ class Unit(Generic[R]):
 
     flow: Generator[Any, Any, R]
 
-    def __iter__(self) -> Generator[Unit[R], R, R]:
-        """``value = yield from Unit(...)``: the sub-flow's return value, typed."""
-        return (yield self)
+    def __iter__(self) -> Generator[Unit[R], Any, R]:
+        """``result = yield from Unit(flow)``: the sub-flow's result."""
+        result: R = yield self
+        return result
 
 
 Request = Sql | Embed | Migrate | Parallel | Unit[Any]
@@ -156,13 +160,13 @@ def embedding_errors(embedder: Embedder) -> Iterator[None]:
             f"failed: {type(exc).__name__}: {exc}") from exc
 
 
-def embed_sync(embedder: Embedder, req: Embed) -> Vectors:
+def embed_sync(embedder: Embedder, req: Embed) -> list[list[float]]:
     """Answer an :class:`Embed` request (blocking)."""
     with embedding_errors(embedder):
         return req.run(embedder)
 
 
-async def embed_async(embedder: Embedder, req: Embed) -> Vectors:
+async def embed_async(embedder: Embedder, req: Embed) -> list[list[float]]:
     """Answer an :class:`Embed` request (asyncio)."""
     with embedding_errors(embedder):
         return await req.arun(embedder)
