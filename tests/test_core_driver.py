@@ -52,7 +52,7 @@ def test_typed_replies_and_the_first_statement_decides_sync(conns: Connections,
 async def test_typed_replies_and_the_first_statement_decides_async(amemory: AsyncMemory,
                                                                    autocommit: bool) -> None:
     await amemory.setup()
-    conns = AsyncConnections(await amemory._get_engine())
+    conns = AsyncConnections(await amemory.get_engine())
     try:
         first, second = await run_async(lambda: _typed_flow(autocommit), conns, None)  # type: ignore[arg-type]
         assert first[0]["one"] == 1
@@ -80,7 +80,7 @@ async def test_retry_policy_is_the_callers_on_both_drivers(
         conns: Connections, amemory: AsyncMemory, error: Exception, runs: int) -> None:
     sync_attempts: list[int] = []
     async_attempts: list[int] = []
-    aconns = AsyncConnections(await amemory._get_engine())
+    aconns = AsyncConnections(await amemory.get_engine())
     try:
         for attempts, go in ((sync_attempts, None), (async_attempts, aconns)):
             try:
