@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
+from types import MethodType
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from ..embeddings import Embedder
@@ -53,23 +54,24 @@ R = TypeVar("R")
 
 
 class _Method(Generic[P, R]):
-    """A method written once, as the flow it runs: on a :class:`Checkpoints` it returns
-    the flow's result, on an :class:`AsyncCheckpoints` an awaitable of it (each front
-    end's ``_call`` carries it out; ``read``: on a read replica when configured). The
-    bound method is kept on the instance, so a call after the first costs no more than
-    a plain method's."""
+    """A method written once, as the flow it runs: on :class:`Checkpoints` a function
+    that returns the flow's result, on :class:`AsyncCheckpoints` a coroutine function
+    (each front end's ``_call`` carries it out; ``read``: on a read replica when
+    configured). The bound method is kept on the instance, so a call after the first
+    costs no more than a plain method's."""
 
     def __init__(self, flow: Callable[P, Flow[R]], *, read: bool = False) -> None:
         self.flow = flow
         self.read = read
         self.name = flow.__name__.removesuffix("_flow")
         self.__doc__ = flow.__doc__
+        self._functions: dict[type, Callable[..., Any]] = {}
 
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
     @overload
-    def __get__(self, obj: None, owner: type) -> _Method[P, R]: ...
+    def __get__(self, obj: None, owner: type) -> Callable[..., Any]: ...
     @overload
     def __get__(self, obj: Checkpoints, owner: type) -> Callable[P, R]: ...
     @overload
@@ -77,16 +79,24 @@ class _Method(Generic[P, R]):
                 ) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     def __get__(self, obj: Any, owner: type) -> Any:
+        function = self._functions.get(owner)
+        if function is None:
+            function = self._functions[owner] = self._function(owner)
         if obj is None:
-            return self
-        call, flow, read = obj._call, self.flow, self.read
+            return function
+        bound = obj.__dict__[self.name] = MethodType(function, obj)
+        return bound
 
-        @functools.wraps(flow)
-        def method(*args: P.args, **kwargs: P.kwargs) -> Any:
-            return call(functools.partial(flow, *args, **kwargs), read)
-
-        method.__name__ = self.name
-        obj.__dict__[self.name] = method
+    def _function(self, owner: type) -> Callable[..., Any]:
+        flow, read = self.flow, self.read
+        if issubclass(owner, AsyncCheckpoints):
+            async def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+                return await self._call(functools.partial(flow, *args, **kwargs), read)
+        else:
+            def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+                return self._call(functools.partial(flow, *args, **kwargs), read)
+        functools.update_wrapper(method, flow)
+        method.__name__, method.__qualname__ = self.name, f"{owner.__name__}.{self.name}"
         return method
 
 
