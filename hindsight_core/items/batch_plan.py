@@ -123,15 +123,15 @@ def _add(plan: BatchPlan, i: int, op: ItemOp) -> None:
 
 def _texts_to_embed(plan: BatchPlan, index: ItemIndex) -> None:
     """The search queries, then the puts' indexed fields."""
-    for i, op in plan.searches:
-        if op.query:
+    for i, search in plan.searches:
+        if search.query:
             plan.query_of[i] = len(plan.queries)
-            plan.queries.append(op.query)
-    for (ns, key), (op, _) in plan.puts.items():
-        if op.value is None or op.index is False:
+            plan.queries.append(search.query)
+    for (ns, key), (put, _) in plan.puts.items():
+        if put.value is None or put.index is False:
             continue
-        paths = index.fields if op.index is None else tuple(op.index)
-        plan.fields.extend((ns, key, f, t) for f, t in field_texts(op.value, paths))
+        paths = index.fields if put.index is None else tuple(put.index)
+        plan.fields.extend((ns, key, f, t) for f, t in field_texts(put.value, paths))
 
 
 def parse_filter(flt: Any) -> tuple[FilterSpec, list[Any]]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..embeddings.profiles import covers, keyword_weight
 from ..errors import ValidationError
 from ..models import NS_SEPARATOR, Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..runtime.flow import Embed, Migrate, Sql, Unit
@@ -69,6 +70,10 @@ class ItemFlows:
         raise NotImplementedError
 
     def _settings(self) -> Any:  # pragma: no cover - provided by the front end
+        raise NotImplementedError
+
+    @property
+    def embedder(self) -> Any:  # pragma: no cover - provided by the front end
         raise NotImplementedError
 
     # ------------------------------------------------------------------ set-up
@@ -127,10 +132,10 @@ class ItemFlows:
             hits, results[i] = seen[sig]
             if op.refresh_ttl:
                 refresh.update((_key(hit), None) for hit, ttl in hits if ttl is not None)
-        for i, op in plan.lists:
-            if op not in seen:
-                seen[op] = yield from self._list_namespaces(op, now, ac)
-            results[i] = seen[op]
+        for i, listing in plan.lists:
+            if listing not in seen:
+                seen[listing] = yield from self._list_namespaces(listing, now, ac)
+            results[i] = seen[listing]
         for stmt, params in put_statements(plan.puts, plan.fields, fvectors, now):
             yield Sql(stmt, params, fetch="none", autocommit=ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
@@ -188,8 +193,11 @@ class ItemFlows:
         rare = [t for t in terms if t not in common]
         params.update({
             "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
-            "w_sem": settings.semantic_weight, "w_kw": settings.keyword_weight,
+            "tsq_cand": fts.tsquery_literal(rare),
+            **fts.bm25_params(terms, common,
+                              whole_query=covers(self.embedder.languages, op.query or "")),
+            "w_sem": settings.semantic_weight,
+            "w_kw": keyword_weight(settings, self.embedder),
             "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
             **eq.params_for_decay(settings, now),
         })

@@ -9,6 +9,11 @@ Each public operation of :class:`Memory` / :class:`AsyncMemory` is a generator
 - :class:`Parallel` — reads that may run at the same time on side connections;
 - :class:`Unit` — a sub-flow run and committed on its own (set-up), before the rest.
 
+A flow receives a request's reply typed when it delegates to the request with
+``yield from`` (each request is a one-step generator): ``rows = yield from Sql(...)``
+is a ``list[Row]``, ``vectors = yield from Embed(...)`` a ``list[list[float]]``,
+``ok = yield from Unit(flow)`` the sub-flow's result; a bare ``yield`` gets ``Any``.
+
 The flow holds all the logic (validation, SQL choice, ranking, dedup); the two
 drivers below hold only I/O. This is httpx's ``Auth.auth_flow`` pattern applied to
 a whole operation, and it is why ``Memory`` and ``AsyncMemory`` cannot drift apart.
@@ -27,7 +32,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -38,6 +43,8 @@ from ..storage import migrate
 from ..storage.engine import db_errors
 
 R = TypeVar("R")
+Row = dict[str, Any]
+"""A row of a statement's result, by column name."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,11 @@ class Sql:
     fetch: Literal["all", "none"] = "all"
     autocommit: bool = False
 
+    def __iter__(self) -> Generator[Sql, Any, list[Row]]:
+        """``rows = yield from Sql(...)``: the rows (none with ``fetch="none"``)."""
+        rows: list[Row] = yield self
+        return rows
+
 
 @dataclass(frozen=True)
 class Embed:
@@ -64,6 +76,11 @@ class Embed:
 
     texts: Sequence[str]
     query: bool = False
+
+    def __iter__(self) -> Generator[Embed, Any, list[list[float]]]:
+        """``vectors = yield from Embed(...)``: one vector per text, in order."""
+        vectors: list[list[float]] = yield self
+        return vectors
 
     def run(self, embedder: Embedder) -> list[list[float]]:
         """The vectors, from the embedder's query or document side (sync)."""
@@ -82,7 +99,11 @@ class Embed:
 
 @dataclass(frozen=True)
 class Migrate:
-    pass
+    """Bring the schema up to date (on a connection of its own, committed)."""
+
+    def __iter__(self) -> Generator[Migrate, Any, None]:
+        """``yield from Migrate()``."""
+        yield self
 
 
 @dataclass(frozen=True)
@@ -97,17 +118,27 @@ class Parallel:
 
     parts: tuple[Sql, ...]
 
+    def __iter__(self) -> Generator[Parallel, Any, list[list[Row]]]:
+        """``found = yield from Parallel(...)``: each part's rows, in order."""
+        found: list[list[Row]] = yield self
+        return found
+
 
 @dataclass(frozen=True)
-class Unit:
+class Unit(Generic[R]):
     """Run ``flow`` as a unit of its own, on another connection, committed before the
     reply (its return value) comes back: for set-up that must hold even if the
     operation that triggered it fails afterwards."""
 
-    flow: Generator[Any, Any, Any]
+    flow: Generator[Any, Any, R]
+
+    def __iter__(self) -> Generator[Unit[R], Any, R]:
+        """``result = yield from Unit(flow)``: the sub-flow's result."""
+        result: R = yield self
+        return result
 
 
-Request = Sql | Embed | Migrate | Parallel | Unit
+Request = Sql | Embed | Migrate | Parallel | Unit[Any]
 Flow = Generator[Request, Any, R]
 
 
