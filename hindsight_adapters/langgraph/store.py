@@ -219,7 +219,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
 
     def _queue(self, ops: list[Op]) -> asyncio.Future[list[Any]]:
         """Queue ``ops`` on this tick's batch (a future of their results)."""
-        return self._queue_one(_core_ops(ops))  # type: ignore[arg-type]
+        return self._queue_one(_core_ops(ops))
 
     def _queue_one(self, op: ItemOp | list[ItemOp]) -> asyncio.Future[Any]:
         """Queue a core op (or a list of them) on this tick's batch."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..models import NS_SEPARATOR, Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
-from ..runtime.flow import Embed, Migrate, Sql, Unit
+from ..runtime.flow import Embed, Flow, Migrate, Sql, Unit
 from ..runtime.scan import ScanChoice
 from ..runtime.terms import CommonTerms
 from ..storage import experiences_sql as eq
@@ -72,7 +72,7 @@ class ItemFlows:
 
     # ------------------------------------------------------------------ set-up
 
-    def _ready_flow(self) -> Any:
+    def _ready_flow(self) -> Flow[None]:
         if self._ready:
             return
         yield Migrate()
@@ -81,7 +81,7 @@ class ItemFlows:
             yield Unit(self._index_flow())
         self._ready = True
 
-    def _index_flow(self) -> Any:
+    def _index_flow(self) -> Flow[None]:
         assert self.index is not None
         spec = self.index.spec
         yield Sql(eq.LOCK_META)
@@ -98,7 +98,7 @@ class ItemFlows:
     # ------------------------------------------------------------------ batch
 
     def _batch_flow(self, ops: Sequence[ItemOp], refresh_later: list[Any] | None = None
-                    ) -> Any:
+                    ) -> Flow[list[Result]]:
         """Run ``ops``; ``refresh_later`` (reads on a replica): the TTL refresh is not
         run but appended to it, as a flow for the primary."""
         plan = plan_batch(ops, self.index)
@@ -217,9 +217,9 @@ class ItemFlows:
                          params, autocommit=ac)
         return [ns_from_key(r["ns"]) for r in rows]
 
-    def _sweep_flow(self) -> Any:
+    def _sweep_flow(self) -> Flow[int]:
         yield from self._ready_flow()
-        rows = yield Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
+        rows = yield from Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
         return int(rows[0]["n"])
 
 

@@ -227,7 +227,7 @@ def _has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
 
 
 def _execute(cur: psycopg.Cursor[dict[str, Any]], req: Sql) -> list[dict[str, Any]]:
-    sql = pyformat(req.statement)  # type: ignore[arg-type]
+    sql = pyformat(req.statement)
     if isinstance(req.params, list):
         cur.executemany(sql, req.params)
         return []
@@ -313,7 +313,7 @@ class AsyncWarmConnections(_Warm[AsyncConnection, psycopg.AsyncCursor[Any]]):
                 if cur is None:
                     cur = _driver(conn).cursor(row_factory=_dict_rows)
                 try:
-                    sql = pyformat(req.statement)  # type: ignore[arg-type]
+                    sql = pyformat(req.statement)
                     if isinstance(req.params, list):
                         await cur.executemany(sql, req.params)
                         reply = []

@@ -41,7 +41,7 @@ def write_lsn_flow() -> Flow[int]:
 
 
 def _probe_flow() -> Flow[dict[str, Any]]:
-    rows = yield Sql(REPLICA_STATE, autocommit=True)
+    rows = yield from Sql(REPLICA_STATE, autocommit=True)
     return rows[0]
 
 
