@@ -131,9 +131,9 @@ def get_flow(
     """One checkpoint by id, or the latest of the thread and namespace."""
     params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     if checkpoint_id:
-        rows = yield Sql(q.GET_BY_ID, {**params, "checkpoint_id": checkpoint_id})
+        rows = yield from Sql(q.GET_BY_ID, {**params, "checkpoint_id": checkpoint_id})
     else:
-        rows = yield Sql(q.GET_LATEST, params)
+        rows = yield from Sql(q.GET_LATEST, params)
     return _row(rows[0]) if rows else None
 
 
@@ -162,7 +162,7 @@ def list_flow(
         "before": before,
         "limit": limit,
     }
-    rows = yield Sql(statement, {k: v for k, v in params.items() if v is not None})
+    rows = yield from Sql(statement, {k: v for k, v in params.items() if v is not None})
     return [_row(r) for r in rows]
 
 
@@ -176,7 +176,7 @@ def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[int]:
     """Checkpoints whose ``metadata.run_id`` is given, their writes and orphaned blobs."""
     if not run_ids:
         return 0
-    touched = yield Sql(q.DELETE_FOR_RUNS, {"run_ids": [str(r) for r in run_ids]})
+    touched = yield from Sql(q.DELETE_FOR_RUNS, {"run_ids": [str(r) for r in run_ids]})
     for t in touched:
         yield Sql(q.DELETE_UNREFERENCED_BLOBS, dict(t), fetch="none")
     return len(touched)
@@ -199,7 +199,7 @@ def prune_flow(thread_ids: Sequence[str], strategy: str) -> Flow[None]:
     if strategy == "delete":
         yield from delete_threads_flow(ids)
         return
-    delta = yield Sql(q.DELTA_THREADS, {"thread_ids": ids})
+    delta = yield from Sql(q.DELTA_THREADS, {"thread_ids": ids})
     if delta:
         raise NotImplementedError(
             "keep_latest can't prune threads that use a DeltaChannel: "
@@ -210,5 +210,5 @@ def prune_flow(thread_ids: Sequence[str], strategy: str) -> Flow[None]:
 
 def thread_stats_flow(thread_id: str) -> Flow[dict[str, int]]:
     """Row counts and the largest checkpoint row / blob of a thread (for tests, ops)."""
-    rows = yield Sql(q.COUNT_THREAD, {"thread_id": thread_id})
+    rows = yield from Sql(q.COUNT_THREAD, {"thread_id": thread_id})
     return {k: int(v) for k, v in rows[0].items()}

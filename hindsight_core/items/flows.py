@@ -91,7 +91,7 @@ class ItemFlows:
         })}, fetch="none")
         create = q.ensure_index_sql(spec)
         if create is not None:
-            exists = yield Sql(q.INDEX_EXISTS, {"name": spec.index_name})
+            exists = yield from Sql(q.INDEX_EXISTS, {"name": spec.index_name})
             if not exists:
                 yield Sql(create, fetch="none")
 
@@ -105,14 +105,14 @@ class ItemFlows:
         ac = plan.autocommit
         yield from self._ready_flow()
         # Queries and stored fields are embedded apart (e5-style models prefix each side).
-        qvectors = (yield Embed(plan.queries, query=True)) if plan.queries else []
-        fvectors = (yield Embed([f[3] for f in plan.fields])) if plan.fields else []
+        qvectors = (yield from Embed(plan.queries, query=True)) if plan.queries else []
+        fvectors = (yield from Embed([f[3] for f in plan.fields])) if plan.fields else []
         now = self._now()
         results: list[Result] = [None] * len(ops)
         refresh: dict[tuple[str, str], None] = {}
 
         if plan.gets:
-            rows = yield Sql(q.GET_MANY, get_params(plan.gets), autocommit=ac)
+            rows = yield from Sql(q.GET_MANY, get_params(plan.gets), autocommit=ac)
             for row in rows:
                 i, op = plan.gets[row["idx"] - 1]
                 if self.omit_expired and _expired(row, now):
@@ -161,8 +161,8 @@ class ItemFlows:
         if op.limit == 0:
             return []
         if qvec is None or self.index is None:
-            rows = yield Sql(q.list_sql(len(prefix), spec_f, self.omit_expired), params,
-                             autocommit=ac)
+            rows = yield from Sql(q.list_sql(len(prefix), spec_f, self.omit_expired), params,
+                                  autocommit=ac)
             return [(ItemHit.model_construct(item=_item(r), score=None, breakdown=None),
                      r["ttl_minutes"]) for r in rows]
         spec = self.index.spec
@@ -171,8 +171,8 @@ class ItemFlows:
         n_fields = max(1, len(self.index.fields))
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
-            rows = yield Sql(q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
-                             params, autocommit=ac)
+            rows = yield from Sql(q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
+                                  params, autocommit=ac)
             return [(ItemHit.model_construct(item=_item(r), score=float(r["score"]),
                                              breakdown=None), r["ttl_minutes"]) for r in rows]
         terms = tsquery_terms(op.query or "")
@@ -193,7 +193,7 @@ class ItemFlows:
             q.prefix_params(ns_key(prefix)), ac)
         stmt = q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired, bool(terms),
                                    bool(rare), settings.keyword_scan_limit, exact)
-        rows = yield Sql(stmt, params, autocommit=ac)
+        rows = yield from Sql(stmt, params, autocommit=ac)
         return [(ItemHit.model_construct(
             item=_item(r), score=float(r["final"]),
             breakdown=ScoreBreakdown.model_construct(
@@ -213,8 +213,8 @@ class ItemFlows:
                                   "sep": NS_SEPARATOR, **q.namespace_range(conditions)}
         for i, (kind, labels) in enumerate(conditions):
             params[f"re{i}"] = namespace_pattern(labels, kind)
-        rows = yield Sql(q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired),
-                         params, autocommit=ac)
+        stmt = q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired)
+        rows = yield from Sql(stmt, params, autocommit=ac)
         return [ns_from_key(r["ns"]) for r in rows]
 
     def _sweep_flow(self) -> Flow[int]:

@@ -36,7 +36,7 @@ _NO_EMBEDDER = cast(Embedder, None)  # probes embed nothing
 
 def write_lsn_flow() -> Flow[int]:
     """The primary's WAL insert position, read after a write committed."""
-    rows = yield Sql(WRITE_LSN, autocommit=True)
+    rows = yield from Sql(WRITE_LSN, autocommit=True)
     return int(rows[0]["lsn"])
 
 
