@@ -26,7 +26,7 @@ from hindsight_core.memory.write_plan import (
     record_row,
 )
 from hindsight_core.models import parse_experience
-from hindsight_core.text import merge_veto
+from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text, merge_veto
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 THRESHOLD = 0.92
@@ -172,3 +172,12 @@ def test_exact_neighbours_keeps_those_at_the_threshold_most_similar_first() -> N
 ])
 def test_lookup_parts(n: int, parts: list[tuple[int, int]]) -> None:
     assert lookup_parts(n, 200) == parts
+
+
+@pytest.mark.parametrize(("text", "cjk"), [
+    ("用 pandas 读取 CSV 文件", True), ("清理下载文件夹", True),
+    ("Use the 数据 module for reading", False), ("Check the extension", False),
+])
+def test_which_text_counts_as_cjk_for_the_dedup_coverage(text: str, cjk: bool) -> None:
+    assert is_cjk_text(text) is cjk
+    assert (cjk_share(text) > CJK_TEXT_SHARE) is cjk

@@ -25,6 +25,7 @@ from ..embeddings import (
     ensure_embedder,
     profile_for,
 )
+from ..embeddings.profiles import covers
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -240,8 +241,7 @@ class MemoryBase:
             )
 
     def _covered(self, text: str) -> bool:
-        languages = self.embedder.languages
-        return languages is None or "zh" in languages or not is_cjk_text(text)
+        return covers(self.embedder.languages, text)
 
     @staticmethod
     def _record_fields(row: dict[str, Any]) -> dict[str, Any]:

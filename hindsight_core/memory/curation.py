@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql
 from ..storage import experiences_sql as q
 from .inputs import RecordInput, embedding_text, validate_records
 from .read_flows import RecallFlows
@@ -47,8 +48,9 @@ class CurationFlows(RecallFlows):
         self, ns: str, rid: uuid.UUID | None, kind: str, now: Any,
         detail: dict[str, Any] | None = None,
     ) -> Flow[None]:
-        yield Sql(q.INSERT_EVENT, {"ns": ns, "record_id": rid, "kind": kind, "now": now,
-                                   "detail": json.dumps(detail or {})}, fetch="none")
+        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([{
+            "ns": ns, "record_id": rid, "kind": kind, "now": now,
+            "detail": json.dumps(detail or {})}]), fetch="none")
 
     # ------------------------------------------------------------------ curation
 
@@ -141,14 +143,14 @@ class CurationFlows(RecallFlows):
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(dict.fromkeys(
             s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene))
-        yield Sql(q.INSERT, record_row(
+        yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows([record_row(
             rec, ns=ns, id=new_id, vector=self._vector_fields(text, vector),
             critical=rec.critical or any(r["critical"] for r in live.values()),
             score=max(r["decayed_score"] for r in live.values()),
             use_count=sum(r["use_count"] for r in live.values()),
             occurrences=sum(r["occurrences"] for r in live.values()),
             last_used_at=now, created_at=now, updated_at=now, merged_from=ids,
-            also_scenes=scenes), fetch="none")
+            also_scenes=scenes)]), fetch="none")
         yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})
         yield from self._event(ns, new_id, "merge", now, {"from": [str(i) for i in ids]})
         return (yield from self._get_flow(new_id, namespace))

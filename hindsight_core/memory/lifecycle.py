@@ -26,8 +26,8 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql, namespace_sql, tasks_sql
 from ..storage import experiences_sql as q
-from ..storage import namespace_sql, tasks_sql
 from .base import MemoryBase
 from .inputs import embedding_text
 from .write_plan import record_row
@@ -78,10 +78,10 @@ class LifecycleFlows(MemoryBase):
         evicted = yield from Sql(q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below,
                                       **self.decay_params(now)})
         if evicted:
-            yield Sql(q.INSERT_EVENT, [
+            yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
                 {"ns": r["ns"], "record_id": r["id"], "kind": "archive", "now": now,
                  "detail": json.dumps({"reason": "decayed"})} for r in evicted
-            ], fetch="none")
+            ]), fetch="none")
         items = yield from Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
         tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
         return MaintenanceReport(
@@ -181,7 +181,7 @@ class LifecycleFlows(MemoryBase):
                 vectors = yield from Embed(texts)
                 params = [_import_params(r, self._vector_fields(t, v), now)
                           for r, t, v in zip(new, texts, vectors, strict=True)]
-                yield Sql(q.INSERT, params, fetch="none")
+                yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
             done += len(batch)
             if progress:
                 progress(done, total)

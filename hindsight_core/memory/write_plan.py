@@ -1,11 +1,12 @@
 """What a write does, decided without a database: the plan and its statement parameters.
 
 :func:`plan_write` takes a validated batch, the stored near-duplicates of each record
-and the batch's own similarities, and says which records are new, which merge (into
-a stored record or into an earlier record of the same batch) and why not otherwise
-(the lexical veto). :func:`insert_params` and :func:`merge_params` turn the plan into
-the parameters of ``experiences_sql.INSERT`` / ``MERGE_DUPLICATE`` / ``INSERT_EVENT``;
-:func:`record_row` is the one builder of an ``INSERT`` row, for writes, merges and
+and the batch's own similarities, and says which records are new and which merge
+(into a stored record or into an earlier record of the same batch); a pair above the
+threshold that the lexical veto keeps apart (``same_meaning``) stays two records.
+:func:`insert_params` and :func:`merge_params` turn the plan into one parameter dict
+per row of ``batch_sql.INSERT_ROWS`` / ``MERGE_ROWS`` / ``EVENT_ROWS``;
+:func:`record_row` is the one builder of an inserted row, for writes, merges and
 imports alike. The flow in ``write_flows.py`` only fetches and yields.
 """
 
@@ -172,7 +173,7 @@ def _add_scene(scenes: list[str], scene: str) -> None:
 
 def record_row(rec: Any, *, ns: str, id: uuid.UUID, vector: Mapping[str, Any],
                **state: Any) -> dict[str, Any]:
-    """The parameters of ``experiences_sql.INSERT`` for one record.
+    """One record's row of ``batch_sql.INSERT_ROWS`` (through ``batch_sql.insert_rows``).
 
     Args:
         rec: the record's content (``ExperienceIn`` or an imported record: ``scene``,
@@ -220,7 +221,7 @@ def insert_params(plan: WritePlan, records: Sequence[ExperienceIn], *, ns: str,
 
 def merge_params(plan: WritePlan, *, ns: str, now: datetime
                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``MERGE_DUPLICATE`` and ``INSERT_EVENT`` parameters of the plan's merges into
+    """The ``batch_sql.MERGE_ROWS`` and ``EVENT_ROWS`` rows of the plan's merges into
     stored records (two empty lists when there are none)."""
     updates = [{"ns": ns, "id": rid, "now": now, "added": m.added, "critical": m.critical,
                 "importance": m.importance, "scenes": m.scenes}
