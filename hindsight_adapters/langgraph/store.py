@@ -148,8 +148,10 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
     def amemory(self) -> AsyncMemory:
         """The asyncio core front end on the same database (created on first use)."""
         if self._amemory is None:
+            # The memory's database and embedder (one model loaded, not two).
             self._amemory = AsyncMemory(settings=self.settings, embedder=self._embedder_arg
-                                        or self.memory.embedder, database_url=self._url,
+                                        or self.memory.embedder,
+                                        database_url=self._url or self.memory.database_url,
                                         clock=self.memory.clock)
         return self._amemory
 
