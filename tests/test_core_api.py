@@ -31,6 +31,8 @@ from hindsight_core import (
     Settings,
     ValidationError,
 )
+from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
+from hindsight_core.items import AsyncItems, Items
 from hindsight_core.runtime import host
 
 FILES = {"scene": "files", "trigger": "cleaning the downloads folder",
@@ -318,13 +320,19 @@ def operations(cls: type) -> dict[str, inspect.Signature]:
             if not name.startswith("_") and name not in internal}
 
 
-def test_both_front_ends_offer_the_same_operations() -> None:
-    sync, aio = operations(Memory), operations(AsyncMemory)
-    assert {"write", "search", "export", "reindex", "decay_curve"} <= set(sync)
+@pytest.mark.parametrize(("sync_cls", "async_cls", "some"), [
+    (Memory, AsyncMemory, {"write", "search", "export", "reindex", "decay_curve"}),
+    (Items, AsyncItems, {"put", "get", "search", "batch", "sweep"}),
+    (Checkpoints, AsyncCheckpoints, {"put", "get", "list", "prune", "thread_stats"}),
+], ids=["memory", "items", "checkpoints"])
+def test_both_front_ends_offer_the_same_operations(sync_cls: type, async_cls: type,
+                                                   some: set[str]) -> None:
+    sync, aio = operations(sync_cls), operations(async_cls)
+    assert some <= set(sync)
     assert sorted(sync) == sorted(aio)
     for name, signature in sync.items():
         assert list(signature.parameters.values()) == list(aio[name].parameters.values()), name
-        assert inspect.iscoroutinefunction(getattr(AsyncMemory, name)), name
+        assert inspect.iscoroutinefunction(getattr(async_cls, name)), name
 
 
 def test_every_operation_is_exercised_here() -> None:
