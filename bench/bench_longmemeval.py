@@ -184,12 +184,20 @@ def main() -> None:
     ap.add_argument("--keyword-only", action="store_true",
                     help="keyword-only ranking with random vectors: no model, no embedding "
                     "cache needed (the vectors only choose which semantic candidates join)")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="only the questions whose turns are all in the embedding cache "
+                    "(to compare two versions while the cache is still being filled; "
+                    "results go to longmemeval_cached.json)")
     ap.add_argument("--db-suffix", default="", help="database name suffix (e.g. per library "
                     "version, to compare two versions on their own databases)")
     args = ap.parse_args()
     roles = ("user",) if args.turns == "user" else ("user", "assistant")
     suffix = "_user" if args.turns == "user" else ""
     qs = cache.questions()
+    if args.cached_only:
+        have = cache.load()
+        qs = [q for q in qs if all(cache.key(t) in have for t in cache.turn_texts([q], roles))]
+        print(f"{len(qs)} questions with every turn cached", flush=True)
     emb: Any = (HashEmbedder() if args.keyword_only
                 else CachedEmbedder(cache.fill(cache.turn_texts(qs, roles))))
     from hindsight_core.storage import embedded
@@ -224,8 +232,11 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     if args.keyword_only:
         suffix += "_keyword"
+    if args.cached_only:
+        suffix += "_cached"
     (RESULTS / f"longmemeval{suffix}.json").write_text(json.dumps({
         "machine": c.machine(), "nice": os.nice(0), "questions": len(qs), "turns": args.turns,
+        "question_ids": [q["question_id"] for q in qs] if args.cached_only else None,
         "load_turns_per_s": load_rate, "settings": Settings().model_dump(include={
             "semantic_weight", "keyword_weight", "score_weight", "keyword_scan_limit"}),
         "results": results, "table": table(results)}, indent=2))

@@ -112,7 +112,8 @@ def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
 
 
 def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: int,
-                  queries: int, recall_only: bool = False) -> dict[str, Any]:
+                  queries: int, *, recall: bool = True, writes: bool = True
+                  ) -> dict[str, Any]:
     ns = mem.namespace_key(None)
     # The steady state autovacuum keeps: statistics fresh and the GIN pending list
     # merged (right after a bulk load, every keyword search scans a pending list of
@@ -126,6 +127,8 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
     with mem.engine.connect() as conn:
         searched = conn.execute(sa.text(f"SELECT count(*) FROM {TABLE} WHERE ns = :ns"),
                                 {"ns": ns}).scalar_one()
+    if not recall:
+        return {"size": size, "searched_records": searched, **measure_writes(mem, work, ns)}
     texts = work.queries(queries)
     ours: list[float] = []
     floor: list[float] = []
@@ -153,10 +156,15 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
                 run(i)
             out.append(t[0] * 1000)
     ours_p, floor_p = c.percentiles(ours), c.percentiles(floor)
-    if recall_only:
-        return {"size": size, "searched_records": searched, "records": searched,
-                "recall_ms": ours_p, "hand_ms": floor_p,
-                "ratio_p50": round(ours_p["p50"] / floor_p["p50"], 2)}
+    recalled = {"size": size, "searched_records": searched, "recall_ms": ours_p,
+                "hand_ms": floor_p, "ratio_p50": round(ours_p["p50"] / floor_p["p50"], 2)}
+    if not writes:
+        return {**recalled, "records": searched}
+    return {**recalled, **measure_writes(mem, work, ns)}
+
+
+def measure_writes(mem: Memory, work: Workload, ns: str) -> dict[str, Any]:
+    """write(), write_many (unique, and with 40 % duplicates) and the table's size."""
 
     def single(i: int) -> None:
         mem.write(work.records(1)[0])
@@ -192,9 +200,7 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
     return {
         # recall is measured on `searched` records; the writes measured after it
         # leave `records` (the table sizes are taken then too)
-        "size": size, "searched_records": searched, "records": live,
-        "recall_ms": ours_p, "hand_ms": floor_p,
-        "ratio_p50": round(ours_p["p50"] / floor_p["p50"], 2),
+        "records": live,
         "write_single_ms": single_p,
         "write_many_unique_rps": round(unique_rps),
         "write_many_dedup_rps": round(dedup_rps), "dedup_batch": len(mixed_batch),
@@ -260,6 +266,8 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
     ap.add_argument("--reuse", action="store_true",
                     help="measure again on the database a --keep run left (no growth)")
+    ap.add_argument("--writes-only", action="store_true",
+                    help="measure only the writes (no recall, no end-to-end figures)")
     ap.add_argument("--recall-only", action="store_true",
                     help="recall against the hand-written query only (no writes, no "
                          "end-to-end run, no result files): quick iterations with --reuse")
@@ -293,13 +301,14 @@ def main() -> None:
                     results = mem.write_many(batch)
                 growth.append(len(batch) / t[0])
                 stored += sum(r.status == "inserted" for r in results)
-            row = measure_scale(mem, work, hand, size, args.queries, args.recall_only)
+            row = measure_scale(mem, work, hand, size, args.queries,
+                                recall=not args.writes_only, writes=not args.recall_only)
             stored = row["records"]
             rows.append(row)
             print(json.dumps(row), flush=True)
         if args.recall_only:
             return
-        e2e = end_to_end(db_url, ns, work, args.e2e_queries)
+        e2e = None if args.writes_only else end_to_end(db_url, ns, work, args.e2e_queries)
         print(json.dumps({"end_to_end": e2e}), flush=True)
     finally:
         hand.close()
@@ -307,8 +316,9 @@ def main() -> None:
         if not args.keep:
             drop()
     RESULTS.mkdir(exist_ok=True)
-    if args.reuse:
-        (RESULTS / "recall_rerun.json").write_text(json.dumps(
+    if args.reuse or args.writes_only:
+        name = "recall_writes.json" if args.writes_only else "recall_rerun.json"
+        (RESULTS / name).write_text(json.dumps(
             {"machine": c.machine(), "nice": os.nice(0), "scales": rows, "end_to_end": e2e},
             indent=2))
         return

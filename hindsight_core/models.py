@@ -245,7 +245,9 @@ def parse_experience(
 class ScoreBreakdown(BaseModel):
     """Why a record came back: each part of its final score.
 
-    ``relevance = semantic_weight * semantic + keyword_weight * keyword`` and
+    ``relevance = semantic_weight * semantic + keyword_weight * keyword`` (the keyword
+    weight scaled by ``1 - cosine_floor`` of the embedding model: 0.3 of it for e5
+    models, see ``embeddings.profiles.keyword_weight``) and
     ``final = relevance * decay ** score_weight``.
     """
 

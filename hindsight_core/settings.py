@@ -88,6 +88,13 @@ class Settings(BaseSettings):
         default=None,
         description="Put before every stored text. Unset: the model's ('passage: ' for e5).",
     )
+    embedding_cosine_floor: float | None = Field(
+        default=None, ge=0, lt=1,
+        description="The cosine typical of unrelated texts with this model; recall's "
+        "keyword weight is scaled by 1 - it, so that a keyword match weighs as much "
+        "against the model's spread of cosines as with any model. Unset: the model's "
+        "(0; 0.7 for e5 models, whose cosines lie in 0.7-1.0).",
+    )
     embedding_base_url: str | None = None
     embedding_api_key: SecretStr | None = None
     embedding_dimensions: int | None = Field(default=None, ge=1, le=16_000)
@@ -134,11 +141,13 @@ class Settings(BaseSettings):
         ge=0,
         le=1,
         description="Relevance floor: recall and hybrid item search leave out hits whose "
-        "fused relevance (semantic_weight x semantic + keyword_weight x keyword) is below it. "
-        "semantic is the cosine similarity; keyword the share of the query's IDF-weighted "
-        "terms (those found in the namespace) that the hit matches, at average length, "
-        "0..1 and comparable across queries: e.g. 0.5 with the default weights needs a "
-        "cosine of ~0.5 and half the query's weight in matching terms.",
+        "fused relevance (semantic_weight x semantic + keyword_weight x keyword, the "
+        "keyword weight scaled by 1 - the model's cosine floor) is below it. semantic is "
+        "the cosine similarity; keyword the share of the query's IDF-weighted terms (all "
+        "of them when the model covers the query's language, else those found in the "
+        "namespace) that the hit matches, at average length, 0..1 and comparable across "
+        "queries: e.g. 0.5 with the default weights and model needs a cosine of ~0.5 and "
+        "half the query's weight in matching terms.",
     )
 
     # --- reflection (LLM) ----------------------------------------------------------

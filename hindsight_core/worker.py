@@ -32,7 +32,7 @@ def pending_flow(memory: FlowContext, limit: int, grace: timedelta, skip: set[uu
     from .reflection.tasks import to_trajectory
 
     yield from memory.ready_flow()
-    rows = yield Sql(worker_sql.PENDING_TASKS, {
+    rows = yield from Sql(worker_sql.PENDING_TASKS, {
         "before": memory.now() - grace, "limit": limit,
         "skip": [str(s) for s in skip]})
     return [(ns_from_key(row["ns"]), to_trajectory(row)) for row in rows]

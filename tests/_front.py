@@ -28,7 +28,7 @@ class Front:
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.memory, name)
-        if not callable(attr):
+        if not inspect.ismethod(attr):  # settings, namespace, embedder, ...
             return attr
 
         async def call(*args: Any, **kwargs: Any) -> Any:

@@ -3,15 +3,19 @@
 Each scenario below is one async body run on either front end by the ``api`` fixture
 (``tests/_front.py``): it asserts what the calls did, and returns what they returned.
 ``test_front_ends_agree`` runs every scenario on both front ends and compares those
-transcripts, so the two cannot drift apart unnoticed.
+transcripts, so the two cannot drift apart unnoticed; the last two tests check that
+both offer the same operations and that a scenario here calls each of them.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
+import re
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +23,17 @@ from _clock import Clock
 from _front import Front, Scenario, transcript
 from conftest import FRONT_START, MakeFront
 
-from hindsight_core import ImportFormatError, NotFoundError, Settings, ValidationError
+from hindsight_core import (
+    AsyncMemory,
+    ImportFormatError,
+    Memory,
+    NotFoundError,
+    Settings,
+    ValidationError,
+)
+from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
+from hindsight_core.items import AsyncItems, Items
+from hindsight_core.runtime import host
 
 FILES = {"scene": "files", "trigger": "cleaning the downloads folder",
          "lesson": "Check the extension before deleting files"}
@@ -294,3 +308,36 @@ async def test_front_ends_agree(make_front: MakeFront, request: pytest.FixtureRe
         front = make_front(kind, namespace, clock=clock, **kwargs)
         runs.append(transcript(await scenario(front, clock), namespace))
     assert runs[0] == runs[1]
+
+
+def operations(cls: type) -> dict[str, inspect.Signature]:
+    """The public operations of a front end: its public methods but the internal host
+    API (``runtime/host.py``) and closing."""
+    internal = {n for proto in (host.FlowHost, host.AsyncFlowHost, host.RecordContext)
+                for n in dir(proto)} | {"close", "aclose"}
+    return {name: inspect.signature(member)
+            for name, member in inspect.getmembers(cls, inspect.isfunction)
+            if not name.startswith("_") and name not in internal}
+
+
+@pytest.mark.parametrize(("sync_cls", "async_cls", "some"), [
+    (Memory, AsyncMemory, {"write", "search", "export", "reindex", "decay_curve"}),
+    (Items, AsyncItems, {"put", "get", "search", "batch", "sweep"}),
+    (Checkpoints, AsyncCheckpoints, {"put", "get", "list", "prune", "thread_stats"}),
+], ids=["memory", "items", "checkpoints"])
+def test_both_front_ends_offer_the_same_operations(sync_cls: type, async_cls: type,
+                                                   some: set[str]) -> None:
+    sync, aio = operations(sync_cls), operations(async_cls)
+    assert some <= set(sync)
+    assert sorted(sync) == sorted(aio)
+    for name, signature in sync.items():
+        assert list(signature.parameters.values()) == list(aio[name].parameters.values()), name
+        assert inspect.iscoroutinefunction(getattr(async_cls, name)), name
+
+
+def test_every_operation_is_exercised_here() -> None:
+    """A new public method of Memory fails this until a scenario above calls it."""
+    source = Path(__file__).read_text(encoding="utf-8")
+    called = set(re.findall(r"api\.(\w+)\(", source))
+    called |= set(re.findall(r'^\s+\("(\w+)", ', source, re.MULTILINE))  # bad_input's calls
+    assert sorted(set(operations(Memory)) - called) == []

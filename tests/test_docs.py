@@ -38,7 +38,8 @@ def test_python_tour_runs(fresh_db: str, embedder, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(base, "embedder_from_settings", lambda settings: embedder)
     namespace: dict[str, object] = {}
     exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
-    assert namespace["result"].status in ("inserted", "merged")  # type: ignore[attr-defined]
+    first = namespace["result"]
+    assert first.status == "inserted"  # type: ignore[attr-defined]  # a fresh database
     # the reflection example continues with the same `mem`
     reflection = README.split("## Reflection", 1)[1].split("```python", 1)[1].split("```")[0]
     exec(compile(reflection, "README.md", "exec"), namespace)  # noqa: S102
@@ -47,6 +48,8 @@ def test_python_tour_runs(fresh_db: str, embedder, monkeypatch: pytest.MonkeyPat
     mem = namespace["mem"]
     try:
         assert "--user" in mem.get(written[0].id).lesson  # type: ignore[attr-defined]
+        # the tour's search found its lesson and marked it used
+        assert mem.get(first.id).use_count == 1  # type: ignore[attr-defined]
     finally:
         mem.close()  # type: ignore[attr-defined]
 

@@ -99,19 +99,6 @@ def test_inspect_errors(memory: Memory) -> None:
         memory.count_records(archived="yes")  # type: ignore[arg-type]
 
 
-async def test_async_parity(amemory: AsyncMemory) -> None:
-    rid = (await amemory.write(RECORDS[0])).id
-    await amemory.mark_used(rid)
-    ns = await amemory.namespaces(prefix=amemory.namespace)
-    assert [(n.namespace, n.records) for n in ns] == [(amemory.namespace, 1)]
-    assert [s.scene for s in await amemory.scenes()] == ["files"]
-    assert await amemory.count_records() == 1
-    assert [p.kind for p in await amemory.activity()] == ["used"]
-    assert [e.kind for e in await amemory.history(rid)] == ["used"]
-    curve = await amemory.decay_curve(rid, points=5)
-    assert len(curve.points) == 5 and curve.points[0].score == pytest.approx(1.1)
-
-
 def _cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_UI_TOKEN"} | env
     command = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()", *args]

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("langgraph.checkpoint.conformance")
+pytest.importorskip("langgraph.checkpoint.conformance",
+                    reason="langgraph-checkpoint-conformance (the dev extra) is not installed")
 
 from _lg_checkpoint_util import async_saver  # noqa: E402
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402

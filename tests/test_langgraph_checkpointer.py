@@ -9,7 +9,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-pytest.importorskip("langgraph")
+pytest.importorskip("langgraph", reason="needs the langgraph extra")
 
 from _lg_checkpoint_util import async_saver, sync_saver  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402

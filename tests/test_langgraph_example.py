@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("langgraph.prebuilt")
+pytest.importorskip("langgraph.prebuilt", reason="needs the langgraph extra")
 
 from hindsight_adapters.langgraph import HindsightCheckpointer  # noqa: E402
 from hindsight_core import Memory  # noqa: E402

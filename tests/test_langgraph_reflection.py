@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 
-pytest.importorskip("langgraph.prebuilt")
+pytest.importorskip("langgraph.prebuilt", reason="needs the langgraph extra")
 
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import (  # noqa: E402

@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 from langgraph.store.base import PutOp
 
 from hindsight_adapters.langgraph import HindsightSearchItem, HindsightStore, LangChainEmbedder
-from hindsight_core import Memory, Settings
+from hindsight_core import EmbeddingError, Memory, Settings
 from hindsight_core.models import ns_key
 from tests._clock import Clock
 from tests._lg_store_util import DIMS, char_embed
@@ -184,7 +184,7 @@ async def test_hybrid_async_with_langchain_embeddings(settings: Settings, ns) ->
 
 def test_embed_function_and_wrong_dims(settings: Settings, ns) -> None:
     store = HindsightStore(settings=settings, index={"dims": DIMS + 1, "embed": char_embed})
-    with pytest.raises(Exception, match="dimension"):
+    with pytest.raises(EmbeddingError, match="dimension"):
         store.put(ns, "a", {"text": "x"})
     assert store.get(ns, "a") is None  # nothing written
     store.close()

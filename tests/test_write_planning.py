@@ -26,7 +26,7 @@ from hindsight_core.memory.write_plan import (
     record_row,
 )
 from hindsight_core.models import parse_experience
-from hindsight_core.text import merge_veto
+from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text, merge_veto
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 THRESHOLD = 0.92
@@ -117,6 +117,16 @@ def test_the_more_similar_of_stored_and_batch_wins() -> None:
     assert p.absorbed[0] == 0
 
 
+def test_of_two_equally_similar_batch_records_the_earlier_wins() -> None:
+    records = [rec("Check the extension first"), rec("Verify the extension first"),
+               rec("Check the extension first.")]
+    sims = [[1, .5, .95], [.5, 1, .95], [.95, .95, 1]]
+    p = plan(records, sims)
+    assert p.inserts == [0, 1] and p.results[2].id == p.ids[0]
+    sims[2][1] = sims[1][2] = .96
+    assert plan(records, sims).results[2].id == plan(records, sims).ids[1], "the closer wins"
+
+
 def test_below_the_threshold_nothing_merges() -> None:
     records = [rec("Check the extension first"), rec("Verify the extension first")]
     near = {1: [{"id": uuid.uuid4(), "lesson": "Check the extension first", "similarity": .91}]}
@@ -172,3 +182,12 @@ def test_exact_neighbours_keeps_those_at_the_threshold_most_similar_first() -> N
 ])
 def test_lookup_parts(n: int, parts: list[tuple[int, int]]) -> None:
     assert lookup_parts(n, 200) == parts
+
+
+@pytest.mark.parametrize(("text", "cjk"), [
+    ("用 pandas 读取 CSV 文件", True), ("清理下载文件夹", True),
+    ("Use the 数据 module for reading", False), ("Check the extension", False),
+])
+def test_which_text_counts_as_cjk_for_the_dedup_coverage(text: str, cjk: bool) -> None:
+    assert is_cjk_text(text) is cjk
+    assert (cjk_share(text) > CJK_TEXT_SHARE) is cjk

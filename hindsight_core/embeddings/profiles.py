@@ -4,7 +4,8 @@ A profile is looked up by model name (``intfloat/multilingual-e5-small``,
 ``all-MiniLM-L6-v2``) or, for a model given by local directory, by the directory's
 model card (``language:`` in ``README.md``) and its name. Settings override every
 field (``HINDSIGHT_EMBEDDING_LANGUAGES``, ``HINDSIGHT_EMBEDDING_QUERY_PREFIX``,
-``HINDSIGHT_EMBEDDING_DOCUMENT_PREFIX``, ``HINDSIGHT_DEDUP_THRESHOLD``).
+``HINDSIGHT_EMBEDDING_DOCUMENT_PREFIX``, ``HINDSIGHT_EMBEDDING_COSINE_FLOOR``,
+``HINDSIGHT_DEDUP_THRESHOLD``).
 
 A model nothing is known about counts as English-only: dedup of other languages then
 needs the same content words, which can keep a rewording apart but never merges two
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigurationError
+from ..text import is_cjk_text
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -41,6 +43,14 @@ class ModelProfile:
             Models whose similarities crowd near 1 need a higher one: with
             multilingual-e5-small, unrelated lessons reach 0.94, rewordings 0.94-0.99.
         dim: the vector dimension when known without loading the model.
+        cosine_floor: the cosine typical of unrelated texts, where the model's
+            useful range of similarities starts (0 for most models). Recall's
+            fusion scales the keyword weight by ``1 - cosine_floor``
+            (:func:`keyword_weight`), so that a keyword match weighs as much against
+            the model's spread of cosines as with a model whose unrelated texts sit
+            near 0: the e5 models' cards say their cosines "distribute around 0.7 to
+            1.0", so a lesson's cosine margin over the next is ~0.01-0.03, and the
+            keyword side's full 0.3 outweighed any of them.
     """
 
     languages: frozenset[str] | None = ENGLISH
@@ -48,13 +58,13 @@ class ModelProfile:
     document_prefix: str = ""
     dedup_threshold: float = DEFAULT_DEDUP_THRESHOLD
     dim: int | None = None
-
-
+    cosine_floor: float = 0.0
 
 
 def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfile:
-    """e5 models: trained with prefixes; cosines crowd near 1 (measured in bench_zh)."""
-    return ModelProfile(languages, "query: ", "passage: ", 0.96, dim)
+    """e5 models: trained with prefixes (and a temperature of 0.01, whence cosines of
+    0.7-1.0: their model cards); cosines crowd near 1 (measured in bench_zh)."""
+    return ModelProfile(languages, "query: ", "passage: ", 0.96, dim, cosine_floor=0.7)
 
 
 # Matched against the model name without its organisation, lower-cased; first match wins.
@@ -164,7 +174,28 @@ def profile_from_settings(settings: Settings, model_name: str) -> ModelProfile:
         changes["document_prefix"] = settings.embedding_document_prefix
     if settings.dedup_threshold is not None:
         changes["dedup_threshold"] = settings.dedup_threshold
+    if settings.embedding_cosine_floor is not None:
+        changes["cosine_floor"] = settings.embedding_cosine_floor
     return replace(profile, **changes) if changes else profile
+
+
+def covers(languages: frozenset[str] | None, text: str) -> bool:
+    """Whether a model of ``languages`` (``None``: any) embeds ``text`` well: text
+    mostly in CJK characters needs a multilingual model or one declaring ``zh``;
+    other text counts as covered by every model (an English-only model reads it)."""
+    return languages is None or "zh" in languages or not is_cjk_text(text)
+
+
+def keyword_weight(settings: Settings, embedder: Any) -> float:
+    """Recall's keyword weight with ``embedder``: the ``keyword_weight`` setting scaled
+    by ``1 - cosine_floor`` (the ``embedding_cosine_floor`` setting when given, else
+    the embedder's own, else its model's profile's; see :class:`ModelProfile`)."""
+    floor = settings.embedding_cosine_floor
+    if floor is None:
+        floor = getattr(embedder, "cosine_floor", None)
+    if floor is None:
+        floor = profile_for(embedder.model_name).cosine_floor
+    return settings.keyword_weight * (1 - float(floor))
 
 
 def prefixed(texts: Sequence[str], prefix: str) -> list[str]:

@@ -52,6 +52,7 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
         self.profile = profile or profile_for(model_name)
         self.languages = self.profile.languages
         self.dedup_threshold = self.profile.dedup_threshold
+        self.cosine_floor = self.profile.cosine_floor
         # Known dimensions, so that opening a database does not need to load the model.
         self._dim = self.profile.dim
 

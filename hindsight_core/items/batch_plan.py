@@ -89,40 +89,49 @@ def plan_batch(ops: Sequence[ItemOp], index: ItemIndex | None) -> BatchPlan:
     """
     plan = BatchPlan()
     for i, op in enumerate(ops):
-        if isinstance(op, GetItem):
-            check_namespace(op.namespace)
-            plan.gets.append((i, op))
-        elif isinstance(op, SearchItems):
-            check_namespace(op.namespace_prefix, field="namespace_prefix", allow_empty=True)
-            check_page(op.limit, op.offset)
-            parse_filter(op.filter)
-            plan.searches.append((i, op))
-        elif isinstance(op, ListNamespaces):
-            for _, labels in op.conditions:
-                check_namespace(labels, field="match condition", allow_empty=True)
-            check_page(op.limit, op.offset)
-            plan.lists.append((i, op))
-        elif isinstance(op, PutItem):
-            ns = ns_key(check_namespace(op.namespace))
-            ttl = check_ttl(op.ttl)
-            if op.value is not None:
-                dump_value(op.value, op.key)
-            plan.puts.pop((ns, op.key), None)  # the last one wins, in the batch's order
-            plan.puts[(ns, op.key)] = (op, ttl)
-        else:
-            raise ValidationError(f"unknown operation {type(op).__name__}", field="ops")
-    if index is None:
-        return plan
-    for i, op in plan.searches:
-        if op.query:
-            plan.query_of[i] = len(plan.queries)
-            plan.queries.append(op.query)
-    for (ns, key), (op, _) in plan.puts.items():
-        if op.value is None or op.index is False:
-            continue
-        paths = index.fields if op.index is None else tuple(op.index)
-        plan.fields.extend((ns, key, f, t) for f, t in field_texts(op.value, paths))
+        _add(plan, i, op)
+    if index is not None:
+        _texts_to_embed(plan, index)
     return plan
+
+
+def _add(plan: BatchPlan, i: int, op: ItemOp) -> None:
+    """Check operation ``i`` and put it in its group."""
+    if isinstance(op, GetItem):
+        check_namespace(op.namespace)
+        plan.gets.append((i, op))
+    elif isinstance(op, SearchItems):
+        check_namespace(op.namespace_prefix, field="namespace_prefix", allow_empty=True)
+        check_page(op.limit, op.offset)
+        parse_filter(op.filter)
+        plan.searches.append((i, op))
+    elif isinstance(op, ListNamespaces):
+        for _, labels in op.conditions:
+            check_namespace(labels, field="match condition", allow_empty=True)
+        check_page(op.limit, op.offset)
+        plan.lists.append((i, op))
+    elif isinstance(op, PutItem):
+        ns = ns_key(check_namespace(op.namespace))
+        ttl = check_ttl(op.ttl)
+        if op.value is not None:
+            dump_value(op.value, op.key)
+        plan.puts.pop((ns, op.key), None)  # the last one wins, in the batch's order
+        plan.puts[(ns, op.key)] = (op, ttl)
+    else:
+        raise ValidationError(f"unknown operation {type(op).__name__}", field="ops")
+
+
+def _texts_to_embed(plan: BatchPlan, index: ItemIndex) -> None:
+    """The search queries, then the puts' indexed fields."""
+    for i, search in plan.searches:
+        if search.query:
+            plan.query_of[i] = len(plan.queries)
+            plan.queries.append(search.query)
+    for (ns, key), (put, _) in plan.puts.items():
+        if put.value is None or put.index is False:
+            continue
+        paths = index.fields if put.index is None else tuple(put.index)
+        plan.fields.extend((ns, key, f, t) for f, t in field_texts(put.value, paths))
 
 
 def parse_filter(flt: Any) -> tuple[FilterSpec, list[Any]]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..embeddings.profiles import covers, keyword_weight
 from ..errors import ValidationError
 from ..models import NS_SEPARATOR, Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..runtime.flow import Embed, Migrate, Sql, Unit
@@ -36,6 +37,7 @@ from .batch_plan import (
 )
 from .batch_plan import parse_filter as parse_filter  # re-exported: items/__init__.py
 from .ops import (
+    GetItem,
     ItemIndex,
     ItemOp,
     ListNamespaces,
@@ -68,6 +70,10 @@ class ItemFlows:
         raise NotImplementedError
 
     def _settings(self) -> Any:  # pragma: no cover - provided by the front end
+        raise NotImplementedError
+
+    @property
+    def embedder(self) -> Any:  # pragma: no cover - provided by the front end
         raise NotImplementedError
 
     # ------------------------------------------------------------------ set-up
@@ -112,14 +118,7 @@ class ItemFlows:
         refresh: dict[tuple[str, str], None] = {}
 
         if plan.gets:
-            rows = yield Sql(q.GET_MANY, get_params(plan.gets), autocommit=ac)
-            for row in rows:
-                i, op = plan.gets[row["idx"] - 1]
-                if self.omit_expired and _expired(row, now):
-                    continue
-                results[i] = _item(row)
-                if op.refresh_ttl and row["ttl_minutes"] is not None:
-                    refresh[(row["ns"], row["key"])] = None
+            yield from self._gets(plan.gets, now, ac, results, refresh)
         # Identical reads in one batch run once, and share one result list (as in
         # LangGraph's batched stores): 2,000 identical searches of a batch each built
         # their own hits, and the garbage collector traced them all.
@@ -132,13 +131,11 @@ class ItemFlows:
                 seen[sig] = (hits, [hit for hit, _ in hits])
             hits, results[i] = seen[sig]
             if op.refresh_ttl:
-                for hit, ttl in hits:
-                    if ttl is not None:
-                        refresh[(ns_key(hit.item.namespace), hit.item.key)] = None
-        for i, op in plan.lists:
-            if op not in seen:
-                seen[op] = yield from self._list_namespaces(op, now, ac)
-            results[i] = seen[op]
+                refresh.update((_key(hit), None) for hit, ttl in hits if ttl is not None)
+        for i, listing in plan.lists:
+            if listing not in seen:
+                seen[listing] = yield from self._list_namespaces(listing, now, ac)
+            results[i] = seen[listing]
         for stmt, params in put_statements(plan.puts, plan.fields, fvectors, now):
             yield Sql(stmt, params, fetch="none", autocommit=ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
@@ -149,6 +146,19 @@ class ItemFlows:
             else:
                 refresh_later.append(req)
         return results
+
+    def _gets(self, gets: Sequence[tuple[int, GetItem]], now: datetime, ac: bool,
+              results: list[Result], refresh: dict[tuple[str, str], None]) -> Any:
+        """The batch's gets in one statement: each item into ``results`` at its get's
+        place, those to extend into ``refresh``."""
+        rows = yield Sql(q.GET_MANY, get_params(gets), autocommit=ac)
+        for row in rows:
+            i, op = gets[row["idx"] - 1]
+            if self.omit_expired and _expired(row, now):
+                continue
+            results[i] = _item(row)
+            if op.refresh_ttl and row["ttl_minutes"] is not None:
+                refresh[(row["ns"], row["key"])] = None
 
     def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool
                 ) -> Any:
@@ -183,8 +193,11 @@ class ItemFlows:
         rare = [t for t in terms if t not in common]
         params.update({
             "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
-            "w_sem": settings.semantic_weight, "w_kw": settings.keyword_weight,
+            "tsq_cand": fts.tsquery_literal(rare),
+            **fts.bm25_params(terms, common,
+                              whole_query=covers(self.embedder.languages, op.query or "")),
+            "w_sem": settings.semantic_weight,
+            "w_kw": keyword_weight(settings, self.embedder),
             "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
             **eq.params_for_decay(settings, now),
         })
@@ -221,6 +234,10 @@ class ItemFlows:
         yield from self._ready_flow()
         rows = yield Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
         return int(rows[0]["n"])
+
+
+def _key(hit: ItemHit) -> tuple[str, str]:
+    return ns_key(hit.item.namespace), hit.item.key
 
 
 def _expired(row: dict[str, Any], now: datetime) -> bool:

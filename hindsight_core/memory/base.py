@@ -25,6 +25,7 @@ from ..embeddings import (
     ensure_embedder,
     profile_for,
 )
+from ..embeddings.profiles import covers
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -157,15 +158,15 @@ class MemoryBase:
         """
         if self._ready:
             return
-        yield Migrate()
-        self._ready = yield Unit(self._setup_flow(check_model))
+        yield from Migrate()
+        self._ready = yield from Unit(self._setup_flow(check_model))
 
     def _setup_flow(self, check_model: bool) -> Flow[bool]:
         """Record the model (first use) or check it; build the index. True when the
         configured model is the recorded one (with ``check_model=False`` a mismatch is
         let through, for stats and ``reindex``, and the memory is not ready)."""
         yield Sql(q.LOCK_META)
-        rows = yield Sql(q.GET_META, {"key": "embedding"})
+        rows = yield from Sql(q.GET_META, {"key": "embedding"})
         if rows:
             adopt_recorded_dim(self.embedder, rows[0]["value"])
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
@@ -181,7 +182,7 @@ class MemoryBase:
                 f"HINDSIGHT_EMBEDDING_MODEL={have.get('model')}, or run `hindsight reindex` to "
                 "re-embed every record with the new model."
             )
-        present = yield Sql(q.index_exists_sql(want["dim"]))
+        present = yield from Sql(q.index_exists_sql(want["dim"]))
         if not present:
             yield from self._build_index_flow(want["dim"])
         return True
@@ -211,7 +212,7 @@ class MemoryBase:
                 self._query_cache.move_to_end(query)
         if cached is not None:
             return cached
-        vectors = yield Embed([query], query=True)
+        vectors = yield from Embed([query], query=True)
         return self._cache_query(query, vectors)
 
     def _cache_query(self, query: str, vectors: list[list[float]]) -> QueryVector:
@@ -240,8 +241,7 @@ class MemoryBase:
             )
 
     def _covered(self, text: str) -> bool:
-        languages = self.embedder.languages
-        return languages is None or "zh" in languages or not is_cjk_text(text)
+        return covers(self.embedder.languages, text)
 
     @staticmethod
     def _record_fields(row: dict[str, Any]) -> dict[str, Any]:

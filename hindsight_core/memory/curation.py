@@ -11,6 +11,7 @@ from typing import Any
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, parse_id
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql
 from ..storage import experiences_sql as q
 from .inputs import RecordInput, embedding_text, validate_records
 from .read_flows import RecallFlows
@@ -36,7 +37,7 @@ class CurationFlows(RecallFlows):
         yield from self.ready_flow()
         now = self.now()
         stmt = q.MARK_HELPFUL if helpful else q.MARK_UNHELPFUL
-        rows = yield Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
+        rows = yield from Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
                                 **self.decay_params(now)})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
@@ -47,8 +48,9 @@ class CurationFlows(RecallFlows):
         self, ns: str, rid: uuid.UUID | None, kind: str, now: Any,
         detail: dict[str, Any] | None = None,
     ) -> Flow[None]:
-        yield Sql(q.INSERT_EVENT, {"ns": ns, "record_id": rid, "kind": kind, "now": now,
-                                   "detail": json.dumps(detail or {})}, fetch="none")
+        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([{
+            "ns": ns, "record_id": rid, "kind": kind, "now": now,
+            "detail": json.dumps(detail or {})}]), fetch="none")
 
     # ------------------------------------------------------------------ curation
 
@@ -62,9 +64,9 @@ class CurationFlows(RecallFlows):
         now = self.now()
         stmt = {"forget": q.DELETE, "archive": q.ARCHIVE, "restore": q.RESTORE,
                 "critical": q.SET_CRITICAL}[kind]
-        rows = yield Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
+        rows = yield from Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
         if not rows:
-            exists = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(now)})
+            exists = yield from Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(now)})
             if not exists:
                 raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
             state = "archived" if kind == "archive" else "live"
@@ -98,7 +100,7 @@ class CurationFlows(RecallFlows):
         (rec,) = validate_records([merged], self.settings)
         self._warn_language([rec.lesson])
         text = embedding_text(rec)
-        (vector,) = yield Embed([text])
+        (vector,) = yield from Embed([text])
         now = self.now()
         yield Sql(q.EDIT, {
             "ns": self.namespace_key(namespace), "id": current.id, "now": now, "scene": rec.scene,
@@ -128,7 +130,7 @@ class CurationFlows(RecallFlows):
         (rec,) = validate_records([into], self.settings)
         yield from self.ready_flow()
         now = self.now()
-        sources = yield Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
+        sources = yield from Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
         live = {r["id"]: r for r in sources if r["archived_at"] is None}
         missing = [str(i) for i in ids if i not in live]
         if missing:
@@ -136,19 +138,19 @@ class CurationFlows(RecallFlows):
                 f"cannot merge: no live record {', '.join(missing)} in namespace {self._show(ns)}"
             )
         text = embedding_text(rec)
-        (vector,) = yield Embed([text])
+        (vector,) = yield from Embed([text])
         new_id = self._new_id()
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(dict.fromkeys(
             s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene))
-        yield Sql(q.INSERT, record_row(
+        yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows([record_row(
             rec, ns=ns, id=new_id, vector=self._vector_fields(text, vector),
             critical=rec.critical or any(r["critical"] for r in live.values()),
             score=max(r["decayed_score"] for r in live.values()),
             use_count=sum(r["use_count"] for r in live.values()),
             occurrences=sum(r["occurrences"] for r in live.values()),
             last_used_at=now, created_at=now, updated_at=now, merged_from=ids,
-            also_scenes=scenes), fetch="none")
+            also_scenes=scenes)]), fetch="none")
         yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})
         yield from self._event(ns, new_id, "merge", now, {"from": [str(i) for i in ids]})
         return (yield from self._get_flow(new_id, namespace))

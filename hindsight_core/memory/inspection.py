@@ -103,13 +103,13 @@ class InspectFlows(MemoryBase):
         key = None if prefix is None else ns_key(validate_namespace(prefix, field="prefix"))
         limit = check_int(limit, "limit", 1, MAX_NAMESPACES)
         yield from self.ready_flow(check_model=False)
-        rows = yield Sql(iq.NAMESPACES, {"prefix": key, "limit": limit})
+        rows = yield from Sql(iq.NAMESPACES, {"prefix": key, "limit": limit})
         return [NamespaceSummary(namespace=ns_from_key(r.pop("ns")), **r) for r in rows]
 
     def _scenes_flow(self, namespace: Namespace | str | None) -> Flow[list[SceneSummary]]:
         ns = self.namespace_key(namespace)
         yield from self.ready_flow(check_model=False)
-        rows = yield Sql(iq.SCENES, {"ns": ns})
+        rows = yield from Sql(iq.SCENES, {"ns": ns})
         return [SceneSummary(**r) for r in rows]
 
     def _count_flow(self, namespace: Namespace | str | None, scene: str | None,
@@ -119,7 +119,7 @@ class InspectFlows(MemoryBase):
             raise ValidationError("archived must be true, false or None", field="archived")
         scene = check_scene(scene)
         yield from self.ready_flow(check_model=False)
-        rows = yield Sql(iq.count_sql(scene=scene is not None, archived=archived),
+        rows = yield from Sql(iq.count_sql(scene=scene is not None, archived=archived),
                          {"ns": ns, "scene": scene})
         return int(rows[0]["n"])
 
@@ -131,7 +131,7 @@ class InspectFlows(MemoryBase):
         rid = None if record_id is None else parse_id(record_id)
         yield from self.ready_flow(check_model=False)
         now = self.now()
-        rows = yield Sql(iq.ACTIVITY, {"ns": ns, "record_id": rid, "now": now,
+        rows = yield from Sql(iq.ACTIVITY, {"ns": ns, "record_id": rid, "now": now,
                                        "since": now - timedelta(days=days)})
         return [ActivityPoint(day=r["day"], kind=r["kind"], count=r["n"]) for r in rows]
 
@@ -141,7 +141,7 @@ class InspectFlows(MemoryBase):
         rid = parse_id(record_id)
         limit = check_int(limit, "limit", 1, 10_000)
         yield from self.ready_flow(check_model=False)
-        rows = yield Sql(iq.HISTORY, {"ns": ns, "record_id": rid, "limit": limit})
+        rows = yield from Sql(iq.HISTORY, {"ns": ns, "record_id": rid, "limit": limit})
         return [RecordEvent(at=r["at"], kind=r["kind"], detail=r["detail"] or {}) for r in rows]
 
     def _decay_curve_flow(self, record_id: object, namespace: Namespace | str | None,
@@ -152,7 +152,7 @@ class InspectFlows(MemoryBase):
         points = check_int(points, "points", 2, 1000)
         yield from self.ready_flow(check_model=False)
         now = self.now()
-        rows = yield Sql(iq.DECAY_CURVE, {"ns": ns, "id": rid, "days": days, "points": points,
+        rows = yield from Sql(iq.DECAY_CURVE, {"ns": ns, "id": rid, "days": days, "points": points,
                                           **self.decay_params(now)})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {show_namespace(ns)}")

@@ -26,8 +26,8 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql
+from ..storage import batch_sql, namespace_sql, tasks_sql
 from ..storage import experiences_sql as q
-from ..storage import namespace_sql, tasks_sql
 from .base import MemoryBase
 from .inputs import embedding_text
 from .write_plan import record_row
@@ -75,15 +75,15 @@ class LifecycleFlows(MemoryBase):
         ns = None if all_namespaces else self.namespace_key(namespace)
         yield from self.ready_flow()
         now = self.now()
-        evicted = yield Sql(q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below,
+        evicted = yield from Sql(q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below,
                                       **self.decay_params(now)})
         if evicted:
-            yield Sql(q.INSERT_EVENT, [
+            yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
                 {"ns": r["ns"], "record_id": r["id"], "kind": "archive", "now": now,
                  "detail": json.dumps({"reason": "decayed"})} for r in evicted
-            ], fetch="none")
-        items = yield Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
-        tasks = yield Sql(tasks_sql.SWEEP_TASKS, {"now": now})
+            ]), fetch="none")
+        items = yield from Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
+        tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
         return MaintenanceReport(
             archived=len(evicted), expired_items=len(items), expired_tasks=len(tasks)
         )
@@ -91,8 +91,8 @@ class LifecycleFlows(MemoryBase):
     def _stats_flow(self, namespace: Namespace | str | None) -> Flow[Stats]:
         ns = None if namespace is None else self.namespace_key(namespace)
         yield from self.ready_flow(check_model=False)
-        (row,) = yield Sql(q.stats_sql(), {"ns": ns})
-        meta = yield Sql(q.GET_META, {"key": "embedding"})
+        (row,) = yield from Sql(q.stats_sql(), {"ns": ns})
+        meta = yield from Sql(q.GET_META, {"key": "embedding"})
         model = meta[0]["value"] if meta else {}
         return Stats(**row, embedding_model=model.get("model"), embedding_dim=model.get("dim"))
 
@@ -100,7 +100,7 @@ class LifecycleFlows(MemoryBase):
         ns = ns_key(validate_namespace(namespace))
         yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # no write lands halfway through
-        (row,) = yield Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
+        (row,) = yield from Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
         return {k: int(v) for k, v in row.items()}
 
     def _export_flow(self, namespace: Namespace | str | None, all_namespaces: bool,
@@ -172,16 +172,16 @@ class LifecycleFlows(MemoryBase):
         for start in range(0, len(records), REINDEX_BATCH):
             batch = records[start : start + REINDEX_BATCH]
             # Records already stored (same namespace and id) are kept as they are.
-            present = yield Sql(q.EXISTING_IDS, {"ids": [r.id for r in batch]})
+            present = yield from Sql(q.EXISTING_IDS, {"ids": [r.id for r in batch]})
             stored = {(row["ns"], row["id"]) for row in present}
             new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
             existing += len(batch) - len(new)
             if new:
                 texts = [embedding_text(r) for r in new]
-                vectors = yield Embed(texts)
+                vectors = yield from Embed(texts)
                 params = [_import_params(r, self._vector_fields(t, v), now)
                           for r, t, v in zip(new, texts, vectors, strict=True)]
-                yield Sql(q.INSERT, params, fetch="none")
+                yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
             done += len(batch)
             if progress:
                 progress(done, total)
@@ -205,26 +205,26 @@ class LifecycleFlows(MemoryBase):
         make sure the index is there."""
         yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_META)
-        meta = yield Sql(q.GET_META, {"key": "embedding"})
+        meta = yield from Sql(q.GET_META, {"key": "embedding"})
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         have = meta[0]["value"] if meta else None
         if have is not None and (have != want or force):
             # Most vectors change: updating the HNSW index row by row costs more than
             # building it again afterwards.
             yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
-        (count,) = yield Sql(q.COUNT_ALL)
+        (count,) = yield from Sql(q.COUNT_ALL)
         total = int(count["count"])
         done = embedded = 0
         cursor: dict[str, Any] = {"ns": "", "id": uuid.UUID(int=0)}
         while True:
-            rows = yield Sql(q.REINDEX_BATCH, {**cursor, "limit": REINDEX_BATCH})
+            rows = yield from Sql(q.REINDEX_BATCH, {**cursor, "limit": REINDEX_BATCH})
             if not rows:
                 break
             texts = {i: embedding_text(r) for i, r in enumerate(rows)}
             stale = [i for i, t in texts.items()
                      if force or rows[i]["embed_key"] != self._embed_key(t)]
             if stale:
-                vectors = yield Embed([texts[i] for i in stale])
+                vectors = yield from Embed([texts[i] for i in stale])
                 yield Sql(q.REINDEX_UPDATE, [
                     {"ns": rows[i]["ns"], "id": rows[i]["id"],
                      **self._vector_fields(texts[i], v)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..embeddings.profiles import covers, keyword_weight
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, parse_id, show_namespace
 from ..runtime.flow import Flow, Sql
@@ -64,9 +65,11 @@ class RecallFlows(MemoryBase):
         )
         params: dict[str, Any] = {
             "ns": ns, "scene": scene, "qvec": vector_param(vector),
-            "tsq_cand": fts.tsquery_literal(rare), **fts.bm25_params(terms, common),
-            "top_k": top_k,
-            "w_sem": self.settings.semantic_weight, "w_kw": self.settings.keyword_weight,
+            "tsq_cand": fts.tsquery_literal(rare),
+            **fts.bm25_params(terms, common,
+                              whole_query=covers(self.embedder.languages, query)),
+            "top_k": top_k, "w_sem": self.settings.semantic_weight,
+            "w_kw": keyword_weight(self.settings, self.embedder),
             "score_weight": self.settings.score_weight, **self.decay_params(self.now()),
             "min_relevance": self.settings.min_relevance,
         }

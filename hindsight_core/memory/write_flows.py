@@ -16,8 +16,8 @@ from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH
 from ..models import Namespace, WriteResult, raise_validation
 from ..runtime.flow import Embed, Flow, Parallel, Sql
+from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
-from ..storage import scan_sql
 from ..storage.vectors import vectors_param
 from ..text import merge_veto
 from .base import MemoryBase
@@ -119,13 +119,13 @@ class WriteFlows(MemoryBase):
                           threshold=self.dedup_threshold, same_meaning=self.same_meaning,
                           new_id=self._new_id)
         if plan.inserts:
-            yield Sql(q.INSERT, insert_params(
+            yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(insert_params(
                 plan, parsed, ns=ns, now=now,
-                vectors=lambda i: self._vector_fields(texts[i], matrix[i])), fetch="none")
+                vectors=lambda i: self._vector_fields(texts[i], matrix[i]))), fetch="none")
         if plan.merges:
             updates, events = merge_params(plan, ns=ns, now=now)
-            yield Sql(q.MERGE_DUPLICATE, updates, fetch="none")
-            yield Sql(q.INSERT_EVENT, events, fetch="none")
+            yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows(updates), fetch="none")
+            yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows(events), fetch="none")
         return plan.results
 
 

@@ -51,7 +51,7 @@ def ask_json(memory: FlowContext, ns: str, model: str, messages: list[dict[str, 
     error: str | None = None
     for attempt in range(1, attempts + 1):
         try:
-            reply = yield Ask(msgs, schema, purpose)
+            reply = yield from Ask(msgs, schema, purpose)
         except Exception as exc:  # the model call failed (network, provider, script)
             error = f"model call failed: {type(exc).__name__}: {exc}"
             log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts,

@@ -6,7 +6,10 @@ is written once as generators that yield :class:`Ask` (call the model) or
 :func:`drive_sync` and :func:`drive_async` do the I/O. It is the memory's own
 flow pattern (``runtime/flow.py``) one level up. Failures of a request are thrown
 back into the generator at the ``yield``, so the logic decides what a failure
-means (retry, skip, report) and the drivers stay dumb.
+means (retry, skip, report) and the drivers stay dumb. As with the memory's
+requests, ``yield from`` a request receives its reply typed:
+``reply = yield from Ask(...)`` is an :class:`LLMResponse`,
+``result = yield from Store(flow)`` the flow's result.
 """
 
 from __future__ import annotations
@@ -34,15 +37,25 @@ class Ask:
     json_schema: dict[str, Any] | None
     purpose: str
 
+    def __iter__(self) -> Generator[Ask, Any, LLMResponse]:
+        """``reply = yield from Ask(...)``: the model's reply."""
+        reply: LLMResponse = yield self
+        return reply
+
 
 @dataclass(frozen=True)
-class Store:
+class Store(Generic[R]):
     """Run a memory flow (one transaction); the reply is the flow's result."""
 
-    flow: Flow[Any]
+    flow: Flow[R]
+
+    def __iter__(self) -> Generator[Store[R], Any, R]:
+        """``result = yield from Store(flow)``: the flow's result."""
+        result: R = yield self
+        return result
 
 
-RFlow = Generator[Ask | Store, Any, R]
+RFlow = Generator[Ask | Store[Any], Any, R]
 
 
 def _as_response(reply: Any) -> LLMResponse:
@@ -69,7 +82,7 @@ class _Stepper(Generic[R]):
         self.result: Any = None
         self._error: BaseException | None = None
 
-    def next(self) -> Ask | Store | None:
+    def next(self) -> Ask | Store[Any] | None:
         """The flow's next request, or None once it has returned (see ``result``)."""
         reply, error = self.reply, self._error
         self.reply, self._error = None, None
@@ -80,7 +93,7 @@ class _Stepper(Generic[R]):
             return None
 
     @contextmanager
-    def answering(self, req: Ask | Store) -> Iterator[None]:
+    def answering(self, req: Ask | Store[Any]) -> Iterator[None]:
         """Throw a failure to answer ``req`` back into the flow: any exception of a
         model call (provider failures vary), only a ``HindsightError`` of a memory flow."""
         passed_back = Exception if isinstance(req, Ask) else HindsightError

@@ -112,12 +112,12 @@ def reflect_flow(memory: RecordContext, llm: LLM | None, trajectory: Trajectory,
     reinforced: list[WriteResult] = []
     try:
         if records and trajectory.recalled:
-            repeats = yield Store(reinforce_flow(memory, namespace, trajectory.recalled,
+            repeats = yield from Store(reinforce_flow(memory, namespace, trajectory.recalled,
                                                  records))
             reinforced = list(repeats.values())
             records = [r for i, r in enumerate(records) if i not in repeats]
         if records:
-            written = yield Store(memory.write_flow(records, namespace))
+            written = yield from Store(memory.write_flow(records, namespace))
         task = trajectory.source.get("task")
         if task is not None:
             yield Store(TaskFlows(memory).drop(_task_id(task), namespace))

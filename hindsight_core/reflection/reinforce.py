@@ -20,6 +20,7 @@ from ..embeddings import as_matrix
 from ..models import Namespace, WriteResult
 from ..runtime.flow import Embed, Flow, Sql
 from ..runtime.host import RecordContext
+from ..storage import batch_sql
 from ..storage import experiences_sql as q
 
 
@@ -33,12 +34,12 @@ def reinforce_flow(memory: RecordContext, namespace: Namespace | str | None,
     """Reinforce the recalled records that candidates repeat; returns index -> result."""
     ns = memory.namespace_key(namespace)
     yield from memory.ready_flow()
-    rows = yield Sql(q.GET, {"ns": ns, "ids": list(dict.fromkeys(recalled)),
+    rows = yield from Sql(q.GET, {"ns": ns, "ids": list(dict.fromkeys(recalled)),
                              **memory.decay_params(memory.now())})
     live = [r for r in rows if r["archived_at"] is None]
     if not live or not records:
         return {}
-    vectors = yield Embed([_text(r["lesson"]) for r in records]
+    vectors = yield from Embed([_text(r["lesson"]) for r in records]
                           + [_text(r["lesson"]) for r in live])
     matrix = as_matrix(vectors)
     sims = matrix[: len(records)] @ matrix[len(records):].T
@@ -60,11 +61,11 @@ def reinforce_flow(memory: RecordContext, namespace: Namespace | str | None,
             scenes.setdefault(res.id, [])
             if records[i]["scene"] not in scenes[res.id]:
                 scenes[res.id].append(records[i]["scene"])
-        yield Sql(q.MERGE_DUPLICATE, [
+        yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows([
             {"ns": ns, "id": rid, "now": now, "added": ids.count(rid), "critical": False,
-             "importance": None, "scenes": scenes[rid]} for rid in scenes], fetch="none")
-        yield Sql(q.INSERT_EVENT, [
+             "importance": None, "scenes": scenes[rid]} for rid in scenes]), fetch="none")
+        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
             {"ns": ns, "record_id": rid, "kind": "merged", "now": now,
              "detail": json.dumps({"added": ids.count(rid), "by": "reflection"})}
-            for rid in dict.fromkeys(ids)], fetch="none")
+            for rid in dict.fromkeys(ids)]), fetch="none")
     return out

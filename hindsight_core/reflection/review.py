@@ -83,7 +83,7 @@ def clusters_flow(memory: RecordContext, namespace: Namespace | str | None, scen
     """Clusters (connected pairs above ``threshold``) of live records in one scene."""
     ns = memory.namespace_key(namespace)
     yield from memory.ready_flow()
-    pairs = yield Sql(review_sql.near_pairs_sql(memory.embedder.dim), {
+    pairs = yield from Sql(review_sql.near_pairs_sql(memory.embedder.dim), {
         "ns": ns, "scene": scene, "threshold": threshold, "max_records": MAX_SCAN})
     parent: dict[uuid.UUID, uuid.UUID] = {}
 
@@ -100,7 +100,7 @@ def clusters_flow(memory: RecordContext, namespace: Namespace | str | None, scen
         groups.setdefault(root(x), []).append(x)
     out: list[list[dict[str, Any]]] = []
     for ids in sorted(groups.values(), key=len, reverse=True)[:MAX_CLUSTERS]:
-        rows = yield Sql(q.GET, {"ns": ns, "ids": ids[:MAX_CLUSTER_SIZE],
+        rows = yield from Sql(q.GET, {"ns": ns, "ids": ids[:MAX_CLUSTER_SIZE],
                                  **memory.decay_params(memory.now())})
         live = [r for r in rows if r["archived_at"] is None]
         if len(live) >= 2:
@@ -143,7 +143,7 @@ def review_flow(memory: RecordContext, model: str | None, trajectory: Trajectory
     for rid in dict.fromkeys([*trajectory.recalled, *trajectory.used]):
         helpful = rid in used
         try:
-            rec: Experience = yield Store(memory.mark_used_flow(rid, helpful, namespace))
+            rec: Experience = yield from Store(memory.mark_used_flow(rid, helpful, namespace))
         except NotFoundError:
             result.decisions.append(ReviewDecision(action="missing", ids=[rid],
                                                    reason="no such record in this namespace"))
@@ -157,7 +157,7 @@ def review_flow(memory: RecordContext, model: str | None, trajectory: Trajectory
     threshold = memory.settings.review_merge_similarity
     for scene in scenes:
         try:
-            clusters = yield Store(clusters_flow(memory, namespace, scene, threshold))
+            clusters = yield from Store(clusters_flow(memory, namespace, scene, threshold))
         except HindsightError as exc:
             result.errors.append(f"finding near-duplicates in scene {scene!r}: {exc}")
             continue
@@ -204,7 +204,7 @@ def _review_cluster(memory: RecordContext, ns: str, model: str | None,
     try:
         parse_experience(into, lesson_max_chars=settings.lesson_max_chars,
                          field_max_chars=settings.field_max_chars)
-        merged: Experience = yield Store(memory.merge_flow(ids, into, namespace))
+        merged: Experience = yield from Store(memory.merge_flow(ids, into, namespace))
     except (ValidationError, HindsightError) as exc:
         result.errors.append(f"merge of {len(ids)} records failed: {exc}")
         result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(exc)))

@@ -77,7 +77,7 @@ class TaskFlows:
             raise ValidationError("a step contains a NUL byte", field="step")
         yield from self.memory.ready_flow()
         now, expires = self._expires()
-        rows = yield Sql(t.APPEND_STEPS, {"ns": ns, "id": tid, "steps": text, "now": now,
+        rows = yield from Sql(t.APPEND_STEPS, {"ns": ns, "id": tid, "steps": text, "now": now,
                                           "expires": expires})
         if not rows:
             yield from self._missing(ns, tid)
@@ -90,7 +90,7 @@ class TaskFlows:
         use = unique_ids(used, "used")
         yield from self.memory.ready_flow()
         now, expires = self._expires()
-        rows = yield Sql(t.NOTE_RECALL, {"ns": ns, "id": tid, "recalled": rec + use,
+        rows = yield from Sql(t.NOTE_RECALL, {"ns": ns, "id": tid, "recalled": rec + use,
                                          "used": [str(u) for u in use], "now": now,
                                          "expires": expires})
         if not rows:
@@ -107,7 +107,7 @@ class TaskFlows:
             raise ValidationError("final_state must be a string", field="final_state")
         yield from self.memory.ready_flow()
         now, expires = self._expires()
-        rows = yield Sql(t.END_TASK, {"ns": ns, "id": tid, "outcome": outcome, "now": now,
+        rows = yield from Sql(t.END_TASK, {"ns": ns, "id": tid, "outcome": outcome, "now": now,
                                       "expires": expires,
                                       "meta": json.dumps({"final_state": final_state})})
         if not rows:
@@ -118,7 +118,7 @@ class TaskFlows:
         ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         yield from self.memory.ready_flow()
-        rows = yield Sql(t.GET_TASK, {"ns": ns, "id": tid})
+        rows = yield from Sql(t.GET_TASK, {"ns": ns, "id": tid})
         if not rows:
             raise NotFoundError(f"no task {tid} in this namespace (it ended and was "
                                 "distilled, or expired)")
@@ -128,11 +128,11 @@ class TaskFlows:
         ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         yield from self.memory.ready_flow()
-        rows = yield Sql(t.DROP_TASK, {"ns": ns, "id": tid})
+        rows = yield from Sql(t.DROP_TASK, {"ns": ns, "id": tid})
         return bool(rows)
 
     def _missing(self, ns: str, tid: uuid.UUID) -> Flow[None]:
-        rows = yield Sql(t.GET_TASK, {"ns": ns, "id": tid})
+        rows = yield from Sql(t.GET_TASK, {"ns": ns, "id": tid})
         if not rows:
             raise NotFoundError(f"no task {tid} in this namespace (never started, or expired)")
         raise ValidationError(f"task {tid} has already ended", field="task_id")

@@ -42,7 +42,7 @@ class ScanChoice:
             hit = self._cached.get(key)
         if hit is not None and now - hit[0] < self.ttl:
             return hit[1]
-        rows = yield Sql(stmt, params, autocommit=autocommit)
+        rows = yield from Sql(stmt, params, autocommit=autocommit)
         exact = bool(rows[0]["exact"])
         with self._lock:
             self._cached[key] = (now, exact)

@@ -130,33 +130,6 @@ def nearest_many(dim: int, k: int = 3) -> sa.TextClause:
     )
 
 
-INSERT = sa.text(
-    f"""
-    INSERT INTO {T} (ns, id, scene, trigger, action, outcome, lesson, confidence, importance,
-        critical, source, score, use_count, occurrences, last_used_at, created_at, updated_at,
-        archived_at, merged_into, merged_from, also_scenes, embedding, embed_key, search_tsv)
-    VALUES (:ns, :id, :scene, :trigger, :action, :outcome, :lesson, :confidence, :importance,
-        :critical, CAST(:source AS jsonb), :score, :use_count, :occurrences, :last_used_at,
-        :created_at, :updated_at, :archived_at, :merged_into, CAST(:merged_from AS uuid[]),
-        CAST(:also_scenes AS text[]), CAST(:embedding AS vector), :embed_key,
-        CAST(:search_tsv AS tsvector))
-    ON CONFLICT (ns, id) DO NOTHING
-    """
-)
-
-MERGE_DUPLICATE = sa.text(
-    f"""
-    UPDATE {T} SET occurrences = occurrences + :added, last_used_at = :now, updated_at = :now,
-        critical = critical OR :critical,
-        importance = CASE WHEN importance IS NULL THEN CAST(:importance AS real)
-                          ELSE GREATEST(importance, CAST(:importance AS real)) END,
-        also_scenes = also_scenes || ARRAY(
-            SELECT u.s FROM unnest(CAST(:scenes AS text[])) WITH ORDINALITY u(s, i)
-            WHERE u.s <> scene AND u.s <> ALL(also_scenes) ORDER BY u.i)
-    WHERE ns = :ns AND id = :id
-    """
-)
-
 MARK_HELPFUL = sa.text(
     f"""
     UPDATE {T} e SET score = {DECAYED} + :bonus, use_count = e.use_count + 1,
@@ -218,11 +191,6 @@ EVICT = sa.text(
       AND (CAST(:ns AS text) IS NULL OR e.ns = :ns)
     RETURNING e.ns, e.id
     """
-)
-
-INSERT_EVENT = sa.text(
-    "INSERT INTO hindsight_events (ns, record_id, kind, at, detail) "
-    "VALUES (:ns, :record_id, :kind, :now, CAST(:detail AS jsonb))"
 )
 
 

@@ -87,8 +87,9 @@ def tsquery_literal(terms: list[str]) -> str | None:
 
 def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str) -> str:
     """CTEs ``kw_st`` (``n``: documents, ``avgdl``), ``kw_idf`` (``term``, ``df``, ``w``:
-    IDF) and ``kw_mass`` (``mass``: the summed IDF of the query's terms that occur in
-    the collection, at least ``MIN_MASS_SHARE``'s IDF) for BM25 over ``table``.
+    IDF) and ``kw_mass`` (``mass``: the summed IDF of the query's terms, of those that
+    occur in the collection unless ``:kw_whole``, at least ``MIN_MASS_SHARE``'s IDF)
+    for BM25 over ``table``.
 
     Args:
         table: the table holding ``search_tsv``, aliased ``d``.
@@ -134,7 +135,7 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str) -> str:
                 OFFSET 0
             ) t, kw_st st
         ), kw_mass AS (
-            SELECT GREATEST(COALESCE(sum(w) FILTER (WHERE df > 0), 0),
+            SELECT GREATEST(COALESCE(sum(w) FILTER (WHERE df > 0 OR :kw_whole), 0),
                 (SELECT GREATEST(ln((n - d + 0.5) / (d + 0.5)), {IDF_FLOOR})
                  FROM (SELECT n, GREATEST(1, {MIN_MASS_SHARE} * n) AS d FROM kw_st) m)) AS mass
             FROM kw_idf)"""
@@ -156,7 +157,8 @@ def bm25_sql(tsv: str) -> str:
 
 
 # The keyword score of a BM25 score: the share it reaches of the summed IDF of the
-# query's terms found in the collection, capped at 1. A record holding each such term
+# query's terms (those found in the collection, or all of them: see bm25_params),
+# capped at 1. A record holding each such term
 # once at the collection's average length scores exactly the IDF share of the terms
 # it holds, whatever the other candidates: the best match no longer scores 1 by
 # construction, and a match on one common word scores its small IDF share (see
@@ -179,9 +181,27 @@ def _array_literal(values: Sequence[object]) -> str:
     return "{" + ",".join(map(cell, values)) + "}"
 
 
-def bm25_params(terms: Sequence[str], common: Mapping[str, float]) -> dict[str, Any]:
-    """``:kw_terms`` / ``:kw_tsq`` / ``:kw_freq`` for :func:`bm25_ctes`, as array literals
-    (one string each: psycopg dumped three Python lists element by element, ~20 µs of a
-    recall's client time; a float's ``repr`` reads back as the same double)."""
-    return {"kw_terms": _array_literal(terms), "kw_tsq": _array_literal([f"'{t}'" for t in terms]),
-            "kw_freq": _array_literal([common.get(t) for t in terms])}
+def bm25_params(terms: Sequence[str], common: Mapping[str, float], *,
+                whole_query: bool = False) -> dict[str, Any]:
+    """``:kw_terms`` / ``:kw_tsq`` / ``:kw_freq`` / ``:kw_whole`` for :func:`bm25_ctes`.
+
+    The three term arrays are array literals, one string each: psycopg dumped three
+    Python lists element by element (~20 µs of a recall's client time); a float's
+    ``repr`` reads back as the same double.
+
+    ``whole_query``: the keyword score is the share of the whole query's IDF, terms
+    absent from the collection included (their IDF is the largest: a document
+    frequency of 0). Recall sets it when the embedding model covers the query's
+    language (``embeddings.profiles.covers``): the semantic side then judges the
+    query, and lexical evidence should count as far as it goes. For a Chinese
+    paraphrase sharing no word with its lesson, the share of the terms found was the
+    one incidental bigram it shares with another lesson (期的, 一个), so that lesson
+    scored the full keyword weight: with multilingual-e5-small, hard paraphrases
+    recall@3 .43 hybrid against .54 vector-only (bench_zh). When the model does not
+    cover the language, the keyword side is the only judge and its best partial match
+    counts fully: a Chinese query sharing one bigram with its lesson still finds it
+    with an English-only model (tests/test_core_recall.py).
+    """
+    return {"kw_terms": _array_literal(terms),
+            "kw_tsq": _array_literal([f"'{t}'" for t in terms]),
+            "kw_freq": _array_literal([common.get(t) for t in terms]), "kw_whole": whole_query}

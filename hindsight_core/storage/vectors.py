@@ -49,6 +49,20 @@ class Float4Array:
     def __repr__(self) -> str:
         return f"Float4Array(<{self.size} numbers>)"
 
+    @classmethod
+    def joined(cls, arrays: Sequence[Float4Array]) -> tuple[Float4Array, int]:
+        """One flat array of several of the same length (for slicing back per row,
+        see :func:`vectors_param`), and that length; joined from the encoded bytes."""
+        dim = arrays[0].size if arrays else 0
+        if any(a.size != dim for a in arrays):
+            raise ValueError("vectors of different lengths cannot be joined")
+        out = cls(())
+        if dim:
+            out.size = dim * len(arrays)
+            out.payload = (struct.pack(">iiiii", 1, 0, _FLOAT4_OID, out.size, 1)
+                           + b"".join(a.payload[20:] for a in arrays))
+        return out, dim
+
 
 class _Float4ArrayDumper(Dumper):
     format = Format.BINARY

@@ -1,0 +1,121 @@
+"""Fusion and the embedding model: an incidental bigram cannot tip a query the model
+covers, and the keyword weight follows the model's spread of cosines."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from hindsight_core import CallableEmbedder, Memory, Settings
+from hindsight_core.embeddings.profiles import covers, keyword_weight, profile_for
+from hindsight_core.items import ItemIndex, Items, PutItem
+
+DIM = 8
+# The query shares no word with the lesson it means; with another lesson it shares one
+# bigram (价格), an incidental one.
+QUERY = "采集论坛帖子里的价格"
+MEANT = {"scene": "抓取", "trigger": "抓取网站数据之前",
+         "lesson": "先读取robots协议，遵守抓取频率限制"}
+OTHER = {"scene": "下单", "trigger": "提交订单之前", "lesson": "核对商品价格和收货地址"}
+REST = [
+    {"scene": "报税", "trigger": "每年汇算清缴时", "lesson": "提交前核对发票金额和专项扣除"},
+    {"scene": "部署", "trigger": "发布新版本到生产环境", "lesson": "先在预发环境跑一遍回归测试"},
+    {"scene": "日志", "trigger": "磁盘快满时", "lesson": "保留最近七天，压缩归档更早的"},
+]
+# Cosines with the query: the meant lesson 0.90, the one sharing the bigram 0.80, the
+# rest 0 (each on an axis of its own).
+COSINES = {MEANT["lesson"]: 0.90, OTHER["lesson"]: 0.80}
+
+
+def _vectors(texts: list[str]) -> np.ndarray:
+    out = np.zeros((len(texts), DIM))
+    for i, text in enumerate(texts):
+        if text == QUERY:
+            out[i, 0] = 1.0
+            continue
+        lessons = [r["lesson"] for r in (MEANT, OTHER, *REST)]
+        k = next(j for j, les in enumerate(lessons) if les in text)
+        cos = COSINES.get(lessons[k], 0.0)
+        out[i, 0], out[i, k + 1] = cos, math.sqrt(1 - cos * cos)
+    return out
+
+
+def _embedder(languages: frozenset[str] | None, model_name: str = "lookup-8"
+              ) -> CallableEmbedder:
+    return CallableEmbedder(_vectors, dim=DIM, model_name=model_name, languages=languages)
+
+
+@pytest.fixture
+def settings(fresh_db: str) -> Iterator[Settings]:
+    yield Settings(database_url=fresh_db, dedup_threshold=1.0)
+
+
+def test_an_incidental_bigram_cannot_tip_a_query_the_model_covers(settings: Settings) -> None:
+    """With a model that reads Chinese, the keyword score is the share of the whole
+    query's IDF a lesson matches: one shared bigram of nine is worth little. (It was the
+    share of the terms found in the namespace: that one bigram, a full 1.0, and the
+    lesson sharing it came first.)"""
+    mem = Memory(("fusion", "zh"), settings=settings, embedder=_embedder(None))
+    mem.write_many([MEANT, OTHER, *REST])
+    hits = mem.search(QUERY, top_k=2)
+    assert [h.record.lesson for h in hits] == [MEANT["lesson"], OTHER["lesson"]]
+    assert hits[0].breakdown.keyword == 0
+    assert 0 < hits[1].breakdown.keyword < 0.2, hits[1].breakdown
+    mem.close()
+
+
+def test_without_the_language_a_partial_match_counts_fully(settings: Settings) -> None:
+    """With an English-only model the keyword side is the only judge of a Chinese
+    query: its one shared bigram scores as the share of the terms found (all of them)."""
+    mem = Memory(("fusion", "en"), settings=settings, embedder=_embedder(frozenset({"en"})))
+    mem.write_many([MEANT, OTHER, *REST])
+    hits = mem.search(QUERY, top_k=1)
+    assert hits[0].record.lesson == OTHER["lesson"]
+    assert hits[0].breakdown.keyword > 0.9, hits[0].breakdown
+    mem.close()
+
+
+def test_item_search_scores_the_whole_query_when_covered(settings: Settings) -> None:
+    mem = Memory(("fusion",), settings=settings, embedder=_embedder(None))
+    items = Items(mem, index=ItemIndex(dims=DIM, fields=("lesson",)))
+    ns = ("fusion", "items")
+    items.batch([PutItem(ns, str(i), {"lesson": r["lesson"]})
+                 for i, r in enumerate([MEANT, OTHER, *REST])])
+    hits = items.search(ns, query=QUERY, limit=2)
+    assert [h.item.key for h in hits] == ["0", "1"]
+    assert hits[1].breakdown is not None and 0 < hits[1].breakdown.keyword < 0.2
+    mem.close()
+
+
+@pytest.mark.parametrize(("model", "floor"), [
+    ("intfloat/multilingual-e5-small", 0.7), ("lookup-8", 0.0)])
+def test_keyword_weight_follows_the_models_cosine_floor(settings: Settings, model: str,
+                                                        floor: float) -> None:
+    """e5's cosines lie in 0.7-1.0 (its model card): the keyword weight is scaled by
+    0.3, and every hit's breakdown adds up with the weight used."""
+    emb = _embedder(None, model_name=model)
+    assert profile_for(model).cosine_floor == floor
+    assert keyword_weight(settings, emb) == pytest.approx(0.3 * (1 - floor))
+    mem = Memory(("fusion", "floor", model), settings=settings, embedder=emb)
+    mem.write_many([MEANT, OTHER, *REST])
+    for h in mem.search(QUERY, top_k=5):
+        b = h.breakdown
+        assert b.relevance == pytest.approx(0.7 * b.semantic + 0.3 * (1 - floor) * b.keyword)
+    mem.close()
+
+
+def test_the_cosine_floor_setting_wins() -> None:
+    emb = _embedder(None, model_name="intfloat/multilingual-e5-small")
+    assert keyword_weight(Settings(embedding_cosine_floor=0.5), emb) == pytest.approx(0.15)
+    assert keyword_weight(Settings(embedding_cosine_floor=0.0), emb) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(("languages", "text", "expected"), [
+    (None, "采集论坛帖子里的价格", True), (frozenset({"zh", "en"}), "采集论坛帖子", True),
+    (frozenset({"en"}), "采集论坛帖子里的价格", False), (frozenset({"en"}), "crawl a shop", True),
+    (frozenset({"en"}), "用 pandas 读取 CSV file", True)])
+def test_covers(languages: frozenset[str] | None, text: str, expected: bool) -> None:
+    assert covers(languages, text) is expected

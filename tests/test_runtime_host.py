@@ -1,0 +1,132 @@
+"""The typed internal API: the host protocols and typed request replies (no database)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from hindsight_core import AsyncMemory, Memory
+from hindsight_core.reflection._driver import Ask, Store
+from hindsight_core.reflection.llm import LLMResponse
+from hindsight_core.runtime import host
+from hindsight_core.runtime.flow import Embed, Flow, Migrate, Parallel, Sql, Unit
+
+ROOT = Path(__file__).resolve().parents[1]
+PROTOCOLS = {Memory: (host.FlowHost, host.RecordContext),
+             AsyncMemory: (host.AsyncFlowHost, host.RecordContext)}
+
+
+def _members(protocol: type) -> set[str]:
+    return {name for klass in protocol.__mro__ if klass.__module__ == host.__name__
+            for name in vars(klass) if not name.startswith("_")}
+
+
+@pytest.mark.parametrize("front_end", list(PROTOCOLS), ids=lambda c: c.__name__)
+def test_front_ends_have_every_host_member(front_end: type) -> None:
+    for protocol in PROTOCOLS[front_end]:
+        for name in _members(protocol):
+            assert hasattr(front_end, name) or name == "settings", (front_end, name)
+            ours = getattr(protocol, name)
+            if inspect.iscoroutinefunction(ours):
+                assert inspect.iscoroutinefunction(getattr(front_end, name)), name
+
+
+def test_async_host_awaits_what_does_io() -> None:
+    assert {n for n in _members(host.AsyncFlowHost)
+            if inspect.iscoroutinefunction(getattr(host.AsyncFlowHost, n))} == {
+        "get_engine", "run_flow", "note_write"}
+
+
+def _drive(flow: Generator[Any, Any, Any], replies: dict[type, Any]) -> Any:
+    """Answer each request with ``replies[type(request)]``; the flow's result."""
+    reply = None
+    try:
+        while True:
+            req = flow.send(reply)
+            reply = replies[type(req)]
+    except StopIteration as stop:
+        return stop.value
+
+
+def test_yield_from_a_request_receives_its_reply() -> None:
+    rows = [{"id": 1}]
+
+    def sub() -> Flow[str]:
+        got = yield from Sql(sa.text("SELECT 2"))
+        return f"sub saw {got}"
+
+    def flow() -> Flow[tuple[Any, ...]]:
+        yield from Migrate()
+        a = yield from Sql(sa.text("SELECT 1"))
+        v = yield from Embed(["x"])
+        p = yield from Parallel((Sql(sa.text("SELECT 1")),))
+        u = yield from Unit(sub())
+        return a, v, p, u
+
+    replies = {Sql: rows, Embed: [[0.5]], Parallel: [rows], Migrate: None,
+               Unit: "unit result"}
+    assert _drive(flow(), replies) == (rows, [[0.5]], [rows], "unit result")
+    # The Unit's own flow is run by the driver: here it is driven alone.
+    assert _drive(sub(), replies) == f"sub saw {rows}"
+
+
+def test_reflection_requests_receive_their_reply() -> None:
+    answer = LLMResponse(text="{}")
+
+    def flow() -> Generator[Any, Any, tuple[Any, Any]]:
+        reply = yield from Ask([{"role": "user", "content": "hi"}], None, "test")
+        stored = yield from Store(iter(()))  # type: ignore[arg-type]
+        return reply, stored
+
+    assert _drive(flow(), {Ask: answer, Store: 7}) == (answer, 7)
+
+
+def test_a_failure_thrown_at_a_delegated_request_reaches_the_flow() -> None:
+    seen: list[str] = []
+
+    def flow() -> Flow[str]:
+        try:
+            yield from Sql(sa.text("SELECT 1"))
+        except RuntimeError as exc:
+            seen.append(str(exc))
+            return "handled"
+        return "not reached"
+
+    gen = flow()
+    assert isinstance(next(gen), Sql)
+    with pytest.raises(StopIteration) as stop:
+        gen.throw(RuntimeError("boom"))
+    assert stop.value.value == "handled" and seen == ["boom"]
+
+
+# ---------------------------------------------------------------------- no private reach-ins
+
+HOSTS = {"memory", "mem", "amemory", "host"}
+
+
+def _private_reach_ins(path: Path) -> list[str]:
+    """``memory._x`` / ``self.memory._x`` (a host's private member) in one module."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")):
+            continue
+        owner = node.value
+        name = (owner.id if isinstance(owner, ast.Name)
+                else owner.attr if isinstance(owner, ast.Attribute) else None)
+        if name in HOSTS:
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}.{node.attr}")
+    return found
+
+
+def test_no_module_reaches_into_a_host_s_private_members() -> None:
+    files = [p for pkg in ("hindsight_core", "hindsight_adapters")
+             for p in sorted((ROOT / pkg).rglob("*.py"))]
+    assert files
+    assert [hit for p in files for hit in _private_reach_ins(p)] == []
