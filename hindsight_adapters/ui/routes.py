@@ -118,7 +118,7 @@ async def search(request: Request) -> Response:
     return state.render(
         request, "search.html", status_code=400 if error else 200, ns=ns, q=query,
         scene=scene, top_k=top_k, hits=hits, error=error, w_sem=s.semantic_weight,
-        w_kw=s.keyword_weight, score_weight=s.score_weight,
+        w_kw=round(mem.keyword_weight, 3), score_weight=s.score_weight,
     )
 
 
