@@ -200,6 +200,25 @@ def test_no_argument_constructor_uses_the_configured_database(database_url: str,
     store.close()
 
 
+async def test_async_side_of_a_store_on_a_given_memory_uses_its_database(
+        settings: Settings, fresh_db: str, ns) -> None:
+    """A store built on a ``Memory`` with a database URL of its own: the async side
+    opened the configured database instead (sync writes were not there), and built a
+    second embedder instead of sharing the memory's."""
+    memory = Memory(settings=settings, database_url=fresh_db)
+    store = HindsightStore(memory=memory)
+    try:
+        store.put(ns, "k", {"v": 1})
+        assert store.amemory.database_url == fresh_db != settings.database_url
+        assert store.amemory.embedder is memory.embedder
+        item = await store.aget(ns, "k")
+        assert item is not None and item.value == {"v": 1}
+    finally:
+        await store.aclose()
+        store.close()
+        memory.close()
+
+
 def test_hybrid_search_exact_scan_and_index_scan_agree(settings: Settings, embedder, ns
                                                        ) -> None:
     """Hybrid item search finds semantic candidates by an exact scan in small namespace

@@ -63,7 +63,7 @@ def _core_ops(ops: list[Op]) -> list[ItemOp]:
                                    op.offset, op.refresh_ttl))
         elif isinstance(op, ListNamespacesOp):
             conds = tuple((c.match_type, tuple(c.path)) for c in op.match_conditions or ())
-            out.append(ListNamespaces(conds, op.max_depth, op.limit, op.offset))  # type: ignore[arg-type]
+            out.append(ListNamespaces(conds, op.max_depth, op.limit, op.offset))
         else:
             raise ValueError(f"Unknown operation type: {type(op)}")
     return out

@@ -64,7 +64,8 @@ class Coalescer:
         return fut
 
     async def submit(self, ops: list[ItemOp]) -> list[Any]:
-        return await self.enqueue(ops)
+        results: list[Any] = await self.enqueue(ops)
+        return results
 
     def _flush(self, loop: asyncio.AbstractEventLoop) -> None:
         entries = self._pending.pop(loop, [])

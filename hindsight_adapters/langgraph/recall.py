@@ -94,7 +94,8 @@ def _inject(messages: list[BaseMessage], lesson: SystemMessage) -> list[BaseMess
 
 def recall_node(memory: Memory | AsyncMemory, *, namespace: Namespace | str | None = None,
                 top_k: int = 3, scene: str | None = None, messages_key: str = "messages",
-                query: Callable[[dict[str, Any]], str] | None = None) -> RunnableLambda:
+                query: Callable[[dict[str, Any]], str] | None = None
+                ) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
     """A node to put after ``START``: recalls lessons for the task and puts them first.
 
     The task is the last human message (or ``query(state)``). The lessons arrive as

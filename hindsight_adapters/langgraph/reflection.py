@@ -274,7 +274,7 @@ def reflection_node(memory: Memory | AsyncMemory, *, llm: LLM | None = None,
                     namespace: Namespace | str | None = None, messages_key: str = "messages",
                     scene: str | None = None,
                     outcome: Callable[[dict[str, Any]], str | None] | None = None
-                    ) -> RunnableLambda:
+                    ) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
     """A node to put before ``END``: reflects on the run's messages in the background.
 
     It returns at once (no state change), never raises into the run, and works in

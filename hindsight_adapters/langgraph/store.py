@@ -148,8 +148,10 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
     def amemory(self) -> AsyncMemory:
         """The asyncio core front end on the same database (created on first use)."""
         if self._amemory is None:
+            # The memory's database and embedder (one model loaded, not two).
             self._amemory = AsyncMemory(settings=self.settings, embedder=self._embedder_arg
-                                        or self.memory.embedder, database_url=self._url,
+                                        or self.memory.embedder,
+                                        database_url=self._url or self.memory.database_url,
                                         clock=self.memory.clock)
         return self._amemory
 
@@ -221,7 +223,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
 
     def _queue(self, ops: list[Op]) -> asyncio.Future[list[Any]]:
         """Queue ``ops`` on this tick's batch (a future of their results)."""
-        return self._queue_one(_core_ops(ops))  # type: ignore[arg-type]
+        return self._queue_one(_core_ops(ops))
 
     def _queue_one(self, op: ItemOp | list[ItemOp]) -> asyncio.Future[Any]:
         """Queue a core op (or a list of them) on this tick's batch."""

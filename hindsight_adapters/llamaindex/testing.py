@@ -133,7 +133,8 @@ class ScriptedChatLLM(FunctionCallingLLM):
     @llm_completion_callback()
     async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any
                         ) -> CompletionResponse:
-        return self.complete(prompt, formatted=formatted, **kwargs)
+        response: CompletionResponse = self.complete(prompt, formatted=formatted, **kwargs)
+        return response
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any

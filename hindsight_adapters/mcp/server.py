@@ -11,7 +11,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -48,6 +48,7 @@ from ._models import (
 log = logging.getLogger("hindsight.mcp")
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 INSTRUCTIONS = """\
 Hindsight is your memory of earlier tasks: short lessons about what worked and what failed.
@@ -72,7 +73,7 @@ def _tool_error(exc: HindsightError) -> ToolError:
     return ToolError(message)
 
 
-async def _call(awaitable: Any) -> Any:
+async def _call(awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
     except HindsightError as exc:
@@ -212,7 +213,8 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
                        embedding_dim=s.embedding_dim)
         return json.dumps(out.model_dump(mode="json"), ensure_ascii=False)
 
-    @mcp.custom_route("/healthz", methods=["GET"])
+    # The SDK's custom_route has no return annotation: mypy would see healthz untyped.
+    @mcp.custom_route("/healthz", methods=["GET"])  # type: ignore[untyped-decorator]
     async def healthz(_request: Any) -> Any:
         from starlette.responses import JSONResponse
 

@@ -92,14 +92,16 @@ def _erf(x: np.ndarray) -> np.ndarray:
         0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
             1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))
     erfc = t * np.exp(poly)
-    return np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+    out: np.ndarray = np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
+    return out
 
 
 def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float
                 ) -> np.ndarray:
     mean = x.mean(-1, keepdims=True)
     var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
+    out: np.ndarray = (x - mean) / np.sqrt(var + eps) * weight + bias
+    return out
 
 
 class NumpyBert:
@@ -180,4 +182,6 @@ class NumpyBert:
                             w[p + "output.LayerNorm.bias"], self.eps)
         x = x.reshape(batch, length, self.dim)
         summed = (x * mask[:, :, None]).sum(1)
-        return (summed / np.maximum(mask.sum(1, keepdims=True), 1e-9)).astype(np.float32)
+        pooled: np.ndarray = (summed / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+                              ).astype(np.float32)
+        return pooled

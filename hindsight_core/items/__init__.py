@@ -201,7 +201,7 @@ class Items(_ItemsBase):
 
     def sweep(self) -> int:
         """Delete expired items; returns how many."""
-        return self._run(self._sweep_flow)  # type: ignore[no-any-return]
+        return self._run(self._sweep_flow)
 
     def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return self.batch([GetItem(namespace, key, refresh_ttl)])[0]  # type: ignore[return-value]
@@ -259,7 +259,7 @@ class AsyncItems(_ItemsBase):
         await self._run(self._ready_flow())
 
     async def sweep(self) -> int:
-        return await self._run(self._sweep_flow)  # type: ignore[no-any-return]
+        return await self._run(self._sweep_flow)
 
     async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True
                   ) -> Item | None:

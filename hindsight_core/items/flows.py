@@ -17,7 +17,7 @@ from typing import Any
 from ..embeddings.profiles import covers, keyword_weight
 from ..errors import ValidationError
 from ..models import NS_SEPARATOR, Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
-from ..runtime.flow import Embed, Migrate, Sql, Unit
+from ..runtime.flow import Embed, Flow, Migrate, Sql, Unit
 from ..runtime.scan import ScanChoice
 from ..runtime.terms import CommonTerms
 from ..storage import experiences_sql as eq
@@ -78,7 +78,7 @@ class ItemFlows:
 
     # ------------------------------------------------------------------ set-up
 
-    def _ready_flow(self) -> Any:
+    def _ready_flow(self) -> Flow[None]:
         if self._ready:
             return
         yield Migrate()
@@ -87,7 +87,7 @@ class ItemFlows:
             yield Unit(self._index_flow())
         self._ready = True
 
-    def _index_flow(self) -> Any:
+    def _index_flow(self) -> Flow[None]:
         assert self.index is not None
         spec = self.index.spec
         yield Sql(eq.LOCK_META)
@@ -97,22 +97,22 @@ class ItemFlows:
         })}, fetch="none")
         create = q.ensure_index_sql(spec)
         if create is not None:
-            exists = yield Sql(q.INDEX_EXISTS, {"name": spec.index_name})
+            exists = yield from Sql(q.INDEX_EXISTS, {"name": spec.index_name})
             if not exists:
                 yield Sql(create, fetch="none")
 
     # ------------------------------------------------------------------ batch
 
     def _batch_flow(self, ops: Sequence[ItemOp], refresh_later: list[Any] | None = None
-                    ) -> Any:
+                    ) -> Flow[list[Result]]:
         """Run ``ops``; ``refresh_later`` (reads on a replica): the TTL refresh is not
         run but appended to it, as a flow for the primary."""
         plan = plan_batch(ops, self.index)
         ac = plan.autocommit
         yield from self._ready_flow()
         # Queries and stored fields are embedded apart (e5-style models prefix each side).
-        qvectors = (yield Embed(plan.queries, query=True)) if plan.queries else []
-        fvectors = (yield Embed([f[3] for f in plan.fields])) if plan.fields else []
+        qvectors = (yield from Embed(plan.queries, query=True)) if plan.queries else []
+        fvectors = (yield from Embed([f[3] for f in plan.fields])) if plan.fields else []
         now = self._now()
         results: list[Result] = [None] * len(ops)
         refresh: dict[tuple[str, str], None] = {}
@@ -148,10 +148,10 @@ class ItemFlows:
         return results
 
     def _gets(self, gets: Sequence[tuple[int, GetItem]], now: datetime, ac: bool,
-              results: list[Result], refresh: dict[tuple[str, str], None]) -> Any:
+              results: list[Result], refresh: dict[tuple[str, str], None]) -> Flow[None]:
         """The batch's gets in one statement: each item into ``results`` at its get's
         place, those to extend into ``refresh``."""
-        rows = yield Sql(q.GET_MANY, get_params(gets), autocommit=ac)
+        rows = yield from Sql(q.GET_MANY, get_params(gets), autocommit=ac)
         for row in rows:
             i, op = gets[row["idx"] - 1]
             if self.omit_expired and _expired(row, now):
@@ -161,7 +161,7 @@ class ItemFlows:
                 refresh[(row["ns"], row["key"])] = None
 
     def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool
-                ) -> Any:
+                ) -> Flow[list[tuple[ItemHit, float | None]]]:
         prefix = check_namespace(op.namespace_prefix, allow_empty=True)
         spec_f, values = parse_filter(op.filter)
         params: dict[str, Any] = {
@@ -171,8 +171,8 @@ class ItemFlows:
         if op.limit == 0:
             return []
         if qvec is None or self.index is None:
-            rows = yield Sql(q.list_sql(len(prefix), spec_f, self.omit_expired), params,
-                             autocommit=ac)
+            rows = yield from Sql(q.list_sql(len(prefix), spec_f, self.omit_expired), params,
+                                  autocommit=ac)
             return [(ItemHit.model_construct(item=_item(r), score=None, breakdown=None),
                      r["ttl_minutes"]) for r in rows]
         spec = self.index.spec
@@ -181,8 +181,8 @@ class ItemFlows:
         n_fields = max(1, len(self.index.fields))
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
-            rows = yield Sql(q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
-                             params, autocommit=ac)
+            rows = yield from Sql(q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
+                                  params, autocommit=ac)
             return [(ItemHit.model_construct(item=_item(r), score=float(r["score"]),
                                              breakdown=None), r["ttl_minutes"]) for r in rows]
         terms = tsquery_terms(op.query or "")
@@ -206,7 +206,7 @@ class ItemFlows:
             q.prefix_params(ns_key(prefix)), ac)
         stmt = q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired, bool(terms),
                                    bool(rare), settings.keyword_scan_limit, exact)
-        rows = yield Sql(stmt, params, autocommit=ac)
+        rows = yield from Sql(stmt, params, autocommit=ac)
         return [(ItemHit.model_construct(
             item=_item(r), score=float(r["final"]),
             breakdown=ScoreBreakdown.model_construct(
@@ -214,7 +214,8 @@ class ItemFlows:
                 relevance=float(r["relevance"]), decay=float(r["decay"]),
                 final=float(r["final"]))), r["ttl_minutes"]) for r in rows]
 
-    def _list_namespaces(self, op: ListNamespaces, now: datetime, ac: bool) -> Any:
+    def _list_namespaces(self, op: ListNamespaces, now: datetime, ac: bool
+                         ) -> Flow[list[tuple[str, ...]]]:
         conditions = [(kind, tuple(labels)) for kind, labels in op.conditions if labels]
         for kind, _ in conditions:
             if kind not in ("prefix", "suffix"):
@@ -226,13 +227,13 @@ class ItemFlows:
                                   "sep": NS_SEPARATOR, **q.namespace_range(conditions)}
         for i, (kind, labels) in enumerate(conditions):
             params[f"re{i}"] = namespace_pattern(labels, kind)
-        rows = yield Sql(q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired),
-                         params, autocommit=ac)
+        stmt = q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired)
+        rows = yield from Sql(stmt, params, autocommit=ac)
         return [ns_from_key(r["ns"]) for r in rows]
 
-    def _sweep_flow(self) -> Any:
+    def _sweep_flow(self) -> Flow[int]:
         yield from self._ready_flow()
-        rows = yield Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
+        rows = yield from Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
         return int(rows[0]["n"])
 
 

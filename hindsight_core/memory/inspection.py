@@ -120,7 +120,7 @@ class InspectFlows(MemoryBase):
         scene = check_scene(scene)
         yield from self.ready_flow(check_model=False)
         rows = yield from Sql(iq.count_sql(scene=scene is not None, archived=archived),
-                         {"ns": ns, "scene": scene})
+                              {"ns": ns, "scene": scene})
         return int(rows[0]["n"])
 
     def _activity_flow(self, namespace: Namespace | str | None, days: int,

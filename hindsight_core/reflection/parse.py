@@ -72,17 +72,17 @@ def coerce_number(value: Any, field: str) -> float:
             raise ParseError(f"{field} must be a number from 0 to 1, got {original!r}") from None
     if not isinstance(value, int | float) or value != value:  # NaN
         raise ParseError(f"{field} must be a number from 0 to 1, got {original!r}")
-    value = float(value)
-    if percent or 1 < value <= 100:
-        value /= 100
-    if not 0 <= value <= 1:
+    number = float(value)
+    if percent or 1 < number <= 100:
+        number /= 100
+    if not 0 <= number <= 1:
         raise ParseError(f"{field} must be a number from 0 to 1, got {original!r}")
-    return value
+    return number
 
 
 def parse_records(text: str, *, max_records: int = 3,
                   defaults: list[dict[str, Any]] | None = None
-                  ) -> tuple[list[dict[str, Any]], list[dict]]:
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The records in a distiller answer, and the entries that were dropped.
 
     Accepts ``{"records": [...]}`` (also under ``lessons``), a bare list, one record

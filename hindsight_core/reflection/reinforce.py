@@ -40,7 +40,7 @@ def reinforce_flow(memory: RecordContext, namespace: Namespace | str | None,
     if not live or not records:
         return {}
     vectors = yield from Embed([_text(r["lesson"]) for r in records]
-                          + [_text(r["lesson"]) for r in live])
+                               + [_text(r["lesson"]) for r in live])
     matrix = as_matrix(vectors)
     sims = matrix[: len(records)] @ matrix[len(records):].T
     out: dict[int, WriteResult] = {}

@@ -10,6 +10,8 @@ results; the drivers here carry them out and hold all the I/O:
   (transaction or warm connection, parallel reads, retries) and only I/O twice;
 - ``connections.py``: a pool's connections, with the warm autocommit ones kept for
   flows whose statements say they need no transaction;
+- ``host.py``: the typed protocols a flow's host (``Memory``, ``AsyncMemory``)
+  implements, through which the other modules run flows on it;
 - ``scan.py``: exact scan or ANN index, decided per namespace and cached;
 - ``terms.py``: query terms too common to generate keyword candidates, cached;
 - ``routing.py``: reads sent to read replicas (``HINDSIGHT_READ_DATABASE_URLS``).

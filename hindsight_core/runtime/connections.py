@@ -113,7 +113,7 @@ def release(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
 
 def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
     """Run ``req`` on a warm connection's cursor (blocking)."""
-    sql = pyformat(req.statement)  # type: ignore[arg-type]
+    sql = pyformat(req.statement)
     if isinstance(req.params, list):
         cur.executemany(sql, req.params)
         return []
@@ -123,7 +123,7 @@ def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
 
 async def afetch(cur: psycopg.AsyncCursor[Any], req: Sql) -> Rows:
     """:func:`fetch` for asyncio."""
-    sql = pyformat(req.statement)  # type: ignore[arg-type]
+    sql = pyformat(req.statement)
     if isinstance(req.params, list):
         await cur.executemany(sql, req.params)
         return []

@@ -149,7 +149,7 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
         if cur is not None:
             release(cur)
             done, conn = conn, None
-            if not io.conns.keep(done, cur):  # type: ignore[arg-type]
+            if not io.conns.keep(done, cur):
                 yield io.close, done
         elif conn is not None:
             yield io.commit, conn

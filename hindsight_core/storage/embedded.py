@@ -107,7 +107,7 @@ def _alive(pid: int) -> bool:
     import psutil
 
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:  # NoSuchProcess, AccessDenied on a pid reused by another user
         return False
 
