@@ -122,3 +122,37 @@ def test_batch_merges_keep_scenes_importance_and_counters(fresh_db: str) -> None
         [(str(stored[0].id), 1), (str(stored[1].id), 2)])
     assert tuple(kept) == tuple(real) and real[0] == 5
     mem.close()
+
+
+def test_a_batch_is_one_statement_per_kind(fresh_db: str) -> None:
+    """Each statement fires the BM25 counters' statement-level triggers: a batch of 40
+    records with merges into 10 stored ones fires them once per kind of change, not
+    once per record (the executemany inserts fired them 40 times)."""
+    ns = ("batch", "statements")
+    mem = Memory(ns, settings=Settings(database_url=fresh_db, lesson_max_chars=500),
+                 embedder=EMB)
+    stored = mem.write_many([{"trigger": f"t{i}", "lesson": f"kept lesson {i}"}
+                             for i in range(10)])
+    engine = sa.create_engine(fresh_db)
+    with engine.begin() as conn:
+        conn.execute(sa.text("CREATE TABLE test_statements (tbl text, op text)"))
+        conn.execute(sa.text(
+            "CREATE FUNCTION test_count_statement() RETURNS trigger LANGUAGE plpgsql AS $$"
+            " BEGIN INSERT INTO test_statements VALUES (TG_TABLE_NAME, TG_OP); RETURN NULL;"
+            " END $$"))
+        for table in ("hindsight_experiences", "hindsight_events"):
+            conn.execute(sa.text(
+                f"CREATE TRIGGER test_count AFTER INSERT OR UPDATE ON {table} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION test_count_statement()"))
+    res = mem.write_many([{"trigger": f"again {i}", "lesson": f"kept lesson {i}"}
+                          for i in range(10)]
+                         + [{"trigger": f"n{i}", "lesson": f"new lesson {i}"} for i in range(30)])
+    assert [r.id for r in res[:10]] == [r.id for r in stored]
+    assert sum(r.status == "inserted" for r in res) == 30
+    with engine.connect() as conn:
+        fired = sorted(tuple(r) for r in conn.execute(sa.text(
+            "SELECT tbl, op FROM test_statements")))
+    engine.dispose()
+    assert fired == [("hindsight_events", "INSERT"), ("hindsight_experiences", "INSERT"),
+                     ("hindsight_experiences", "UPDATE")]
+    mem.close()

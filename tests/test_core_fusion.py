@@ -100,6 +100,7 @@ def test_keyword_weight_follows_the_models_cosine_floor(settings: Settings, mode
     assert profile_for(model).cosine_floor == floor
     assert keyword_weight(settings, emb) == pytest.approx(0.3 * (1 - floor))
     mem = Memory(("fusion", "floor", model), settings=settings, embedder=emb)
+    assert mem.keyword_weight == pytest.approx(0.3 * (1 - floor))
     mem.write_many([MEANT, OTHER, *REST])
     for h in mem.search(QUERY, top_k=5):
         b = h.breakdown

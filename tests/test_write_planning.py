@@ -117,6 +117,16 @@ def test_the_more_similar_of_stored_and_batch_wins() -> None:
     assert p.absorbed[0] == 0
 
 
+def test_of_two_equally_similar_batch_records_the_earlier_wins() -> None:
+    records = [rec("Check the extension first"), rec("Verify the extension first"),
+               rec("Check the extension first.")]
+    sims = [[1, .5, .95], [.5, 1, .95], [.95, .95, 1]]
+    p = plan(records, sims)
+    assert p.inserts == [0, 1] and p.results[2].id == p.ids[0]
+    sims[2][1] = sims[1][2] = .96
+    assert plan(records, sims).results[2].id == plan(records, sims).ids[1], "the closer wins"
+
+
 def test_below_the_threshold_nothing_merges() -> None:
     records = [rec("Check the extension first"), rec("Verify the extension first")]
     near = {1: [{"id": uuid.uuid4(), "lesson": "Check the extension first", "similarity": .91}]}

@@ -179,6 +179,8 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
     async def aclose(self) -> None:
         await self.astop_ttl_sweeper()
         self.stop_ttl_sweeper()
+        if self._aitems is not None:  # its warm connections, back to the pool
+            await self._aitems.aclose()
         if self._amemory is not None:
             await self._amemory.aclose()
         self.items.close()

@@ -30,14 +30,19 @@ def session_value(token: str) -> str:
     return hmac.new(token.encode(), b"hindsight-ui-session", hashlib.sha256).hexdigest()
 
 
+def same_token(given: str, token: str) -> bool:
+    """Whether ``given`` is ``token``, compared in constant time."""
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
 def token_ok(request: Request, token: str) -> bool:
     """Whether the request carries the token (header) or a valid session cookie."""
     header = request.headers.get("authorization", "")
     scheme, _, given = header.partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+    if scheme.lower() == "bearer" and same_token(given.strip(), token):
         return True
     cookie = request.cookies.get(COOKIE, "")
-    return bool(cookie) and hmac.compare_digest(cookie.encode(), session_value(token).encode())
+    return bool(cookie) and same_token(cookie, session_value(token))
 
 
 class GuardMiddleware:

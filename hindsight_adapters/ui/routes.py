@@ -7,7 +7,6 @@ The handlers are plain functions: each finds the shared :class:`~.app.UIState` o
 from __future__ import annotations
 
 import asyncio
-import hmac
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from starlette.routing import Route
 from hindsight_core.errors import NotFoundError, ValidationError
 from hindsight_core.models import MAX_OFFSET, Experience, Namespace, check_int, parse_id
 
-from .auth import COOKIE, safe_next, session_value, token_ok
+from .auth import COOKIE, safe_next, same_token, session_value, token_ok
 from .charts import activity_chart, decay_chart, utc_today
 from .fmt import nsq
 
@@ -119,7 +118,7 @@ async def search(request: Request) -> Response:
     return state.render(
         request, "search.html", status_code=400 if error else 200, ns=ns, q=query,
         scene=scene, top_k=top_k, hits=hits, error=error, w_sem=s.semantic_weight,
-        w_kw=s.keyword_weight, score_weight=s.score_weight,
+        w_kw=round(mem.keyword_weight, 3), score_weight=s.score_weight,
     )
 
 
@@ -225,7 +224,7 @@ async def login(request: Request) -> Response:
     if request.method == "POST":
         form = await request.form()
         given = str(form.get("token", "")).strip()
-        if given and _same(given, state.token):
+        if given and same_token(given, state.token):
             response = RedirectResponse(target, status_code=303)
             response.set_cookie(COOKIE, session_value(state.token), httponly=True,
                                 samesite="strict", secure=request.url.scheme == "https",
@@ -263,7 +262,3 @@ ROUTES = [
     Route("/logout", logout, methods=["POST"]),
     Route("/healthz", healthz),
 ]
-
-
-def _same(a: str, b: str) -> bool:
-    return hmac.compare_digest(a.encode(), b.encode())

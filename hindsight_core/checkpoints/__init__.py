@@ -5,21 +5,26 @@ values that are not stored inline are ``(channel, version, type, bytes)`` blobs,
 and pending writes are ``(idx, channel, type, bytes)``. Serialization of framework
 objects is the adapter's job (``hindsight_adapters.langgraph.checkpoint``).
 
-Each operation is a flow (see ``runtime/flow.py``) written once and run by
-:class:`Checkpoints` (sync) or :class:`AsyncCheckpoints` (asyncio) on the pool of
-a :class:`~hindsight_core.Memory` / :class:`~hindsight_core.AsyncMemory`. Single
-statement operations run in autocommit mode on warm connections (one round trip
-each; see ``runtime/fastpath.py``).
+Each operation is a flow (``flows.py``; see ``runtime/flow.py``), and each method is
+written once, as the flow it runs (``put = _Method(put_flow)``): :class:`Checkpoints`
+(sync) and :class:`AsyncCheckpoints` (asyncio) share them and differ only in how a
+call is carried out (``_call``), on the pool of a
+:class:`~hindsight_core.Memory` / :class:`~hindsight_core.AsyncMemory`. The flows of
+one statement say ``autocommit`` and run on warm connections (one round trip each;
+``runtime/connections.py``); the others in a transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+import functools
+from collections.abc import Callable, Coroutine
+from types import MethodType
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
 
 from ..embeddings import Embedder
-from ..runtime.fastpath import AsyncWarmConnections, WarmConnections
-from ..runtime.flow import Flow, Migrate, run_async, run_sync
+from ..runtime.connections import AsyncConnections, Connections
+from ..runtime.driver import run_async, run_sync
+from ..runtime.flow import Flow, MakeFlow, Migrate
 from .flows import (
     PRUNE_STRATEGIES,
     BlobIn,
@@ -44,17 +49,65 @@ if TYPE_CHECKING:
 
 _NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
 CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's checkpoints
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Method(Generic[P, R]):
+    """A method written once, as the flow it runs: on :class:`Checkpoints` a function
+    that returns the flow's result, on :class:`AsyncCheckpoints` a coroutine function
+    (each front end's ``_call`` carries it out; ``read``: on a read replica when
+    configured). The bound method is kept on the instance, so a call after the first
+    costs no more than a plain method's."""
+
+    def __init__(self, flow: Callable[P, Flow[R]], *, read: bool = False) -> None:
+        self.flow = flow
+        self.read = read
+        self.name = flow.__name__.removesuffix("_flow")
+        self.__doc__ = flow.__doc__
+        self._functions: dict[type, Callable[..., Any]] = {}
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> Callable[..., Any]: ...
+    @overload
+    def __get__(self, obj: Checkpoints, owner: type) -> Callable[P, R]: ...
+    @overload
+    def __get__(self, obj: AsyncCheckpoints, owner: type
+                ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        function = self._functions.get(owner)
+        if function is None:
+            function = self._functions[owner] = self._function(owner)
+        if obj is None:
+            return function
+        bound = obj.__dict__[self.name] = MethodType(function, obj)
+        return bound
+
+    def _function(self, owner: type) -> Callable[..., Any]:
+        flow, read = self.flow, self.read
+        if issubclass(owner, AsyncCheckpoints):
+            async def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
+                return await self._call(functools.partial(flow, *args, **kwargs), read)
+        else:
+            def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
+                return self._call(functools.partial(flow, *args, **kwargs), read)
+        functools.update_wrapper(method, flow)
+        method.__name__, method.__qualname__ = self.name, f"{owner.__name__}.{self.name}"
+        return method
 
 
 # ---------------------------------------------------------------------- front ends
 
 
 class _Base:
-    """Set-up state; single-statement flows run on the memory's warm connections
-    (``runtime/fastpath.py``: autocommit, no pre-ping, one retry on a broken one)."""
+    """Set-up state and the connections (warm ones kept: ``runtime/connections.py``)."""
 
     _migrated: bool
-    _pool: WarmConnections | AsyncWarmConnections | None = None
+    _pool: Connections | AsyncConnections | None = None
 
     @property
     def _warm(self) -> list[tuple[float, Any]]:
@@ -65,6 +118,16 @@ class _Base:
         if not self._migrated:
             yield Migrate()
             self._migrated = True
+
+    put = _Method(put_flow)
+    put_writes = _Method(put_writes_flow)
+    get = _Method(get_flow, read=True)
+    list = _Method(list_flow, read=True)
+    delete_threads = _Method(delete_threads_flow)
+    delete_for_runs = _Method(delete_for_runs_flow)
+    copy_thread = _Method(copy_thread_flow)
+    prune = _Method(prune_flow)
+    thread_stats = _Method(thread_stats_flow, read=True)
 
 
 class Checkpoints(_Base):
@@ -77,33 +140,24 @@ class Checkpoints(_Base):
     def __init__(self, memory: FlowHost) -> None:
         self.memory = memory
         self._migrated = False
-        self._pool: WarmConnections | None = None
+        self._pool: Connections | None = None
 
-    def _run(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
-        """Run a flow that writes: ``atomic`` ones in a transaction, the rest in
-        autocommit mode on a warm connection (one statement each, so each is atomic
-        anyway). With read replicas, the WAL position is noted (read-your-writes)."""
-        result = self._primary(make, atomic)
-        self.memory.note_write(CHECKPOINTS_KEY)
+    def _call(self, make: MakeFlow[R], read: bool) -> R:
+        """Run ``make()``'s flow: a ``read`` on a read replica when configured; after a
+        write, with read replicas, the WAL position is noted (read-your-writes)."""
+        reads = self.memory.replica_reads() if read and self._migrated else None
+        if reads is not None:
+            return reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make))
+        result = self._primary(make)
+        if not read:
+            self.memory.note_write(CHECKPOINTS_KEY)
         return result
 
-    def _read(self, make: Callable[[], Flow[Any]]) -> Any:
-        """Run a read flow: on a read replica when configured, else on the primary."""
-        reads = self.memory.replica_reads() if self._migrated else None
-        if reads is None:
-            return self._primary(make)
-        return reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make),
-                         fast=True)
-
-    def _primary(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
+    def _primary(self, make: Flow[R] | MakeFlow[R]) -> R:
         if not self._migrated:
             self.setup()
-        engine = self.memory.engine
-        if atomic:
-            return run_sync(make(), engine, _NO_EMBEDDER)
-        if self._pool is None or self._pool.engine is not engine:
-            self._pool = WarmConnections(engine)
-        return self._pool.run(make, _NO_EMBEDDER)
+        self._pool = Connections.of(self._pool, self.memory.engine)
+        return run_sync(make, self._pool, _NO_EMBEDDER)
 
     def close(self) -> None:
         """Return the warm connections to the pool."""
@@ -113,95 +167,9 @@ class Checkpoints(_Base):
     def setup(self) -> None:
         """Apply migrations (idempotent; also done on first use)."""
         self._migrated = False
-        run_sync(self._ready(), self.memory.engine, _NO_EMBEDDER)
+        self._pool = Connections.of(self._pool, self.memory.engine)
+        run_sync(self._ready(), self._pool, _NO_EMBEDDER)
 
-    def put(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        parent_checkpoint_id: str | None,
-        checkpoint: Mapping[str, Any] | str,
-        metadata: Mapping[str, Any] | str,
-        blobs: Sequence[BlobIn] = (),
-    ) -> None:
-        """Store a checkpoint and the blobs of its new channel versions (atomic)."""
-        self._run(
-            lambda: put_flow(
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                parent_checkpoint_id,
-                checkpoint,
-                metadata,
-                blobs,
-            )
-        )
-
-    def put_writes(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        task_id: str,
-        writes: Sequence[WriteIn],
-        *,
-        task_path: str = "",
-        upsert: bool = False,
-    ) -> None:
-        """Store pending writes of a task (idempotent per ``(task_id, idx)``)."""
-        self._run(
-            lambda: put_writes_flow(
-                thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes, upsert=upsert
-            )
-        )
-
-    def get(
-        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
-    ) -> CheckpointRow | None:
-        """One checkpoint, or the latest of the thread and namespace; None if absent."""
-        return cast(
-            "CheckpointRow | None",
-            self._read(lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id)),
-        )
-
-    def list(
-        self,
-        thread_id: str | None = None,
-        checkpoint_ns: str | None = None,
-        *,
-        checkpoint_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        before: str | None = None,
-        limit: int | None = None,
-    ) -> list[CheckpointRow]:
-        """Checkpoints newest first; ``metadata`` matches by JSON containment."""
-        return cast(
-            "list[CheckpointRow]",
-            self._read(
-                lambda: list_flow(thread_id, checkpoint_ns, checkpoint_id, metadata, before, limit)
-            ),
-        )
-
-    def delete_threads(self, thread_ids: Sequence[str]) -> None:
-        """Delete threads (all namespaces)."""
-        self._run(lambda: delete_threads_flow(thread_ids))
-
-    def delete_for_runs(self, run_ids: Sequence[str]) -> int:
-        """Delete the checkpoints of runs; returns how many (thread, ns) were touched."""
-        return cast(int, self._run(lambda: delete_for_runs_flow(run_ids), atomic=True))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread (every namespace, checkpoint and write) to another id."""
-        self._run(lambda: copy_thread_flow(source_thread_id, target_thread_id))
-
-    def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
-        """Prune threads: ``keep_latest`` or ``delete``."""
-        self._run(lambda: prune_flow(thread_ids, strategy), atomic=True)
-
-    def thread_stats(self, thread_id: str) -> dict[str, int]:
-        """Counts of checkpoints, blobs and writes of a thread, and the largest sizes."""
-        return cast("dict[str, int]", self._read(lambda: thread_stats_flow(thread_id)))
 
 
 class AsyncCheckpoints(_Base):
@@ -210,29 +178,26 @@ class AsyncCheckpoints(_Base):
     def __init__(self, memory: AsyncFlowHost) -> None:
         self.memory = memory
         self._migrated = False
-        self._pool: AsyncWarmConnections | None = None
+        self._pool: AsyncConnections | None = None
 
-    async def _run(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
-        result = await self._primary(make, atomic)
-        await self.memory.note_write(CHECKPOINTS_KEY)
+    async def _call(self, make: MakeFlow[R], read: bool) -> R:
+        reads = self.memory.replica_reads() if read and self._migrated else None
+        if reads is not None:
+            return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY,
+                                   lambda: self._primary(make))
+        result = await self._primary(make)
+        if not read:
+            await self.memory.note_write(CHECKPOINTS_KEY)
         return result
 
-    async def _read(self, make: Callable[[], Flow[Any]]) -> Any:
-        reads = self.memory.replica_reads() if self._migrated else None
-        if reads is None:
-            return await self._primary(make)
-        return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY,
-                               lambda: self._primary(make), fast=True)
-
-    async def _primary(self, make: Callable[[], Flow[Any]], atomic: bool = False) -> Any:
+    async def _primary(self, make: Flow[R] | MakeFlow[R]) -> R:
         if not self._migrated:
             await self.setup()
-        engine = await self.memory.get_engine()
-        if atomic:
-            return await run_async(make(), engine, _NO_EMBEDDER)
-        if self._pool is None or self._pool.engine is not engine:
-            self._pool = AsyncWarmConnections(engine)
-        return await self._pool.run(make, _NO_EMBEDDER)
+        return await run_async(make, await self._connections(), _NO_EMBEDDER)
+
+    async def _connections(self) -> AsyncConnections:
+        self._pool = AsyncConnections.of(self._pool, await self.memory.get_engine())
+        return self._pool
 
     async def aclose(self) -> None:
         """Return the warm connections to the pool."""
@@ -241,83 +206,5 @@ class AsyncCheckpoints(_Base):
 
     async def setup(self) -> None:
         self._migrated = False
-        await run_async(self._ready(), await self.memory.get_engine(), _NO_EMBEDDER)
+        await run_async(self._ready(), await self._connections(), _NO_EMBEDDER)
 
-    async def put(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        parent_checkpoint_id: str | None,
-        checkpoint: Mapping[str, Any] | str,
-        metadata: Mapping[str, Any] | str,
-        blobs: Sequence[BlobIn] = (),
-    ) -> None:
-        await self._run(
-            lambda: put_flow(
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                parent_checkpoint_id,
-                checkpoint,
-                metadata,
-                blobs,
-            )
-        )
-
-    async def put_writes(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        task_id: str,
-        writes: Sequence[WriteIn],
-        *,
-        task_path: str = "",
-        upsert: bool = False,
-    ) -> None:
-        await self._run(
-            lambda: put_writes_flow(
-                thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes, upsert=upsert
-            )
-        )
-
-    async def get(
-        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
-    ) -> CheckpointRow | None:
-        return cast(
-            "CheckpointRow | None",
-            await self._read(lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id)),
-        )
-
-    async def list(
-        self,
-        thread_id: str | None = None,
-        checkpoint_ns: str | None = None,
-        *,
-        checkpoint_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        before: str | None = None,
-        limit: int | None = None,
-    ) -> list[CheckpointRow]:
-        return cast(
-            "list[CheckpointRow]",
-            await self._read(
-                lambda: list_flow(thread_id, checkpoint_ns, checkpoint_id, metadata, before, limit)
-            ),
-        )
-
-    async def delete_threads(self, thread_ids: Sequence[str]) -> None:
-        await self._run(lambda: delete_threads_flow(thread_ids))
-
-    async def delete_for_runs(self, run_ids: Sequence[str]) -> int:
-        return cast(int, await self._run(lambda: delete_for_runs_flow(run_ids), atomic=True))
-
-    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        await self._run(lambda: copy_thread_flow(source_thread_id, target_thread_id))
-
-    async def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
-        await self._run(lambda: prune_flow(thread_ids, strategy), atomic=True)
-
-    async def thread_stats(self, thread_id: str) -> dict[str, int]:
-        return cast("dict[str, int]", await self._read(lambda: thread_stats_flow(thread_id)))

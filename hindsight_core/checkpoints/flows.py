@@ -73,9 +73,9 @@ def put_flow(
     parent_checkpoint_id: str | None,
     checkpoint: Mapping[str, Any] | str,
     metadata: Mapping[str, Any] | str,
-    blobs: Sequence[BlobIn],
+    blobs: Sequence[BlobIn] = (),
 ) -> Flow[None]:
-    """Store a checkpoint (upsert) and the blobs of its new channel versions."""
+    """Store a checkpoint (upsert) and the blobs of its new channel versions (atomic)."""
     if not checkpoint_id:
         raise ValidationError("a checkpoint needs an id", field="checkpoint_id")
     yield Sql(
@@ -90,6 +90,7 @@ def put_flow(
             **q.row_params(blobs, ("channel", "version", "type", "blob")),
         },
         fetch="none",
+        autocommit=True,
     )
 
 
@@ -98,12 +99,13 @@ def put_writes_flow(
     checkpoint_ns: str,
     checkpoint_id: str,
     task_id: str,
-    task_path: str,
     writes: Sequence[WriteIn],
     *,
-    upsert: bool,
+    task_path: str = "",
+    upsert: bool = False,
 ) -> Flow[None]:
-    """Store pending writes; ``upsert`` replaces earlier writes with the same index."""
+    """Store pending writes of a task (idempotent per ``(task_id, idx)``); ``upsert``
+    replaces earlier writes with the same index."""
     if not writes:
         return
     by_idx: dict[int, WriteIn] = {}
@@ -122,30 +124,34 @@ def put_writes_flow(
             **q.row_params(rows, ("idx", "channel", "type", "blob")),
         },
         fetch="none",
+        autocommit=True,
     )
 
 
 def get_flow(
-    thread_id: str, checkpoint_ns: str, checkpoint_id: str | None
+    thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
 ) -> Flow[CheckpointRow | None]:
-    """One checkpoint by id, or the latest of the thread and namespace."""
+    """One checkpoint by id, or the latest of the thread and namespace; None if absent."""
     params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     if checkpoint_id:
-        rows = yield from Sql(q.GET_BY_ID, {**params, "checkpoint_id": checkpoint_id})
+        rows = yield from Sql(q.GET_BY_ID, {**params, "checkpoint_id": checkpoint_id},
+                              autocommit=True)
     else:
-        rows = yield from Sql(q.GET_LATEST, params)
+        rows = yield from Sql(q.GET_LATEST, params, autocommit=True)
     return _row(rows[0]) if rows else None
 
 
 def list_flow(
-    thread_id: str | None,
-    checkpoint_ns: str | None,
-    checkpoint_id: str | None,
-    metadata: Mapping[str, Any] | None,
-    before: str | None,
-    limit: int | None,
+    thread_id: str | None = None,
+    checkpoint_ns: str | None = None,
+    *,
+    checkpoint_id: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    before: str | None = None,
+    limit: int | None = None,
 ) -> Flow[list[CheckpointRow]]:
-    """Checkpoints matching every given filter, newest first."""
+    """Checkpoints matching every given filter, newest first; ``metadata`` matches by
+    JSON containment."""
     statement = q.list_sql(
         thread=thread_id is not None,
         ns=checkpoint_ns is not None,
@@ -162,14 +168,16 @@ def list_flow(
         "before": before,
         "limit": limit,
     }
-    rows = yield from Sql(statement, {k: v for k, v in params.items() if v is not None})
+    rows = yield from Sql(statement, {k: v for k, v in params.items() if v is not None},
+                          autocommit=True)
     return [_row(r) for r in rows]
 
 
 def delete_threads_flow(thread_ids: Sequence[str]) -> Flow[None]:
     """Everything of the given threads, in every namespace."""
     if thread_ids:
-        yield Sql(q.DELETE_THREADS, {"thread_ids": list(thread_ids)}, fetch="none")
+        yield Sql(q.DELETE_THREADS, {"thread_ids": list(thread_ids)}, fetch="none",
+                  autocommit=True)
 
 
 def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[int]:
@@ -182,12 +190,15 @@ def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[int]:
     return len(touched)
 
 
-def copy_thread_flow(source: str, target: str) -> Flow[None]:
-    """Every checkpoint, blob and write of ``source`` under ``target`` (same ids)."""
-    yield Sql(q.COPY_THREAD, {"source": source, "target": target}, fetch="none")
+def copy_thread_flow(source_thread_id: str, target_thread_id: str) -> Flow[None]:
+    """Copy every checkpoint, blob and write of a thread (every namespace) under
+    another id (same checkpoint ids)."""
+    yield Sql(q.COPY_THREAD, {"source": source_thread_id, "target": target_thread_id},
+              fetch="none",
+              autocommit=True)
 
 
-def prune_flow(thread_ids: Sequence[str], strategy: str) -> Flow[None]:
+def prune_flow(thread_ids: Sequence[str], strategy: str = "keep_latest") -> Flow[None]:
     """``keep_latest``: only the newest checkpoint per namespace; ``delete``: all."""
     if isinstance(thread_ids, str):
         raise TypeError("thread_ids must be a sequence of thread ids, not a str")
@@ -210,5 +221,5 @@ def prune_flow(thread_ids: Sequence[str], strategy: str) -> Flow[None]:
 
 def thread_stats_flow(thread_id: str) -> Flow[dict[str, int]]:
     """Row counts and the largest checkpoint row / blob of a thread (for tests, ops)."""
-    rows = yield from Sql(q.COUNT_THREAD, {"thread_id": thread_id})
+    rows = yield from Sql(q.COUNT_THREAD, {"thread_id": thread_id}, autocommit=True)
     return {k: int(v) for k, v in rows[0].items()}

@@ -11,21 +11,24 @@ LangMem memories, usable on its own::
     hits = items.search(("users",), query="answer style")
 
 :class:`Items` (blocking) and :class:`AsyncItems` (asyncio) run the same flows
-(``flows.py``) on the connection pool of the :class:`Memory` / :class:`AsyncMemory`
-they are given, embedding with ``embedder`` (default: the memory's).
+(``flows.py``) with the same drivers' strategies (batches of single-statement units
+on warm autocommit connections, others in a transaction retried on a deadlock) on
+the connection pool of the :class:`Memory` / :class:`AsyncMemory` they are given,
+embedding with ``embedder`` (default: the memory's).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from ..embeddings import Embedder, ensure_embedder
-from ..errors import ConfigurationError, DatabaseError
+from ..errors import ConfigurationError, HindsightError
 from ..models import Item, ItemHit, Namespace
-from ..runtime.fastpath import WarmConnections
-from ..runtime.flow import Flow, Sql, run_async, run_sync
+from ..runtime.connections import AsyncConnections, Connections
+from ..runtime.driver import run_async, run_sync
+from ..runtime.flow import Flow, MakeFlow, Sql
 from ..runtime.host import AsyncFlowHost, FlowHost
 from ..runtime.scan import ScanChoice
 from .flows import ItemFlows, Result, parse_filter
@@ -48,13 +51,6 @@ def _one(stmt: Sql) -> Flow[None]:
     yield stmt
 
 
-def _one_unit(ops: Sequence[ItemOp]) -> bool:
-    """Whether the batch's statements are each a unit of work (see ``_batch_flow``)."""
-    puts = [op for op in ops if isinstance(op, PutItem)]
-    return not (any(op.value is None for op in puts) and any(op.value is not None
-                                                             for op in puts))
-
-
 def _retryable(exc: BaseException) -> bool:
     """Whether the database aborted the transaction for a deadlock or serialization
     conflict (SQLSTATE 40P01 / 40001), which a retry resolves."""
@@ -65,6 +61,12 @@ def _retryable(exc: BaseException) -> bool:
             return True
         cause = cause.__cause__
     return False
+
+
+def deadlock_retry(attempt: int, exc: HindsightError) -> bool:
+    """The items' retry policy (``driver.Retry``): a batch that lost a deadlock or
+    serialization conflict runs again, up to ``_RETRIES`` times in all."""
+    return attempt < _RETRIES - 1 and _retryable(exc)
 
 
 class _NoEmbedder:
@@ -116,16 +118,30 @@ class _ItemsBase(ItemFlows):
         return self.memory.settings
 
     def _replica_flow(self, ops: Sequence[ItemOp]
-                      ) -> tuple[Callable[[], Flow[list[Result]]], list[Sql]]:
-        """A maker of the read batch's flow for a replica, and the list that receives
-        its TTL refresh (a write: the caller runs it on the primary)."""
+                      ) -> tuple[MakeFlow[list[Result]] | None, list[Sql]]:
+        """For a batch of reads with read replicas configured: a maker of its flow for a
+        replica, and the list that receives its TTL refresh (a write: the caller runs
+        it on the primary). None when the batch runs on the primary."""
         later: list[Sql] = []
+        if not (self._reads() is not None and all(isinstance(op, _READS) for op in ops)):
+            return None, later
 
         def make() -> Flow[list[Result]]:
             later.clear()
             return self._batch_flow(ops, later)
 
         return make, later
+
+    def _reads(self) -> Any:
+        """The memory's read replicas, once set up; None without any."""
+        return self.memory.replica_reads() if self._ready else None
+
+    def _batch(self, ops: Sequence[ItemOp]) -> MakeFlow[list[Result]]:
+        return lambda: self._batch_flow(ops)
+
+    @staticmethod
+    def _writes(ops: Sequence[ItemOp]) -> bool:
+        return any(isinstance(op, PutItem) for op in ops)
 
     @staticmethod
     def _conditions(prefix: Namespace | None, suffix: Namespace | None
@@ -151,58 +167,41 @@ class Items(_ItemsBase):
     """
 
     memory: FlowHost
-    _warm: WarmConnections | None = None
+    _conns: Connections | None = None
 
     def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         """Run operations in one transaction; one result per op, in input order.
 
         A transaction that loses a deadlock or serialization conflict is retried.
         """
-        reads = self.memory.replica_reads() if self._ready else None
-        if reads is not None and all(isinstance(op, _READS) for op in ops):
-            make, later = self._replica_flow(ops)
-            warm = self._warm_connections()
-            results = reads.run(make, self.embedder, ITEMS_KEY,
-                                lambda: warm.run(make, self.embedder), fast=True)
+        make, later = self._replica_flow(ops)
+        if make is not None:
+            results = self._reads().run(make, self.embedder, ITEMS_KEY,
+                                        lambda: self._run(make))
             if later:  # TTL refreshes are writes: on the primary
-                warm.run(lambda: _one(later[0]), self.embedder)
+                self._run(lambda: _one(later[0]))
             return results
-        fast = self._ready and _one_unit(ops)
-        for attempt in range(_RETRIES):
-            try:
-                if fast:
-                    results = self._warm_connections().run(lambda: self._batch_flow(ops),
-                                                           self.embedder)
-                else:
-                    results = run_sync(self._batch_flow(ops), self.memory.engine,
-                                       self.embedder)
-            except DatabaseError as exc:
-                if attempt == _RETRIES - 1 or not _retryable(exc):
-                    raise
-            else:
-                if any(isinstance(op, PutItem) for op in ops):
-                    self.memory.note_write(ITEMS_KEY)
-                return results
-        raise AssertionError("unreachable")  # pragma: no cover
+        results = self._run(self._batch(ops), deadlock_retry)
+        if self._writes(ops):
+            self.memory.note_write(ITEMS_KEY)
+        return results
 
-    def _warm_connections(self) -> WarmConnections:
-        engine = self.memory.engine
-        if self._warm is None or self._warm.engine is not engine:
-            self._warm = WarmConnections(engine)
-        return self._warm
+    def _run(self, make: Flow[Any] | MakeFlow[Any], retry: Any = None) -> Any:
+        self._conns = Connections.of(self._conns, self.memory.engine)
+        return run_sync(make, self._conns, self.embedder, retry)
 
     def close(self) -> None:
         """Give connections kept warm back to the pool (the memory is not closed)."""
-        if self._warm is not None:
-            self._warm.close()
+        if self._conns is not None:
+            self._conns.close()
 
     def setup(self) -> None:
         """Migrate and create the vector index (also done on first use)."""
-        run_sync(self._ready_flow(), self.memory.engine, self.embedder)
+        self._run(self._ready_flow())
 
     def sweep(self) -> int:
         """Delete expired items; returns how many."""
-        return run_sync(self._sweep_flow(), self.memory.engine, self.embedder)
+        return self._run(self._sweep_flow)
 
     def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return self.batch([GetItem(namespace, key, refresh_ttl)])[0]  # type: ignore[return-value]
@@ -231,36 +230,36 @@ class AsyncItems(_ItemsBase):
     """Generic items for asyncio code; the same API as :class:`Items`, awaited."""
 
     memory: AsyncFlowHost
+    _conns: AsyncConnections | None = None
 
     async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
-        engine = await self.memory.get_engine()
-        reads = self.memory.replica_reads() if self._ready else None
-        if reads is not None and all(isinstance(op, _READS) for op in ops):
-            make, later = self._replica_flow(ops)
-            results = await reads.run(make, self.embedder, ITEMS_KEY,
-                                      lambda: run_async(make(), engine, self.embedder),
-                                      fast=True)
+        make, later = self._replica_flow(ops)
+        if make is not None:
+            results = await self._reads().run(make, self.embedder, ITEMS_KEY,
+                                              lambda: self._run(make))
             if later:  # TTL refreshes are writes: on the primary
-                await run_async(_one(later[0]), engine, self.embedder)
+                await self._run(lambda: _one(later[0]))
             return results
-        for attempt in range(_RETRIES):
-            try:
-                results = await run_async(self._batch_flow(ops), engine, self.embedder)
-            except DatabaseError as exc:
-                if attempt == _RETRIES - 1 or not _retryable(exc):
-                    raise
-            else:
-                if any(isinstance(op, PutItem) for op in ops):
-                    await self.memory.note_write(ITEMS_KEY)
-                return results
-        raise AssertionError("unreachable")  # pragma: no cover
+        results = await self._run(self._batch(ops), deadlock_retry)
+        if self._writes(ops):
+            await self.memory.note_write(ITEMS_KEY)
+        return results
+
+    async def _run(self, make: Flow[Any] | MakeFlow[Any], retry: Any = None) -> Any:
+        engine = await self.memory.get_engine()
+        self._conns = AsyncConnections.of(self._conns, engine)
+        return await run_async(make, self._conns, self.embedder, retry)
+
+    async def aclose(self) -> None:
+        """Give connections kept warm back to the pool (the memory is not closed)."""
+        if self._conns is not None:
+            await self._conns.aclose()
 
     async def setup(self) -> None:
-        await run_async(self._ready_flow(), await self.memory.get_engine(), self.embedder)
+        await self._run(self._ready_flow())
 
     async def sweep(self) -> int:
-        return await run_async(self._sweep_flow(), await self.memory.get_engine(),
-                               self.embedder)
+        return await self._run(self._sweep_flow)
 
     async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True
                   ) -> Item | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,8 +19,9 @@ from ..models import (
     Stats,
     WriteResult,
 )
-from ..runtime.fastpath import AsyncWarmConnections
-from ..runtime.flow import Flow, R, embedding_errors, run_async
+from ..runtime.connections import AsyncConnections
+from ..runtime.driver import run_async
+from ..runtime.flow import Flow, MakeFlow, R, embedding_errors
 from ..runtime.routing import AsyncReplicaReads, write_lsn_flow
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
@@ -45,7 +46,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self._owns_engine = engine is None
         if engine is not None:
             adopt_engine(engine.sync_engine)
-        self._warm: AsyncWarmConnections | None = None
+        self._conns: AsyncConnections | None = None
         self._side: AsyncEngine | None = None  # flow.Parallel reads (write_many's lookups)
         self._reads: AsyncReplicaReads | None = None  # read replicas, when configured
 
@@ -71,10 +72,14 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         """The async engine, once created (it is created on first use)."""
         return self._engine
 
-    async def run_flow(self, flow: Flow[R]) -> R:
+    async def run_flow(self, flow: Flow[R] | MakeFlow[R]) -> R:
         """``Memory.run_flow``, awaited."""
-        return await run_async(flow, await self.get_engine(), self.embedder,
-                               self._side_engine if self._owns_engine else None)
+        return await run_async(flow, await self._connections(), self.embedder)
+
+    async def _connections(self) -> AsyncConnections:
+        self._conns = AsyncConnections.of(self._conns, await self.get_engine(),
+                                          self._side_engine if self._owns_engine else None)
+        return self._conns
 
     def _side_engine(self) -> AsyncEngine:
         """The one-connection pool for ``flow.Parallel`` reads, built on first need
@@ -84,35 +89,18 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
             self._side = create_async_side_engine(self.settings, self._engine)
         return self._side
 
-    async def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
-        """Run a flow of autocommit reads on a warm connection (``runtime/fastpath.py``)."""
-        if not self._ready:
-            return await self.run_flow(make())
-        return await (await self._warm_pool()).run(make, self.embedder)  # type: ignore[no-any-return]
-
-    async def _warm_pool(self) -> AsyncWarmConnections:
-        engine = await self.get_engine()
-        warm = self._warm
-        if warm is None or warm.engine is not engine:
-            warm = self._warm = AsyncWarmConnections(engine)
-        return warm
-
     def replica_reads(self) -> AsyncReplicaReads | None:
         """The read replicas (``settings.read_database_urls``), or None."""
         if self._reads is None and self._replica_urls():
             self._reads = AsyncReplicaReads(self.settings, self._replica_urls())
         return self._reads
 
-    async def _run_read(self, make: Callable[[], Flow[R]], key: str | None, *,
-                        fast: bool = False) -> R:
+    async def _run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """``Memory._run_read``: on a replica when configured and fresh enough."""
-        async def primary() -> R:
-            return await (self._run_fast(make) if fast else self.run_flow(make()))
-
         reads = self.replica_reads() if self._ready else None
         if reads is None:
-            return await primary()
-        return await reads.run(make, self.embedder, key, primary, fast=fast)
+            return await self.run_flow(make)
+        return await reads.run(make, self.embedder, key, lambda: self.run_flow(make))
 
     async def _run_write(self, flow: Flow[R], key: str | None) -> R:
         """``Memory._run_write``: note the WAL position after a write (with replicas)."""
@@ -124,13 +112,12 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         """``Memory.note_write``, awaited."""
         reads = self.replica_reads()
         if reads is not None:
-            warm = await self._warm_pool()
-            reads.router.note_write(key, await warm.run(write_lsn_flow, self.embedder))
+            reads.router.note_write(key, await self.run_flow(write_lsn_flow))
 
     async def aclose(self) -> None:
         """Close the connection pool (if this object created it)."""
-        if self._warm is not None:
-            await self._warm.aclose()
+        if self._conns is not None:
+            await self._conns.aclose()
         if self._reads is not None:
             await self._reads.aclose()
             self._reads = None
@@ -165,7 +152,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
                      filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
         return await self._run_read(
             lambda: self._search_flow(query, namespace, scene, top_k, filters),
-            self.namespace_key(namespace), fast=True)
+            self.namespace_key(namespace))
 
     async def recall(self, query: str, *, namespace: Namespace | str | None = None,
                      scene: str | None = None, top_k: int = 5) -> RecallResult:

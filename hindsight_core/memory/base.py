@@ -25,7 +25,7 @@ from ..embeddings import (
     ensure_embedder,
     profile_for,
 )
-from ..embeddings.profiles import covers
+from ..embeddings.profiles import covers, keyword_weight
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -122,6 +122,13 @@ class MemoryBase:
         own = getattr(self.embedder, "dedup_threshold", None)
         return float(own) if own is not None else profile_for(
             self.embedder.model_name).dedup_threshold
+
+    @property
+    def keyword_weight(self) -> float:
+        """Recall's keyword weight: the ``keyword_weight`` setting scaled by
+        ``1 - cosine_floor`` of the embedding model (0.3 of it for e5 models; see
+        ``embeddings.profiles.keyword_weight``)."""
+        return keyword_weight(self.settings, self.embedder)
 
     @property
     def database_url(self) -> str | None:

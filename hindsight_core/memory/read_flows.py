@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..embeddings.profiles import covers, keyword_weight
+from ..embeddings.profiles import covers
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, parse_id, show_namespace
 from ..runtime.flow import Flow, Sql
@@ -69,7 +69,7 @@ class RecallFlows(MemoryBase):
             **fts.bm25_params(terms, common,
                               whole_query=covers(self.embedder.languages, query)),
             "top_k": top_k, "w_sem": self.settings.semantic_weight,
-            "w_kw": keyword_weight(self.settings, self.embedder),
+            "w_kw": self.keyword_weight,
             "score_weight": self.settings.score_weight, **self.decay_params(self.now()),
             "min_relevance": self.settings.min_relevance,
         }

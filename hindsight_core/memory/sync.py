@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
@@ -21,8 +21,9 @@ from ..models import (
     Stats,
     WriteResult,
 )
-from ..runtime.fastpath import WarmConnections
-from ..runtime.flow import Flow, R, embedding_errors, run_sync, run_sync_within
+from ..runtime.connections import Connections
+from ..runtime.driver import run_sync
+from ..runtime.flow import Flow, MakeFlow, R, embedding_errors, run_sync_within
 from ..runtime.routing import ReplicaReads, write_lsn_flow
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
@@ -55,7 +56,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         if engine is not None:
             adopt_engine(engine)
         self._engine_lock = threading.Lock()
-        self._warm: WarmConnections | None = None
+        self._conns: Connections | None = None
         self._side: sa.Engine | None = None  # flow.Parallel reads (write_many's lookups)
         self._reads: ReplicaReads | None = None  # read replicas, when configured
         self._recaller: ThreadPoolExecutor | None = None
@@ -73,11 +74,17 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                     self._engine = create_sync_engine(self.settings, self._database_url)
         return self._engine
 
-    def run_flow(self, flow: Flow[R]) -> R:
-        """Run ``flow`` in one transaction on the primary (internal API, see
-        ``runtime/host.py``; the operations below are such flows)."""
-        return run_sync(flow, self.engine, self.embedder,
-                        self._side_engine if self._owns_engine else None)
+    def run_flow(self, flow: Flow[R] | MakeFlow[R]) -> R:
+        """Run ``flow`` (or ``flow()``, which may run again on a broken warm connection)
+        on the primary: in one transaction, or on a warm connection when its first
+        statement says ``autocommit`` (internal API, see ``runtime/host.py`` and
+        ``runtime/driver.py``; the operations below are such flows)."""
+        return run_sync(flow, self._connections(), self.embedder)
+
+    def _connections(self) -> Connections:
+        self._conns = Connections.of(self._conns, self.engine,
+                                     self._side_engine if self._owns_engine else None)
+        return self._conns
 
     def _side_engine(self) -> sa.Engine:
         """The one-connection pool for ``flow.Parallel`` reads, built on first need."""
@@ -87,20 +94,6 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                 self._side = create_side_engine(self.settings, engine)
             return self._side
 
-    def _run_fast(self, make: Callable[[], Flow[R]]) -> R:
-        """Run a flow of autocommit reads on a warm connection (``runtime/fastpath.py``) once
-        set up; ``make`` builds the flow (again, if a warm connection was broken)."""
-        if not self._ready:
-            return self.run_flow(make())
-        return self._warm_pool().run(make, self.embedder)  # type: ignore[no-any-return]
-
-    def _warm_pool(self) -> WarmConnections:
-        engine = self.engine
-        warm = self._warm
-        if warm is None or warm.engine is not engine:
-            warm = self._warm = WarmConnections(engine)
-        return warm
-
     def replica_reads(self) -> ReplicaReads | None:
         """The read replicas (``settings.read_database_urls``), or None."""
         if self._reads is None and self._replica_urls():
@@ -109,17 +102,13 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                     self._reads = ReplicaReads(self.settings, self._replica_urls())
         return self._reads
 
-    def _run_read(self, make: Callable[[], Flow[R]], key: str | None, *,
-                  fast: bool = False) -> R:
+    def _run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """Run a read flow on a replica when configured and fresh enough for ``key``
         (a namespace; ``None``: any), else on the primary (``storage/replicas.py``)."""
-        def primary() -> R:
-            return self._run_fast(make) if fast else self.run_flow(make())
-
         reads = self.replica_reads() if self._ready else None
         if reads is None:
-            return primary()
-        return reads.run(make, self.embedder, key, primary, fast=fast)
+            return self.run_flow(make)
+        return reads.run(make, self.embedder, key, lambda: self.run_flow(make))
 
     def _run_write(self, flow: Flow[R], key: str | None) -> R:
         """Run a flow that writes; with replicas, note where the WAL got to, so that
@@ -133,12 +122,12 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         key or a session key), so that its next reads wait for a replica to replay it."""
         reads = self.replica_reads()
         if reads is not None:
-            reads.router.note_write(key, self._warm_pool().run(write_lsn_flow, self.embedder))
+            reads.router.note_write(key, self.run_flow(write_lsn_flow))
 
     def close(self) -> None:
         """Close the connection pool (if this object created it) and the replicas'."""
-        if self._warm is not None:
-            self._warm.close()
+        if self._conns is not None:
+            self._conns.close()
         if self._reads is not None:
             self._reads.close()
             self._reads = None
@@ -197,7 +186,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                 ``source.task``, ``source.tool``.
         """
         return self._run_read(lambda: self._search_flow(query, namespace, scene, top_k, filters),
-                              self.namespace_key(namespace), fast=True)
+                              self.namespace_key(namespace))
 
     def recall(self, query: str, *, namespace: Namespace | str | None = None,
                scene: str | None = None, top_k: int = 5) -> RecallResult:

@@ -1,0 +1,366 @@
+"""The two drivers, one per I/O style, sharing every decision.
+
+A flow (``flow.py``) yields requests. :func:`_drive` below, written once, turns them
+into I/O steps and decides everything a driver decides: which connection (a
+transaction on a pooled connection, or, when the flow's first statement says
+``autocommit``, a warm autocommit connection: ``connections.py``), how a
+``Parallel`` read is split over side connections, when a connection is committed,
+kept warm, invalidated or closed, how driver errors map to Hindsight's, and when the
+whole flow runs once more (a kept connection found broken; the caller's ``retry``
+policy, e.g. items on a deadlock).
+
+A step is ``(operation, argument)``, an operation of :class:`SyncIO` (called) or of
+:class:`AsyncIO` (awaited); those two hold only I/O, one short method per thing to
+do. :func:`run_sync` and :func:`run_async` are the two loops that carry the steps
+out, and a failed step is thrown back into :func:`_drive` where it happened. This is
+httpx's ``Auth.auth_flow`` pattern one level down: the flows are written once, and so
+is the driver.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Generator, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from ..embeddings import Embedder
+from ..errors import HindsightError
+from ..storage import migrate
+from ..storage.engine import DB_ERRORS, translate_db_error
+from .connections import (
+    AsyncConnections,
+    Connections,
+    afetch,
+    broken,
+    cursor,
+    fetch,
+    release,
+)
+from .flow import Embed, Flow, MakeFlow, Migrate, Parallel, Rows, Sql, Unit, embed_async, embed_sync
+
+__all__ = ["AsyncIO", "Plan", "Retry", "SyncIO", "run_async", "run_sync"]
+
+R = TypeVar("R")
+S = TypeVar("S")
+Step = tuple[Callable[[Any], Any], Any]
+Retry = Callable[[int, HindsightError], bool]
+"""A retry policy: given the attempt (0 first) and its error, whether to run the flow
+again (on a new connection)."""
+
+
+class Plan(Generic[S, R]):
+    """A generator of steps, driven by a loop: ``for step in plan``, then set
+    ``plan.reply`` (sent in) or ``plan.error`` (thrown in at the ``yield``) before the
+    next step; the generator's return value is ``plan.result``. The loop is the only
+    code a driver repeats per I/O style."""
+
+    __slots__ = ("_gen", "error", "reply", "result")
+
+    def __init__(self, gen: Generator[S, Any, R]) -> None:
+        self._gen = gen
+        self.reply: Any = None
+        self.error: BaseException | None = None
+        self.result: R
+
+    def __iter__(self) -> Plan[S, R]:
+        return self
+
+    def __next__(self) -> S:
+        error, self.error = self.error, None
+        reply, self.reply = self.reply, None
+        try:
+            return self._gen.throw(error) if error is not None else self._gen.send(reply)
+        except StopIteration as stop:
+            self.result = stop.value
+            raise StopIteration from None
+
+
+class _Broken(Exception):
+    """A kept (warm) connection was found broken: run the flow again on a fresh one."""
+
+
+def _drive(flow: Flow[R] | MakeFlow[R], io: SyncIO | AsyncIO, retry: Retry | None
+           ) -> Generator[Step, Any, R]:
+    """Run ``flow`` (or ``flow()``, again when a kept connection broke or ``retry``
+    says so) as steps of ``io``."""
+    if not callable(flow):  # a flow already built cannot run twice: fresh connections
+        return (yield from _run(flow, io, reuse=False))
+    reuse, attempt = True, 0
+    while True:
+        built = flow()
+        try:
+            return (yield from _run(built, io, reuse))
+        except _Broken:
+            reuse = False
+        except HindsightError as exc:
+            if retry is None or not retry(attempt, exc):
+                raise
+            attempt += 1
+        finally:
+            built.close()
+
+
+def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, Any, R]:
+    """One run of ``flow``: its requests as steps; the connection taken at the first
+    ``Sql`` (``reuse``: a warm one may be reused), given back when it ends."""
+    conn: Any = None
+    cur: Any = None  # the warm strategy's cursor; None: a transaction
+    warm = False  # conn was kept from an earlier flow
+    reply: Any = None
+    try:
+        while True:
+            try:
+                req = flow.send(reply)
+            except StopIteration as stop:
+                result = stop.value
+                break
+            kind = type(req)
+            if kind is Embed:
+                reply = yield io.embed, req
+            elif kind is Migrate:
+                reply = yield io.migrate, None
+            elif kind is Unit:
+                reply = yield io.unit, req.flow  # type: ignore[union-attr]
+            else:
+                if conn is None and kind is Sql and req.autocommit:  # type: ignore[union-attr]
+                    conn, cur, cold = io.conns.take() if reuse else (None, None, [])
+                    yield from _each(io.close, cold)
+                    warm = conn is not None
+                    if conn is None:
+                        conn = yield io.connect, True
+                        cur = cursor(conn)
+                elif conn is None:
+                    conn = yield io.connect, False
+                if cur is not None and kind is Sql:
+                    reply = yield from _fetch(io, conn, cur, req, warm)  # type: ignore[arg-type]
+                elif cur is not None:  # Parallel in autocommit mode: one part after another
+                    reply = []
+                    for part in req.parts:  # type: ignore[union-attr]
+                        reply.append((yield from _fetch(io, conn, cur, part, warm)))
+                elif kind is Parallel:
+                    reply = yield from _parallel(io, conn, req)  # type: ignore[arg-type]
+                else:
+                    reply = yield io.execute, (conn, req)
+        if cur is not None:
+            release(cur)
+            done, conn = conn, None
+            if not io.conns.keep(done, cur):
+                yield io.close, done
+        elif conn is not None:
+            yield io.commit, conn
+            done, conn = conn, None
+            yield io.close, done
+        return result  # type: ignore[no-any-return]
+    except GeneratorExit:  # abandoned mid-way: nothing more can run
+        raise
+    except BaseException as exc:
+        if conn is not None:  # closing rolls back what was not committed
+            yield io.close, conn
+        if isinstance(exc, DB_ERRORS) and not isinstance(exc, HindsightError):
+            raise translate_db_error(exc) from exc
+        raise
+
+
+def _fetch(io: SyncIO | AsyncIO, conn: Any, cur: Any, req: Sql, warm: bool
+           ) -> Generator[Step, Any, Rows]:
+    """``req`` on a warm connection's cursor; a broken connection is invalidated (and,
+    if it was kept from an earlier flow, the flow runs again)."""
+    try:
+        rows: Rows = yield io.fetch, (cur, req)
+    except psycopg.Error as exc:
+        error = translate_db_error(exc)
+        if broken(exc, conn):
+            yield io.invalidate, conn
+            if warm:
+                raise _Broken from exc
+        raise error from exc
+    return rows
+
+
+def _parallel(io: SyncIO | AsyncIO, conn: Any, req: Parallel
+              ) -> Generator[Step, Any, list[Rows]]:
+    """The first part on ``conn``, as many others as there are free side connections
+    at the same time on those, the rest after it on ``conn``."""
+    extra: list[Any] = []
+    try:
+        while len(extra) < len(req.parts) - 1:
+            side = yield io.side, None  # a free side connection, or None
+            if side is None:
+                break
+            extra.append(side)
+        pairs = list(zip([conn, *extra], req.parts, strict=False))
+        found: list[Rows] = (yield io.gather, pairs) if extra else []
+        for part in req.parts[len(found):]:
+            found.append((yield io.execute, (conn, part)))
+    except GeneratorExit:
+        raise
+    except BaseException:
+        yield from _each(io.close, extra)
+        raise
+    yield from _each(io.close, extra)
+    return found
+
+
+def _each(op: Callable[[Any], Any], args: Iterable[Any]) -> Generator[Step, Any, None]:
+    for arg in args:
+        yield op, arg
+
+
+def _execute(conn: sa.Connection, req: Sql) -> Rows:
+    result = conn.execute(req.statement, req.params)
+    if req.fetch == "all" and result.returns_rows:
+        return [dict(row) for row in result.mappings()]
+    return []
+
+
+async def _aexecute(conn: AsyncConnection, req: Sql) -> Rows:
+    result = await conn.execute(req.statement, req.params)
+    if req.fetch == "all" and result.returns_rows:
+        return [dict(row) for row in result.mappings()]
+    return []
+
+
+class SyncIO:
+    """The blocking I/O of one run: each method is one step of :func:`_drive`."""
+
+    __slots__ = ("conns", "embedder")
+
+    def __init__(self, conns: Connections, embedder: Embedder) -> None:
+        self.conns = conns
+        self.embedder = embedder
+
+    def embed(self, req: Embed) -> list[list[float]]:
+        return embed_sync(self.embedder, req)
+
+    def migrate(self, _: None) -> None:
+        with self.conns.engine.connect() as conn:
+            migrate.upgrade(conn)
+
+    def unit(self, flow: Flow[Any]) -> Any:
+        return run_sync(flow, self.conns, self.embedder)
+
+    def connect(self, autocommit: bool) -> sa.Connection:
+        conn = self.conns.engine.connect()
+        if autocommit:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
+        return conn
+
+    def execute(self, arg: tuple[sa.Connection, Sql]) -> Rows:
+        return _execute(*arg)
+
+    def fetch(self, arg: tuple[Any, Sql]) -> Rows:
+        return fetch(*arg)
+
+    def side(self, _: None) -> sa.Connection | None:
+        engine = self.conns.side()
+        try:
+            return None if engine is None else engine.connect()
+        except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
+            return None
+
+    def gather(self, pairs: list[tuple[sa.Connection, Sql]]) -> list[Rows]:
+        # Every read finishes before the side connections close, even if one fails.
+        with ThreadPoolExecutor(max_workers=len(pairs) - 1) as pool:
+            futures = [pool.submit(_execute, c, part) for c, part in pairs[1:]]
+            first = _execute(*pairs[0])
+            return [first, *(f.result() for f in futures)]
+
+    def commit(self, conn: sa.Connection) -> None:
+        conn.commit()
+
+    def invalidate(self, conn: sa.Connection) -> None:
+        conn.invalidate()
+
+    def close(self, conn: sa.Connection) -> None:
+        conn.close()
+
+
+class AsyncIO:
+    """The asyncio I/O of one run (psycopg's async driver): :class:`SyncIO`, awaited."""
+
+    __slots__ = ("conns", "embedder")
+
+    def __init__(self, conns: AsyncConnections, embedder: Embedder) -> None:
+        self.conns = conns
+        self.embedder = embedder
+
+    async def embed(self, req: Embed) -> list[list[float]]:
+        return await embed_async(self.embedder, req)
+
+    async def migrate(self, _: None) -> None:
+        async with self.conns.engine.connect() as conn:
+            await conn.run_sync(migrate.upgrade)
+
+    async def unit(self, flow: Flow[Any]) -> Any:
+        return await run_async(flow, self.conns, self.embedder)
+
+    async def connect(self, autocommit: bool) -> AsyncConnection:
+        conn = await self.conns.engine.connect()
+        try:
+            if autocommit:
+                await conn.execution_options(isolation_level="AUTOCOMMIT")
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    async def execute(self, arg: tuple[AsyncConnection, Sql]) -> Rows:
+        return await _aexecute(*arg)
+
+    async def fetch(self, arg: tuple[Any, Sql]) -> Rows:
+        return await afetch(*arg)
+
+    async def side(self, _: None) -> AsyncConnection | None:
+        engine = self.conns.side()
+        try:
+            return None if engine is None else await engine.connect()
+        except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
+            return None
+
+    async def gather(self, pairs: list[tuple[AsyncConnection, Sql]]) -> list[Rows]:
+        # Every read finishes before the side connections close, even if one fails.
+        found = await asyncio.gather(*(_aexecute(c, part) for c, part in pairs),
+                                     return_exceptions=True)
+        for rows in found:
+            if isinstance(rows, BaseException):
+                raise rows
+        return found  # type: ignore[return-value]
+
+    async def commit(self, conn: AsyncConnection) -> None:
+        await conn.commit()
+
+    async def invalidate(self, conn: AsyncConnection) -> None:
+        await conn.invalidate()
+
+    async def close(self, conn: AsyncConnection) -> None:
+        await conn.close()
+
+
+def run_sync(flow: Flow[R] | MakeFlow[R], conns: Connections, embedder: Embedder,
+             retry: Retry | None = None) -> R:
+    """Run a flow with blocking I/O on ``conns``; given a maker (``flow()``), the flow
+    may reuse a warm connection and run again on a broken one or as ``retry`` says."""
+    plan = Plan(_drive(flow, SyncIO(conns, embedder), retry))
+    for op, arg in plan:
+        try:
+            plan.reply = op(arg)
+        except BaseException as exc:  # noqa: BLE001 - thrown into the plan, which decides
+            plan.error = exc
+    return plan.result
+
+
+async def run_async(flow: Flow[R] | MakeFlow[R], conns: AsyncConnections, embedder: Embedder,
+                    retry: Retry | None = None) -> R:
+    """:func:`run_sync` with asyncio I/O (psycopg's async driver)."""
+    plan = Plan(_drive(flow, AsyncIO(conns, embedder), retry))
+    for op, arg in plan:
+        try:
+            plan.reply = await op(arg)
+        except BaseException as exc:  # noqa: BLE001 - thrown into the plan, which decides
+            plan.error = exc
+    return plan.result
