@@ -21,15 +21,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from ..embeddings import Embedder, ensure_embedder
 from ..errors import ConfigurationError, HindsightError
 from ..models import Item, ItemHit, Namespace
 from ..runtime.connections import AsyncConnections, Connections
-from ..runtime.driver import run_async, run_sync
+from ..runtime.driver import Retry, run_async, run_sync
 from ..runtime.flow import Flow, MakeFlow, Sql
 from ..runtime.host import AsyncFlowHost, FlowHost
+from ..runtime.routing import AsyncReplicaReads, ReplicaReads
 from ..runtime.scan import ScanChoice
 from .flows import ItemFlows, Result, parse_filter
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
@@ -42,6 +43,7 @@ __all__ = [
 
 
 _RETRIES = 4
+R = TypeVar("R")
 ITEMS_KEY = "\x00items"  # read-your-writes session of a memory's items
 _READS = (GetItem, SearchItems, ListNamespaces)
 
@@ -132,9 +134,9 @@ class _ItemsBase(ItemFlows):
 
         return make, later
 
-    def _reads(self) -> Any:
+    def _reads(self) -> Any:  # pragma: no cover - typed by each front end
         """The memory's read replicas, once set up; None without any."""
-        return self.memory.replica_reads() if self._ready else None
+        raise NotImplementedError
 
     def _batch(self, ops: Sequence[ItemOp]) -> MakeFlow[list[Result]]:
         return lambda: self._batch_flow(ops)
@@ -169,15 +171,18 @@ class Items(_ItemsBase):
     memory: FlowHost
     _conns: Connections | None = None
 
+    def _reads(self) -> ReplicaReads | None:
+        return self.memory.replica_reads() if self._ready else None
+
     def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         """Run operations in one transaction; one result per op, in input order.
 
         A transaction that loses a deadlock or serialization conflict is retried.
         """
         make, later = self._replica_flow(ops)
-        if make is not None:
-            results = self._reads().run(make, self.embedder, ITEMS_KEY,
-                                        lambda: self._run(make))
+        reads = self._reads()
+        if make is not None and reads is not None:
+            results = reads.run(make, self.embedder, ITEMS_KEY, lambda: self._run(make))
             if later:  # TTL refreshes are writes: on the primary
                 self._run(lambda: _one(later[0]))
             return results
@@ -186,7 +191,7 @@ class Items(_ItemsBase):
             self.memory.note_write(ITEMS_KEY)
         return results
 
-    def _run(self, make: Flow[Any] | MakeFlow[Any], retry: Any = None) -> Any:
+    def _run(self, make: Flow[R] | MakeFlow[R], retry: Retry | None = None) -> R:
         self._conns = Connections.of(self._conns, self.memory.engine)
         return run_sync(make, self._conns, self.embedder, retry)
 
@@ -232,11 +237,14 @@ class AsyncItems(_ItemsBase):
     memory: AsyncFlowHost
     _conns: AsyncConnections | None = None
 
+    def _reads(self) -> AsyncReplicaReads | None:
+        return self.memory.replica_reads() if self._ready else None
+
     async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         make, later = self._replica_flow(ops)
-        if make is not None:
-            results = await self._reads().run(make, self.embedder, ITEMS_KEY,
-                                              lambda: self._run(make))
+        reads = self._reads()
+        if make is not None and reads is not None:
+            results = await reads.run(make, self.embedder, ITEMS_KEY, lambda: self._run(make))
             if later:  # TTL refreshes are writes: on the primary
                 await self._run(lambda: _one(later[0]))
             return results
@@ -245,7 +253,7 @@ class AsyncItems(_ItemsBase):
             await self.memory.note_write(ITEMS_KEY)
         return results
 
-    async def _run(self, make: Flow[Any] | MakeFlow[Any], retry: Any = None) -> Any:
+    async def _run(self, make: Flow[R] | MakeFlow[R], retry: Retry | None = None) -> R:
         engine = await self.memory.get_engine()
         self._conns = AsyncConnections.of(self._conns, engine)
         return await run_async(make, self._conns, self.embedder, retry)

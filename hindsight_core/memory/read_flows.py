@@ -77,7 +77,7 @@ class RecallFlows(MemoryBase):
             params[f"f{i}"] = value
         if timeout_ms is not None:
             yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": str(int(timeout_ms))})
-        rows = yield Sql(stmt, params, autocommit=ac)
+        rows = yield from Sql(stmt, params, autocommit=ac)
         # One validation per hit (nested dicts): a third cheaper than building the
         # record and the breakdown as models first.
         return [
@@ -104,7 +104,7 @@ class RecallFlows(MemoryBase):
         ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
         yield from self.ready_flow()
-        rows = yield Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(self.now())})
+        rows = yield from Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(self.now())})
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         return self._record(rows[0])
@@ -134,7 +134,7 @@ class RecallFlows(MemoryBase):
             order_by=order_by, descending=descending, scene=scene is not None,
             archived=archived, all_ns=all_namespaces,
         )
-        rows = yield Sql(stmt, {
+        rows = yield from Sql(stmt, {
             "ns": ns, "scene": scene, "limit": limit, "offset": offset,
             **self.decay_params(self.now()),
         })

@@ -75,7 +75,7 @@ class WriteFlows(MemoryBase):
         in a small namespace of a large table 10x cheaper than the HNSW lookups (each a
         filtered scan). Otherwise one HNSW lookup per record.
         """
-        rows = yield Sql(scan_sql.DEDUP_VECTORS, {
+        rows = yield from Sql(scan_sql.DEDUP_VECTORS, {
             "ns": ns, "cap": EXACT_DEDUP_PER_RECORD * len(matrix),
             "cap_small": min(EXACT_DEDUP_MAX, EXACT_DEDUP_SMALL_PER_RECORD * len(matrix))})
         row = rows[0]
@@ -85,7 +85,7 @@ class WriteFlows(MemoryBase):
             # namespace lock keeps writers out, so both see the same records.
             halves = lookup_parts(len(matrix), PARALLEL_LOOKUP_MIN)
             stmt = q.nearest_many(self.embedder.dim, DEDUP_NEIGHBOURS)
-            found = yield Parallel(tuple(
+            found = yield from Parallel(tuple(
                 Sql(stmt, {"ns": ns, "vectors": vectors_param(matrix[lo:hi]), "n": hi - lo})
                 for lo, hi in halves))
             neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
@@ -110,7 +110,7 @@ class WriteFlows(MemoryBase):
         yield from self.ready_flow()
         self._warn_language([p.lesson for p in parsed])
         texts = [embedding_text(p) for p in parsed]
-        vectors = yield Embed(texts)
+        vectors = yield from Embed(texts)
         now = self.now()
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
         matrix = as_matrix(vectors)
