@@ -31,26 +31,100 @@ MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 
 _VERBS = (
-    "Check", "Retry", "Validate", "Cache", "Log", "Back up", "Close", "Lock", "Escape",
-    "Quote", "Paginate", "Compress", "Batch", "Throttle", "Sort", "Index", "Pin", "Rotate",
-    "Sanitize", "Time out", "Verify", "Hash", "Mock", "Stream", "Dedupe", "Flush", "Sign",
-    "Encode", "Trim", "Warm up",
+    "Check",
+    "Retry",
+    "Validate",
+    "Cache",
+    "Log",
+    "Back up",
+    "Close",
+    "Lock",
+    "Escape",
+    "Quote",
+    "Paginate",
+    "Compress",
+    "Batch",
+    "Throttle",
+    "Sort",
+    "Index",
+    "Pin",
+    "Rotate",
+    "Sanitize",
+    "Time out",
+    "Verify",
+    "Hash",
+    "Mock",
+    "Stream",
+    "Dedupe",
+    "Flush",
+    "Sign",
+    "Encode",
+    "Trim",
+    "Warm up",
 )
 _OBJECTS = (
-    "the API token", "file extensions", "DB connections", "the CSV header", "rate limits",
-    "the cache key", "user input", "the lock file", "SQL params", "the config path",
-    "image sizes", "the auth cookie", "JSON fields", "date formats", "timezones",
-    "temp files", "log levels", "the queue", "webhooks", "S3 keys", "unicode text",
-    "env vars", "git branches", "docker tags", "test data", "the sitemap", "page numbers",
-    "email headers", "PDF pages", "invoice totals", "tax rates", "phone numbers", "URLs",
-    "HTML tables", "cron jobs", "secrets", "migrations", "checksums", "big uploads",
+    "the API token",
+    "file extensions",
+    "DB connections",
+    "the CSV header",
+    "rate limits",
+    "the cache key",
+    "user input",
+    "the lock file",
+    "SQL params",
+    "the config path",
+    "image sizes",
+    "the auth cookie",
+    "JSON fields",
+    "date formats",
+    "timezones",
+    "temp files",
+    "log levels",
+    "the queue",
+    "webhooks",
+    "S3 keys",
+    "unicode text",
+    "env vars",
+    "git branches",
+    "docker tags",
+    "test data",
+    "the sitemap",
+    "page numbers",
+    "email headers",
+    "PDF pages",
+    "invoice totals",
+    "tax rates",
+    "phone numbers",
+    "URLs",
+    "HTML tables",
+    "cron jobs",
+    "secrets",
+    "migrations",
+    "checksums",
+    "big uploads",
     "retries",
 )
 _CONTEXTS = (
-    "before deleting", "after deploys", "when scraping", "on retries", "in CI",
-    "for big files", "at night", "per tenant", "on failure", "before commit",
-    "when parsing", "in prod", "for reports", "on import", "during backup", "on login",
-    "before billing", "in tests", "on timeouts", "when paging",
+    "before deleting",
+    "after deploys",
+    "when scraping",
+    "on retries",
+    "in CI",
+    "for big files",
+    "at night",
+    "per tenant",
+    "on failure",
+    "before commit",
+    "when parsing",
+    "in prod",
+    "for reports",
+    "on import",
+    "during backup",
+    "on login",
+    "before billing",
+    "in tests",
+    "on timeouts",
+    "when paging",
 )
 
 
@@ -76,9 +150,11 @@ def machine() -> dict[str, Any]:
     except OSError:
         pass
     return {
-        "nproc": os.cpu_count(), "cpu": cpu,
+        "nproc": os.cpu_count(),
+        "cpu": cpu,
         "ram_gb": round(psutil.virtual_memory().total / 2**30, 1),
-        "python": platform.python_version(), "load_avg_1m": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+        "load_avg_1m": round(os.getloadavg()[0], 2),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
 
@@ -113,8 +189,9 @@ def base_vectors(n: int = 3000) -> tuple[list[tuple[str, str, str]], np.ndarray]
     return triples, vecs
 
 
-def mixed(base: np.ndarray, n: int, rng: np.random.Generator, noise: float = 0.45,
-          mix: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
+def mixed(
+    base: np.ndarray, n: int, rng: np.random.Generator, noise: float = 0.45, mix: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
     """``n`` unit vectors, each a base vector + a share of another + noise.
 
     Returns the vectors and the index of the base each one is built on.
@@ -225,7 +302,8 @@ def write_results(name: str, args: Any, rows: list[dict[str, Any]]) -> Path:
     """Write ``results/<name>.json`` (the machine, the run's arguments, its rows)."""
     out = Path(__file__).parent / "results" / f"{name}.json"
     out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps({"machine": machine(), "args": vars(args), "results": rows},
-                              indent=2))
+    out.write_text(
+        json.dumps({"machine": machine(), "args": vars(args), "results": rows}, indent=2)
+    )
     print(f"written {out}")
     return out

@@ -70,10 +70,12 @@ def indexed(turn: dict[str, Any], roles: tuple[str, ...] = ("user", "assistant")
     return turn["role"] in roles and bool(turn["content"].strip())
 
 
-def turn_texts(qs: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "assistant")
-               ) -> list[str]:
-    return [t["content"] for q in qs for s in q["haystack_sessions"] for t in s
-            if indexed(t, roles)]
+def turn_texts(
+    qs: list[dict[str, Any]], roles: tuple[str, ...] = ("user", "assistant")
+) -> list[str]:
+    return [
+        t["content"] for q in qs for s in q["haystack_sessions"] for t in s if indexed(t, roles)
+    ]
 
 
 if __name__ == "__main__":

@@ -139,8 +139,7 @@ Samples = dict[str, dict[str, list[tuple[float, float]]]]
 NAMES = ("pg", "hs")
 
 
-def _add_round(results: Samples, op: str, round_: int,
-               quarters: list[tuple[float, float]]) -> None:
+def _add_round(results: Samples, op: str, round_: int, quarters: list[tuple[float, float]]) -> None:
     """One round's figure per saver from its two quarters (same op count each):
     ops/s over both, CPU per op averaged."""
     for i, name in enumerate(NAMES):
@@ -151,8 +150,10 @@ def _add_round(results: Samples, op: str, round_: int,
 
 def _table(title: str, results: Samples) -> dict[str, Any]:
     print(f"\n{title}")
-    print(f"{'operation':<12}{'PostgresSaver ops/s':>21}{'Hindsight ops/s':>17}{'ratio':>7}"
-          f"{'client CPU us/op (PG / ours)':>31}")
+    print(
+        f"{'operation':<12}{'PostgresSaver ops/s':>21}{'Hindsight ops/s':>17}{'ratio':>7}"
+        f"{'client CPU us/op (PG / ours)':>31}"
+    )
     out: dict[str, Any] = {}
     for op in OPS:
         pg = statistics.median(r[0] for r in results["pg"][op])
@@ -162,13 +163,20 @@ def _table(title: str, results: Samples) -> dict[str, Any]:
         # Time ratio ours / theirs (<= 1.0: no slower), paired per round: the two
         # savers' runs of a round are back to back, so load drift cancels out.
         ratio = statistics.median(
-            p[0] / h[0] for p, h in zip(results["pg"][op], results["hs"][op], strict=True))
-        out[op] = {"postgres_saver_ops_s": round(pg, 1), "hindsight_ops_s": round(hs, 1),
-                   "time_ratio": round(ratio, 3), "postgres_saver_cpu_us": round(pg_cpu),
-                   "hindsight_cpu_us": round(hs_cpu)}
+            p[0] / h[0] for p, h in zip(results["pg"][op], results["hs"][op], strict=True)
+        )
+        out[op] = {
+            "postgres_saver_ops_s": round(pg, 1),
+            "hindsight_ops_s": round(hs, 1),
+            "time_ratio": round(ratio, 3),
+            "postgres_saver_cpu_us": round(pg_cpu),
+            "hindsight_cpu_us": round(hs_cpu),
+        }
         print(f"{op:<12}{pg:>21.0f}{hs:>17.0f}{ratio:>7.2f}{pg_cpu:>20.0f} / {hs_cpu:.0f}")
-    print("ratio = Hindsight time per op / PostgresSaver time per op, median of the "
-          "per-round ratios (<= 1.0: no slower)")
+    print(
+        "ratio = Hindsight time per op / PostgresSaver time per op, median of the "
+        "per-round ratios (<= 1.0: no slower)"
+    )
     return out
 
 

@@ -37,9 +37,33 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import abba, fresh_database, write_results  # noqa: E402
 
 DIMS = 384
-WORDS = ("apple", "billing", "cache", "deploy", "email", "file", "git", "host", "invoice",
-         "json", "key", "log", "mail", "node", "order", "page", "queue", "retry", "secret",
-         "token", "upload", "vector", "webhook", "yaml", "zone")
+WORDS = (
+    "apple",
+    "billing",
+    "cache",
+    "deploy",
+    "email",
+    "file",
+    "git",
+    "host",
+    "invoice",
+    "json",
+    "key",
+    "log",
+    "mail",
+    "node",
+    "order",
+    "page",
+    "queue",
+    "retry",
+    "secret",
+    "token",
+    "upload",
+    "vector",
+    "webhook",
+    "yaml",
+    "zone",
+)
 
 
 class Table:
@@ -67,11 +91,16 @@ def text(i: int) -> str:
 def preload(store: Any, n: int) -> None:
     from langgraph.store.base import PutOp
 
-    ops = [PutOp(("bench", f"user{i % 20}"), f"k{i}", {"text": text(i), "n": i % 100,
-                                                       "kind": "note" if i % 3 else "todo"})
-           for i in range(n)]
+    ops = [
+        PutOp(
+            ("bench", f"user{i % 20}"),
+            f"k{i}",
+            {"text": text(i), "n": i % 100, "kind": "note" if i % 3 else "todo"},
+        )
+        for i in range(n)
+    ]
     for start in range(0, n, 500):
-        store.batch(ops[start:start + 500])
+        store.batch(ops[start : start + 500])
 
 
 def workload(store: Any, op: str, n: int, round_: int) -> tuple[float, float]:
@@ -113,11 +142,15 @@ def main() -> None:
     pg = url.replace("postgresql+psycopg://", "postgresql://", 1)
     settings = Settings(database_url=url)
     try:
-        with PostgresStore.from_conn_string(pg, index=index) as theirs, \
-                HindsightStore.from_conn_string(url, index=index, ranking="vector",
-                                                settings=settings) as ours_vec, \
-                HindsightStore.from_conn_string(url, index=index, ranking="hybrid",
-                                                settings=settings) as ours_hyb:
+        with (
+            PostgresStore.from_conn_string(pg, index=index) as theirs,
+            HindsightStore.from_conn_string(
+                url, index=index, ranking="vector", settings=settings
+            ) as ours_vec,
+            HindsightStore.from_conn_string(
+                url, index=index, ranking="hybrid", settings=settings
+            ) as ours_hyb,
+        ):
             theirs.setup()
             ours_vec.setup()
             preload(theirs, args.items)
@@ -125,28 +158,37 @@ def main() -> None:
             for s in (theirs, ours_vec, ours_hyb):  # warm up pools and caches
                 for op in ("put", "get", "search_q", "search_filter", "list_ns"):
                     workload(s, op, 10, -1)
-            plan = [("put", theirs, ours_vec), ("get", theirs, ours_vec),
-                    ("search_q_vector", theirs, ours_vec), ("search_q_hybrid", theirs, ours_hyb),
-                    ("search_filter", theirs, ours_vec), ("list_ns", theirs, ours_vec)]
+            plan = [
+                ("put", theirs, ours_vec),
+                ("get", theirs, ours_vec),
+                ("search_q_vector", theirs, ours_vec),
+                ("search_q_hybrid", theirs, ours_hyb),
+                ("search_filter", theirs, ours_vec),
+                ("list_ns", theirs, ours_vec),
+            ]
             times: dict[str, dict[str, list[tuple[float, float]]]] = {
-                op: {"postgres": [], "hindsight": []} for op, _, _ in plan}
+                op: {"postgres": [], "hindsight": []} for op, _, _ in plan
+            }
             half = max(1, args.ops // 2)  # ops per quarter
             for r in range(args.rounds):
                 for op, a, b in plan:
                     pair = (("postgres", a), ("hindsight", b))
-                    quarters = [(pair[who][0], workload(pair[who][1], op, half, 4 * r + q))
-                                for q, who in enumerate(abba(r))]
+                    quarters = [
+                        (pair[who][0], workload(pair[who][1], op, half, 4 * r + q))
+                        for q, who in enumerate(abba(r))
+                    ]
                     for name, _ in pair:  # a round's figure: both quarters of a store
                         mine = [t for n, t in quarters if n == name]
-                        times[op][name].append((sum(w for w, _ in mine),
-                                                sum(c for _, c in mine)))
+                        times[op][name].append((sum(w for w, _ in mine), sum(c for _, c in mine)))
     finally:
         if drop is not None:
             drop()
 
     rows = []
-    print(f"{'operation':<18}{'PostgresStore ops/s':>21}{'HindsightStore ops/s':>22}"
-          f"{'ratio (paired)':>16}{'client CPU us/op (PG / ours)':>31}")
+    print(
+        f"{'operation':<18}{'PostgresStore ops/s':>21}{'HindsightStore ops/s':>22}"
+        f"{'ratio (paired)':>16}{'client CPU us/op (PG / ours)':>31}"
+    )
     for op, t in times.items():
         tp = statistics.median(w for w, _ in t["postgres"])
         th = statistics.median(w for w, _ in t["hindsight"])
@@ -154,15 +196,21 @@ def main() -> None:
         ch = statistics.median(c for _, c in t["hindsight"]) / (2 * half) * 1e6
         # The runs of a round are close in time: their ratio cancels load drift.
         paired = [h / p for (h, _), (p, _) in zip(t["hindsight"], t["postgres"], strict=True)]
-        row = {"op": op, "postgres_ops_s": round(2 * half / tp, 1),
-               "hindsight_ops_s": round(2 * half / th, 1),
-               "ratio": round(statistics.median(paired), 3),
-               "ratio_of_medians": round(th / tp, 3),
-               "ratio_rounds": [round(x, 3) for x in paired],
-               "cpu_us_postgres": round(cp), "cpu_us_hindsight": round(ch)}
+        row = {
+            "op": op,
+            "postgres_ops_s": round(2 * half / tp, 1),
+            "hindsight_ops_s": round(2 * half / th, 1),
+            "ratio": round(statistics.median(paired), 3),
+            "ratio_of_medians": round(th / tp, 3),
+            "ratio_rounds": [round(x, 3) for x in paired],
+            "cpu_us_postgres": round(cp),
+            "cpu_us_hindsight": round(ch),
+        }
         rows.append(row)
-        print(f"{op:<18}{row['postgres_ops_s']:>21}{row['hindsight_ops_s']:>22}"
-              f"{row['ratio']:>16}{round(cp):>19} / {round(ch)}")
+        print(
+            f"{op:<18}{row['postgres_ops_s']:>21}{row['hindsight_ops_s']:>22}"
+            f"{row['ratio']:>16}{round(cp):>19} / {round(ch)}"
+        )
     write_results("langgraph_store", args, rows)
 
 

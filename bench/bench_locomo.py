@@ -56,8 +56,10 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 def conversations(path: Path = DATA) -> list[dict[str, Any]]:
     if not path.exists():
-        sys.exit(f"LoCoMo development data not found at {path}: it is read from "
-                 "../shared/data relative to the repository root")
+        sys.exit(
+            f"LoCoMo development data not found at {path}: it is read from "
+            "../shared/data relative to the repository root"
+        )
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         return json.load(fh)
 
@@ -70,8 +72,15 @@ def turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
     while f"session_{n}" in c_:
         date = c_.get(f"session_{n}_date_time", "")
         for t in c_[f"session_{n}"]:
-            out.append({"dia_id": t["dia_id"], "speaker": t["speaker"], "text": t["text"],
-                        "date": date, "caption": t.get("blip_caption")})
+            out.append(
+                {
+                    "dia_id": t["dia_id"],
+                    "speaker": t["speaker"],
+                    "text": t["text"],
+                    "date": date,
+                    "caption": t.get("blip_caption"),
+                }
+            )
         n += 1
     return out
 
@@ -130,6 +139,7 @@ class CachedEmbedder:
                 from hindsight_core.embeddings.sentence_transformers import (
                     SentenceTransformerEmbedder,
                 )
+
                 self._model = SentenceTransformerEmbedder()
             for t, v in zip(missing, self._model.embed(missing), strict=True):
                 self.table[self.key(t)] = np.asarray(v, dtype=np.float32)
@@ -157,16 +167,18 @@ def recall_at(ranked: list[str], evidence: set[str], k: int) -> float:
 def score(ranked_per_q: list[tuple[dict[str, Any], list[str]]]) -> dict[str, float]:
     out: dict[str, float] = {}
     for k in KS:
-        out[f"R@{k}"] = round(float(np.mean([recall_at(r, q["evidence"], k)
-                                             for q, r in ranked_per_q])), 4)
+        out[f"R@{k}"] = round(
+            float(np.mean([recall_at(r, q["evidence"], k) for q, r in ranked_per_q])), 4
+        )
     for cat, name in CATEGORIES.items():
         rows = [recall_at(r, q["evidence"], 10) for q, r in ranked_per_q if q["category"] == cat]
         out[f"{name}@10"] = round(float(np.mean(rows)), 4)
     return out
 
 
-def bm25_rankings(data: list[tuple[str, list[dict], list[dict]]], text_of: Any
-                  ) -> list[tuple[dict[str, Any], list[str]]]:
+def bm25_rankings(
+    data: list[tuple[str, list[dict], list[dict]]], text_of: Any
+) -> list[tuple[dict[str, Any], list[str]]]:
     from rank_bm25 import BM25Okapi
 
     word = re.compile(r"\w+")
@@ -183,9 +195,11 @@ def bm25_rankings(data: list[tuple[str, list[dict], list[dict]]], text_of: Any
 # ---------------------------------------------------------------------- systems
 
 
-WEIGHTS = {"keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
-           "vector-only": {"semantic_weight": 1.0, "keyword_weight": 0.0},
-           "hybrid (defaults)": {}}
+WEIGHTS = {
+    "keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
+    "vector-only": {"semantic_weight": 1.0, "keyword_weight": 0.0},
+    "hybrid (defaults)": {},
+}
 
 
 FIELDS: list[str] | None = None  # the stores' index fields (None: their default, "$")
@@ -204,11 +218,12 @@ def load_store(store: Any, data: list[tuple[str, list[dict], list[dict]]]) -> No
     for sid, ts, _ in data:
         ops = [PutOp(("locomo", sid), t["dia_id"], item_value(t)) for t in ts]
         for i in range(0, len(ops), 500):
-            store.batch(ops[i:i + 500])
+            store.batch(ops[i : i + 500])
 
 
-def store_rankings(store: Any, data: list[tuple[str, list[dict], list[dict]]]
-                   ) -> tuple[list[tuple[dict[str, Any], list[str]]], list[float]]:
+def store_rankings(
+    store: Any, data: list[tuple[str, list[dict], list[dict]]]
+) -> tuple[list[tuple[dict[str, Any], list[str]]], list[float]]:
     out, ms = [], []
     for sid, _, qs in data:
         for q in qs:
@@ -220,8 +235,11 @@ def store_rankings(store: Any, data: list[tuple[str, list[dict], list[dict]]]
 
 
 def record_of(t: dict[str, Any]) -> dict[str, Any]:
-    return {"scene": "conversation", "lesson": turn_text(t),
-            "trigger": f"{t['speaker']} said on {t['date']}"}
+    return {
+        "scene": "conversation",
+        "lesson": turn_text(t),
+        "trigger": f"{t['speaker']} said on {t['date']}",
+    }
 
 
 def load_memory(mem: Any, data: list[tuple[str, list[dict], list[dict]]]) -> dict[str, str]:
@@ -229,16 +247,16 @@ def load_memory(mem: Any, data: list[tuple[str, list[dict], list[dict]]]) -> dic
     ids: dict[str, str] = {}
     for sid, ts, _ in data:
         for i in range(0, len(ts), 500):
-            part = ts[i:i + 500]
+            part = ts[i : i + 500]
             res = mem.write_many([record_of(t) for t in part], namespace=("locomo", sid))
             for t, r in zip(part, res, strict=True):
                 ids.setdefault(str(r.id), t["dia_id"])
     return ids
 
 
-def memory_rankings(mem: Any, data: list[tuple[str, list[dict], list[dict]]],
-                    ids: dict[str, str]) -> tuple[list[tuple[dict[str, Any], list[str]]],
-                                                  list[float]]:
+def memory_rankings(
+    mem: Any, data: list[tuple[str, list[dict], list[dict]]], ids: dict[str, str]
+) -> tuple[list[tuple[dict[str, Any], list[str]]], list[float]]:
     out, ms = [], []
     for sid, _, qs in data:
         for q in qs:
@@ -251,12 +269,12 @@ def memory_rankings(mem: Any, data: list[tuple[str, list[dict], list[dict]]],
 
 def table(results: dict[str, dict[str, float]]) -> str:
     cols = ["R@5", "R@10", *(f"{n}@10" for n in CATEGORIES.values())]
-    lines = ["| system | ranking | " + " | ".join(cols) + " |",
-             "|---|---|" + "---:|" * len(cols)]
+    lines = ["| system | ranking | " + " | ".join(cols) + " |", "|---|---|" + "---:|" * len(cols)]
     for name, res in results.items():
         system, _, ranking = name.partition(" / ")
-        lines.append(f"| {system} | {ranking} | " + " | ".join(f"{res[m]:.3f}" for m in cols)
-                     + " |")
+        lines.append(
+            f"| {system} | {ranking} | " + " | ".join(f"{res[m]:.3f}" for m in cols) + " |"
+        )
     return "\n".join(lines)
 
 
@@ -264,10 +282,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=("all", "store", "memory"), default="all")
     ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
-    ap.add_argument("--reuse", action="store_true",
-                    help="measure again on the database kept by --keep (no loading)")
-    ap.add_argument("--fields", default="", help="the stores' index fields, comma-separated "
-                    "(default: not given, the stores' own default: the whole value)")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again on the database kept by --keep (no loading)",
+    )
+    ap.add_argument(
+        "--fields",
+        default="",
+        help="the stores' index fields, comma-separated "
+        "(default: not given, the stores' own default: the whole value)",
+    )
     args = ap.parse_args()
     global FIELDS
     FIELDS = [f for f in args.fields.split(",") if f] or None
@@ -282,10 +307,18 @@ def main() -> None:
     emb = CachedEmbedder()
     # Embed everything once up front (cached): the store's value texts, records, queries.
     from hindsight_core.items.paths import field_texts
-    emb.embed([txt for _, ts, _ in data for t in ts
-               for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))])
-    emb.embed([f"{r['lesson']}\n{r['trigger']}" for _, ts, _ in data for t in ts
-               for r in [record_of(t)]])
+
+    emb.embed(
+        [
+            txt
+            for _, ts, _ in data
+            for t in ts
+            for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
+        ]
+    )
+    emb.embed(
+        [f"{r['lesson']}\n{r['trigger']}" for _, ts, _ in data for t in ts for r in [record_of(t)]]
+    )
     emb.embed([q["question"] for _, _, qs in data for q in qs])
     emb.save()
 
@@ -304,21 +337,27 @@ def main() -> None:
 
     try:
         report("rank_bm25, turn text / keyword", bm25_rankings(data, turn_text))
-        report("rank_bm25, indexed text / keyword", bm25_rankings(
-            data, lambda t: " ".join(txt for _, txt in field_texts(item_value(t), ("$",)))))
+        report(
+            "rank_bm25, indexed text / keyword",
+            bm25_rankings(
+                data, lambda t: " ".join(txt for _, txt in field_texts(item_value(t), ("$",)))
+            ),
+        )
         if args.only in ("all", "store"):
             from hindsight_adapters.langgraph import HindsightStore
 
             if not args.reuse:
-                loader = HindsightStore(url, index=index_config(emb), settings=Settings(
-                    database_url=url))
+                loader = HindsightStore(
+                    url, index=index_config(emb), settings=Settings(database_url=url)
+                )
                 loader.setup()
                 load_store(loader, data)
                 loader.memory.close()
                 c.analyze(url)
             for mode, w in WEIGHTS.items():
-                st = HindsightStore(url, index=index_config(emb),
-                                    settings=Settings(database_url=url, **w))
+                st = HindsightStore(
+                    url, index=index_config(emb), settings=Settings(database_url=url, **w)
+                )
                 ranked, ms = store_rankings(st, data)
                 report(f"HindsightStore / {mode}", ranked, ms)
                 st.memory.close()
@@ -354,11 +393,28 @@ def main() -> None:
             drop()
     print(table(results))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "locomo.json").write_text(json.dumps({
-        "machine": c.machine(), "nice": os.nice(0), "questions": n_q,
-        "turns": sum(len(ts) for _, ts, _ in data), "settings": Settings().model_dump(
-            include={"semantic_weight", "keyword_weight", "score_weight", "keyword_scan_limit"}),
-        "results": results, "search_ms": latency, "table": table(results)}, indent=2))
+    (RESULTS / "locomo.json").write_text(
+        json.dumps(
+            {
+                "machine": c.machine(),
+                "nice": os.nice(0),
+                "questions": n_q,
+                "turns": sum(len(ts) for _, ts, _ in data),
+                "settings": Settings().model_dump(
+                    include={
+                        "semantic_weight",
+                        "keyword_weight",
+                        "score_weight",
+                        "keyword_scan_limit",
+                    }
+                ),
+                "results": results,
+                "search_ms": latency,
+                "table": table(results),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

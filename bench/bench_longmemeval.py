@@ -60,6 +60,7 @@ class CachedEmbedder:
                 from hindsight_core.embeddings.sentence_transformers import (
                     SentenceTransformerEmbedder,
                 )
+
                 self._model = SentenceTransformerEmbedder()
             for t, v in zip(missing, self._model.embed(missing), strict=True):
                 self.table[cache.key(t)] = np.asarray(v, dtype=np.float32)
@@ -99,11 +100,12 @@ def load(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> floa
     for q in qs:
         ns = ("lme", q["question_id"])
         ops = [
-            PutItem(ns, f"{sid}:{j}", {"text": turn["content"], "role": turn["role"],
-                                       "session": sid})
-            for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"],
-                                    strict=True)
-            for j, turn in enumerate(session) if cache.indexed(turn, roles)
+            PutItem(
+                ns, f"{sid}:{j}", {"text": turn["content"], "role": turn["role"], "session": sid}
+            )
+            for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"], strict=True)
+            for j, turn in enumerate(session)
+            if cache.indexed(turn, roles)
         ]
         for i in range(0, len(ops), 500):
             items.batch(ops[i : i + 500])
@@ -139,8 +141,7 @@ def evaluate(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> 
         keys = [h.item.key for h in hits]
         rel_turns = {
             f"{sid}:{j}"
-            for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"],
-                                    strict=True)
+            for sid, session in zip(q["haystack_session_ids"], q["haystack_sessions"], strict=True)
             for j, turn in enumerate(session)
             if turn.get("has_answer") and cache.indexed(turn, roles)
         }
@@ -152,19 +153,23 @@ def evaluate(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> 
     def mean(rows: list[dict[str, float]]) -> dict[str, float]:
         return {m: round(float(np.mean([r[m] for r in rows])), 4) for m in rows[0]}
 
-    return {"turn": mean(turn_scores), "session": mean(sess_scores),
-            "turn_questions": len(turn_scores), "session_questions": len(sess_scores),
-            "search_ms": c.percentiles(latencies)}
+    return {
+        "turn": mean(turn_scores),
+        "session": mean(sess_scores),
+        "turn_questions": len(turn_scores),
+        "session_questions": len(sess_scores),
+        "search_ms": c.percentiles(latencies),
+    }
 
 
 def table(results: dict[str, Any]) -> str:
     cols = ["recall_any@5", "recall_any@10", "recall_all@5", "recall_all@10", "ndcg@5"]
-    lines = ["| ranking | level | " + " | ".join(cols) + " |",
-             "|---|---|" + "---|" * len(cols)]
+    lines = ["| ranking | level | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for mode, res in results.items():
         for level in ("turn", "session"):
-            lines.append(f"| {mode} | {level} | "
-                         + " | ".join(f"{res[level][m]:.3f}" for m in cols) + " |")
+            lines.append(
+                f"| {mode} | {level} | " + " | ".join(f"{res[level][m]:.3f}" for m in cols) + " |"
+            )
     return "\n".join(lines)
 
 
@@ -179,17 +184,31 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reload", action="store_true", help="rebuild the item database")
     ap.add_argument("--weights", default="", help="extra hybrid weights to try, e.g. 0.5,0.6")
-    ap.add_argument("--turns", choices=("all", "user"), default="all",
-                    help="store user and assistant turns (default) or user turns only")
-    ap.add_argument("--keyword-only", action="store_true",
-                    help="keyword-only ranking with random vectors: no model, no embedding "
-                    "cache needed (the vectors only choose which semantic candidates join)")
-    ap.add_argument("--cached-only", action="store_true",
-                    help="only the questions whose turns are all in the embedding cache "
-                    "(to compare two versions while the cache is still being filled; "
-                    "results go to longmemeval_cached.json)")
-    ap.add_argument("--db-suffix", default="", help="database name suffix (e.g. per library "
-                    "version, to compare two versions on their own databases)")
+    ap.add_argument(
+        "--turns",
+        choices=("all", "user"),
+        default="all",
+        help="store user and assistant turns (default) or user turns only",
+    )
+    ap.add_argument(
+        "--keyword-only",
+        action="store_true",
+        help="keyword-only ranking with random vectors: no model, no embedding "
+        "cache needed (the vectors only choose which semantic candidates join)",
+    )
+    ap.add_argument(
+        "--cached-only",
+        action="store_true",
+        help="only the questions whose turns are all in the embedding cache "
+        "(to compare two versions while the cache is still being filled; "
+        "results go to longmemeval_cached.json)",
+    )
+    ap.add_argument(
+        "--db-suffix",
+        default="",
+        help="database name suffix (e.g. per library "
+        "version, to compare two versions on their own databases)",
+    )
     args = ap.parse_args()
     roles = ("user",) if args.turns == "user" else ("user", "assistant")
     suffix = "_user" if args.turns == "user" else ""
@@ -198,18 +217,26 @@ def main() -> None:
         have = cache.load()
         qs = [q for q in qs if all(cache.key(t) in have for t in cache.turn_texts([q], roles))]
         print(f"{len(qs)} questions with every turn cached", flush=True)
-    emb: Any = (HashEmbedder() if args.keyword_only
-                else CachedEmbedder(cache.fill(cache.turn_texts(qs, roles))))
+    emb: Any = (
+        HashEmbedder()
+        if args.keyword_only
+        else CachedEmbedder(cache.fill(cache.turn_texts(qs, roles)))
+    )
     from hindsight_core.storage import embedded
 
-    db = (DB + ("" if args.turns == "user" else "_all") + ("_kw" if args.keyword_only else "")
-          + args.db_suffix)
+    db = (
+        DB
+        + ("" if args.turns == "user" else "_all")
+        + ("_kw" if args.keyword_only else "")
+        + args.db_suffix
+    )
     server = embedded.embedded_url(c.HOME)
     url = sa.make_url(server).set(database=db).render_as_string(hide_password=False)
     admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
-        exists = conn.execute(sa.text("SELECT 1 FROM pg_database WHERE datname = :d"),
-                              {"d": db}).first()
+        exists = conn.execute(
+            sa.text("SELECT 1 FROM pg_database WHERE datname = :d"), {"d": db}
+        ).first()
     load_rate = None
     if args.reload or not exists:
         c.fresh_database(db)
@@ -221,7 +248,9 @@ def main() -> None:
     modes = {"keyword-only": MODES["keyword-only"]} if args.keyword_only else dict(MODES)
     for w in filter(None, args.weights.split(",")):
         modes[f"hybrid {float(w):.2f}/{1 - float(w):.2f}"] = {
-            "semantic_weight": float(w), "keyword_weight": 1 - float(w)}
+            "semantic_weight": float(w),
+            "keyword_weight": 1 - float(w),
+        }
     results: dict[str, Any] = {}
     for mode, weights in modes.items():
         items = _items(url, emb, **weights)
@@ -234,12 +263,29 @@ def main() -> None:
         suffix += "_keyword"
     if args.cached_only:
         suffix += "_cached"
-    (RESULTS / f"longmemeval{suffix}.json").write_text(json.dumps({
-        "machine": c.machine(), "nice": os.nice(0), "questions": len(qs), "turns": args.turns,
-        "question_ids": [q["question_id"] for q in qs] if args.cached_only else None,
-        "load_turns_per_s": load_rate, "settings": Settings().model_dump(include={
-            "semantic_weight", "keyword_weight", "score_weight", "keyword_scan_limit"}),
-        "results": results, "table": table(results)}, indent=2))
+    (RESULTS / f"longmemeval{suffix}.json").write_text(
+        json.dumps(
+            {
+                "machine": c.machine(),
+                "nice": os.nice(0),
+                "questions": len(qs),
+                "turns": args.turns,
+                "question_ids": [q["question_id"] for q in qs] if args.cached_only else None,
+                "load_turns_per_s": load_rate,
+                "settings": Settings().model_dump(
+                    include={
+                        "semantic_weight",
+                        "keyword_weight",
+                        "score_weight",
+                        "keyword_scan_limit",
+                    }
+                ),
+                "results": results,
+                "table": table(results),
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

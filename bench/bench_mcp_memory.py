@@ -46,8 +46,9 @@ class FakeEmbeddings(BaseHTTPRequestHandler):
         for i, text in enumerate(inputs):
             seed = int(hashlib.sha1(text.encode()).hexdigest()[:8], 16)
             v = np.random.default_rng(seed).standard_normal(c.DIM)
-            data.append({"object": "embedding", "index": i,
-                         "embedding": (v / np.linalg.norm(v)).tolist()})
+            data.append(
+                {"object": "embedding", "index": i, "embedding": (v / np.linalg.norm(v)).tolist()}
+            )
         out = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -62,11 +63,17 @@ class FakeEmbeddings(BaseHTTPRequestHandler):
 async def exercise(url: str) -> None:
     async with http_client(url, TOKEN) as client:
         for i in range(20):
-            wrote = await client.call_tool("write_memory", {
-                "scene": "bench", "trigger": f"step {i} of the memory benchmark",
-                "action": "", "outcome": "", "lesson": f"Lesson {i}: check the inputs"})
-            found = await client.call_tool("search_memory",
-                                           {"query": f"what to check at step {i}"})
+            wrote = await client.call_tool(
+                "write_memory",
+                {
+                    "scene": "bench",
+                    "trigger": f"step {i} of the memory benchmark",
+                    "action": "",
+                    "outcome": "",
+                    "lesson": f"Lesson {i}: check the inputs",
+                },
+            )
+            found = await client.call_tool("search_memory", {"query": f"what to check at step {i}"})
             if wrote.is_error or found.is_error:
                 raise RuntimeError(f"tool call failed: {wrote.content} {found.content}")
 
@@ -81,13 +88,22 @@ def measure(name: str, env: dict[str, str], log: Path) -> dict[str, Any]:
         asyncio.run(exercise(f"{base}/mcp"))
         info = psutil.Process(proc.pid)
         rss = info.memory_info().rss
-        peak_kb = next((int(line.split()[1]) for line in
-                        Path(f"/proc/{proc.pid}/status").read_text().splitlines()
-                        if line.startswith("VmHWM")), 0)
+        peak_kb = next(
+            (
+                int(line.split()[1])
+                for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines()
+                if line.startswith("VmHWM")
+            ),
+            0,
+        )
     finally:
         stop(proc)
-    return {"case": name, "rss_after_start_mb": round(idle / 2**20, 1),
-            "rss_mb": round(rss / 2**20, 1), "peak_rss_mb": round(peak_kb / 1024, 1)}
+    return {
+        "case": name,
+        "rss_after_start_mb": round(idle / 2**20, 1),
+        "rss_mb": round(rss / 2**20, 1),
+        "peak_rss_mb": round(peak_kb / 1024, 1),
+    }
 
 
 def main() -> None:
@@ -97,29 +113,43 @@ def main() -> None:
     common = {"HINDSIGHT_MCP_TOKENS": f"{TOKEN}=bench/mcp", "HINDSIGHT_HOME": str(c.HOME)}
     url, drop = c.fresh_database("hindsight_bench_mcp_local")
     try:
-        results.append(measure("local model (all-MiniLM-L6-v2)",
-                               {**common, "HINDSIGHT_DATABASE_URL": url,
-                                "HINDSIGHT_EMBEDDER": "local"}, out_dir / "mcp_local.log"))
+        results.append(
+            measure(
+                "local model (all-MiniLM-L6-v2)",
+                {**common, "HINDSIGHT_DATABASE_URL": url, "HINDSIGHT_EMBEDDER": "local"},
+                out_dir / "mcp_local.log",
+            )
+        )
     finally:
         drop()
     fake = ThreadingHTTPServer(("127.0.0.1", 0), FakeEmbeddings)
     threading.Thread(target=fake.serve_forever, daemon=True).start()
     url, drop = c.fresh_database("hindsight_bench_mcp_remote")
     try:
-        results.append(measure("remote embedder (OpenAI-compatible, loopback)", {
-            **common, "HINDSIGHT_DATABASE_URL": url, "HINDSIGHT_EMBEDDER": "openai",
-            "HINDSIGHT_EMBEDDING_BASE_URL": f"http://127.0.0.1:{fake.server_port}/v1",
-            "HINDSIGHT_EMBEDDING_MODEL": "fake-remote-384",
-            "HINDSIGHT_EMBEDDING_DIMENSIONS": str(c.DIM),
-            "HINDSIGHT_EMBEDDING_API_KEY": "unused"}, out_dir / "mcp_remote.log"))
+        results.append(
+            measure(
+                "remote embedder (OpenAI-compatible, loopback)",
+                {
+                    **common,
+                    "HINDSIGHT_DATABASE_URL": url,
+                    "HINDSIGHT_EMBEDDER": "openai",
+                    "HINDSIGHT_EMBEDDING_BASE_URL": f"http://127.0.0.1:{fake.server_port}/v1",
+                    "HINDSIGHT_EMBEDDING_MODEL": "fake-remote-384",
+                    "HINDSIGHT_EMBEDDING_DIMENSIONS": str(c.DIM),
+                    "HINDSIGHT_EMBEDDING_API_KEY": "unused",
+                },
+                out_dir / "mcp_remote.log",
+            )
+        )
     finally:
         drop()
         fake.shutdown()
     for r in results:
         print(json.dumps(r))
     (ROOT / "results").mkdir(exist_ok=True)
-    (ROOT / "results" / "mcp_memory.json").write_text(json.dumps(
-        {"machine": c.machine(), "nice": os.nice(0), "results": results}, indent=2))
+    (ROOT / "results" / "mcp_memory.json").write_text(
+        json.dumps({"machine": c.machine(), "nice": os.nice(0), "results": results}, indent=2)
+    )
 
 
 if __name__ == "__main__":

@@ -62,8 +62,12 @@ class Workload:
         for v, i in zip(vecs, idx, strict=True):
             scene, trig, lesson = self.triples[i]
             self.n += 1
-            rec = {"scene": scene, "trigger": f"{trig} (run {self.n})", "lesson": lesson,
-                   "source": {"agent": "bench"}}
+            rec = {
+                "scene": scene,
+                "trigger": f"{trig} (run {self.n})",
+                "lesson": lesson,
+                "source": {"agent": "bench"},
+            }
             self.lookup.add(embedding_text(ExperienceIn(**rec)), v)
             out.append(rec)
             if self.rng.random() < 0.02:
@@ -99,21 +103,33 @@ def dedup_lookup_recall(mem: Memory, work: Workload, n: int = 1000) -> float:
     statement and HNSW search effort) finds for a rewording of them (cosine ~0.99)."""
     ns = mem.namespace_key(None)
     with mem.engine.begin() as conn:
-        stored = conn.execute(sa.text(
-            f"SELECT id, embedding::text AS v FROM {TABLE} WHERE ns = :ns AND archived_at "
-            "IS NULL ORDER BY random() LIMIT :n"), {"ns": ns, "n": n}).all()
+        stored = conn.execute(
+            sa.text(
+                f"SELECT id, embedding::text AS v FROM {TABLE} WHERE ns = :ns AND archived_at "
+                "IS NULL ORDER BY random() LIMIT :n"
+            ),
+            {"ns": ns, "n": n},
+        ).all()
         vectors = np.array([json.loads(r.v) for r in stored], dtype=np.float32)
         conn.execute(sa.text(f"SET LOCAL hnsw.ef_search = {q.DEDUP_EF_SEARCH}"))
-        found = conn.execute(q.nearest_many(c.DIM), {
-            "ns": ns, "vectors": vectors_param(c.near(vectors, work.rng)), "n": len(stored)}
+        found = conn.execute(
+            q.nearest_many(c.DIM),
+            {"ns": ns, "vectors": vectors_param(c.near(vectors, work.rng)), "n": len(stored)},
         ).all()
     hits = {(r.i - 1, r.id) for r in found}
     return sum((i, r.id) in hits for i, r in enumerate(stored)) / len(stored)
 
 
-def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: int,
-                  queries: int, *, recall: bool = True, writes: bool = True
-                  ) -> dict[str, Any]:
+def measure_scale(
+    mem: Memory,
+    work: Workload,
+    hand: psycopg.Connection,
+    size: int,
+    queries: int,
+    *,
+    recall: bool = True,
+    writes: bool = True,
+) -> dict[str, Any]:
     ns = mem.namespace_key(None)
     # The steady state autovacuum keeps: statistics fresh and the GIN pending list
     # merged (right after a bulk load, every keyword search scans a pending list of
@@ -125,8 +141,9 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
     mem._common_terms.clear()
     mem._scan_choice.clear()
     with mem.engine.connect() as conn:
-        searched = conn.execute(sa.text(f"SELECT count(*) FROM {TABLE} WHERE ns = :ns"),
-                                {"ns": ns}).scalar_one()
+        searched = conn.execute(
+            sa.text(f"SELECT count(*) FROM {TABLE} WHERE ns = :ns"), {"ns": ns}
+        ).scalar_one()
     if not recall:
         return {"size": size, "searched_records": searched, **measure_writes(mem, work, ns)}
     texts = work.queries(queries)
@@ -139,8 +156,9 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
 
     def run_hand(i: int) -> None:
         v = vectors[i % len(vectors)]
-        hand.execute(HAND_SQL, {"q": "[" + ",".join(map(str, v.tolist())) + "]", "ns": ns, "k": 5}
-                     ).fetchall()
+        hand.execute(
+            HAND_SQL, {"q": "[" + ",".join(map(str, v.tolist())) + "]", "ns": ns, "k": 5}
+        ).fetchall()
 
     for i in range(50 if size >= 50_000 else 10):  # warm both paths
         run_ours(i)
@@ -156,8 +174,13 @@ def measure_scale(mem: Memory, work: Workload, hand: psycopg.Connection, size: i
                 run(i)
             out.append(t[0] * 1000)
     ours_p, floor_p = c.percentiles(ours), c.percentiles(floor)
-    recalled = {"size": size, "searched_records": searched, "recall_ms": ours_p,
-                "hand_ms": floor_p, "ratio_p50": round(ours_p["p50"] / floor_p["p50"], 2)}
+    recalled = {
+        "size": size,
+        "searched_records": searched,
+        "recall_ms": ours_p,
+        "hand_ms": floor_p,
+        "ratio_p50": round(ours_p["p50"] / floor_p["p50"], 2),
+    }
     if not writes:
         return {**recalled, "records": searched}
     return {**recalled, **measure_writes(mem, work, ns)}
@@ -180,8 +203,7 @@ def measure_writes(mem: Memory, work: Workload, ns: str) -> dict[str, Any]:
             mem.write_many(batch)
         unique_runs.append(len(batch) / t[0])
         mixed_batch = work.records(600) + work.duplicates(300)
-        mixed_batch += [dict(r, trigger=r["trigger"] + " (same batch)")
-                        for r in mixed_batch[:100]]
+        mixed_batch += [dict(r, trigger=r["trigger"] + " (same batch)") for r in mixed_batch[:100]]
         for r in mixed_batch[-100:]:
             src = dict(r, trigger=r["trigger"].removesuffix(" (same batch)"))
             v = work.lookup.table[embedding_text(ExperienceIn(**src))]
@@ -192,22 +214,35 @@ def measure_writes(mem: Memory, work: Workload, ns: str) -> dict[str, Any]:
         merged.append(sum(r.status == "merged" for r in res))
     unique_rps, dedup_rps = float(np.median(unique_runs)), float(np.median(dedup_runs))
     with mem.engine.connect() as conn:
-        live = conn.execute(sa.text(f"SELECT count(*) FROM {TABLE} WHERE ns = :ns"),
-                            {"ns": ns}).scalar_one()
-        sizes = conn.execute(sa.text(
-            f"SELECT pg_total_relation_size('{TABLE}') AS total, "
-            f"pg_relation_size('hindsight_experiences_halfvec_{c.DIM}') AS hnsw")).mappings().one()
+        live = conn.execute(
+            sa.text(f"SELECT count(*) FROM {TABLE} WHERE ns = :ns"), {"ns": ns}
+        ).scalar_one()
+        sizes = (
+            conn.execute(
+                sa.text(
+                    f"SELECT pg_total_relation_size('{TABLE}') AS total, "
+                    f"pg_relation_size('hindsight_experiences_halfvec_{c.DIM}') AS hnsw"
+                )
+            )
+            .mappings()
+            .one()
+        )
     return {
         # recall is measured on `searched` records; the writes measured after it
         # leave `records` (the table sizes are taken then too)
         "records": live,
         "write_single_ms": single_p,
         "write_many_unique_rps": round(unique_rps),
-        "write_many_dedup_rps": round(dedup_rps), "dedup_batch": len(mixed_batch),
+        "write_many_dedup_rps": round(dedup_rps),
+        "dedup_batch": len(mixed_batch),
         "dedup_lookup_recall": round(dedup_recall, 4),
-        "dedup_merged": merged, "write_many_runs": {"unique": [round(x) for x in unique_runs],
-                                                    "dedup": [round(x) for x in dedup_runs]},
-        "db_mb": round(sizes["total"] / 2**20, 1), "hnsw_mb": round(sizes["hnsw"] / 2**20, 1),
+        "dedup_merged": merged,
+        "write_many_runs": {
+            "unique": [round(x) for x in unique_runs],
+            "dedup": [round(x) for x in dedup_runs],
+        },
+        "db_mb": round(sizes["total"] / 2**20, 1),
+        "hnsw_mb": round(sizes["hnsw"] / 2**20, 1),
         "bench_rss_mb": round(psutil.Process().memory_info().rss / 2**20, 1),
     }
 
@@ -264,13 +299,22 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--e2e-queries", type=int, default=100)
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
-    ap.add_argument("--reuse", action="store_true",
-                    help="measure again on the database a --keep run left (no growth)")
-    ap.add_argument("--writes-only", action="store_true",
-                    help="measure only the writes (no recall, no end-to-end figures)")
-    ap.add_argument("--recall-only", action="store_true",
-                    help="recall against the hand-written query only (no writes, no "
-                         "end-to-end run, no result files): quick iterations with --reuse")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again on the database a --keep run left (no growth)",
+    )
+    ap.add_argument(
+        "--writes-only",
+        action="store_true",
+        help="measure only the writes (no recall, no end-to-end figures)",
+    )
+    ap.add_argument(
+        "--recall-only",
+        action="store_true",
+        help="recall against the hand-written query only (no writes, no "
+        "end-to-end run, no result files): quick iterations with --reuse",
+    )
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     work = Workload(seed=int.from_bytes(os.urandom(2), "big") if args.reuse else 11)
@@ -278,8 +322,9 @@ def main() -> None:
     if args.reuse:
         db_url, drop = reuse_database()
         with sa.create_engine(db_url).connect() as conn:
-            ns_key, n = conn.execute(sa.text(
-                f"SELECT ns, count(*) FROM {TABLE} GROUP BY ns ORDER BY 2 DESC LIMIT 1")).one()
+            ns_key, n = conn.execute(
+                sa.text(f"SELECT ns, count(*) FROM {TABLE} GROUP BY ns ORDER BY 2 DESC LIMIT 1")
+            ).one()
         ns, work.n, sizes = tuple(ns_key.split("\x1f")), n, [n]
         for _ in range(3):  # warm the caches the way a running service has them
             Memory(ns, settings=Settings(database_url=db_url), embedder=emb).close()
@@ -288,8 +333,9 @@ def main() -> None:
         ns = c.new_ns()
     mem = Memory(ns, settings=Settings(database_url=db_url), embedder=emb)
     mem.setup()
-    hand = psycopg.connect(db_url.replace("postgresql+psycopg://", "postgresql://"),
-                           autocommit=True)
+    hand = psycopg.connect(
+        db_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True
+    )
     rows: list[dict[str, Any]] = []
     growth: list[float] = []
     stored = work.n  # live records (a rerun starts from the kept database's count)
@@ -301,8 +347,15 @@ def main() -> None:
                     results = mem.write_many(batch)
                 growth.append(len(batch) / t[0])
                 stored += sum(r.status == "inserted" for r in results)
-            row = measure_scale(mem, work, hand, size, args.queries,
-                                recall=not args.writes_only, writes=not args.recall_only)
+            row = measure_scale(
+                mem,
+                work,
+                hand,
+                size,
+                args.queries,
+                recall=not args.writes_only,
+                writes=not args.recall_only,
+            )
             stored = row["records"]
             rows.append(row)
             print(json.dumps(row), flush=True)
@@ -318,13 +371,20 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     if args.reuse or args.writes_only:
         name = "recall_writes.json" if args.writes_only else "recall_rerun.json"
-        (RESULTS / name).write_text(json.dumps(
-            {"machine": c.machine(), "nice": os.nice(0), "scales": rows, "end_to_end": e2e},
-            indent=2))
+        (RESULTS / name).write_text(
+            json.dumps(
+                {"machine": c.machine(), "nice": os.nice(0), "scales": rows, "end_to_end": e2e},
+                indent=2,
+            )
+        )
         return
-    out = {"machine": c.machine(), "nice": os.nice(0), "scales": rows,
-           "growth_write_many_rps_median": round(float(np.median(growth))) if growth else None,
-           "end_to_end": e2e}
+    out = {
+        "machine": c.machine(),
+        "nice": os.nice(0),
+        "scales": rows,
+        "growth_write_many_rps_median": round(float(np.median(growth))) if growth else None,
+        "end_to_end": e2e,
+    }
     (RESULTS / "recall.json").write_text(json.dumps(out, indent=2))
     plot(rows, RESULTS / "recall_scale.png")
     print(f"wrote {RESULTS / 'recall.json'} and recall_scale.png")

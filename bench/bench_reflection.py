@@ -78,12 +78,14 @@ class CountingLLM:
         self.completion_tokens += reply.completion_tokens
         return reply
 
-    def complete(self, messages: list[dict[str, str]], *,
-                 json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def complete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         return self._count(self.llm.complete(messages, json_schema=json_schema))
 
-    async def acomplete(self, messages: list[dict[str, str]], *,
-                        json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    async def acomplete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         return self._count(await self.llm.acomplete(messages, json_schema=json_schema))
 
 
@@ -92,17 +94,20 @@ class ReplayLLM:
 
     def __init__(self, runs: list[dict[str, Any]], kind: str) -> None:
         self.model_name = f"replay-{kind}"
-        self.by_goal = {r["trajectory"]["goal"]: r.get("answers", {}).get(kind, [])
-                        for r in runs}
+        self.by_goal = {r["trajectory"]["goal"]: r.get("answers", {}).get(kind, []) for r in runs}
 
-    def complete(self, messages: list[dict[str, str]], *,
-                 json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def complete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         goal = messages[1]["content"].split("\n", 1)[0].removeprefix("Goal: ")
-        return LLMResponse(text=json.dumps({"records": self.by_goal[goal]},
-                                           ensure_ascii=False), model=self.model_name)
+        return LLMResponse(
+            text=json.dumps({"records": self.by_goal[goal]}, ensure_ascii=False),
+            model=self.model_name,
+        )
 
-    async def acomplete(self, messages: list[dict[str, str]], *,
-                        json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    async def acomplete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         return self.complete(messages, json_schema=json_schema)
 
 
@@ -117,18 +122,21 @@ def score_run(run: dict[str, Any], lessons: list[str]) -> dict[str, Any]:
     if expect == "none":
         return {"expected_none": True, "grounded": 0, "facts": 0, "covered": 0}
     facts = expect["facts"]
-    return {"expected_none": False,
-            "grounded": sum(any(mentions(le, f) for f in facts) for le in lessons),
-            "facts": len(facts),
-            "covered": sum(any(mentions(le, f) for le in lessons) for f in facts)}
+    return {
+        "expected_none": False,
+        "grounded": sum(any(mentions(le, f) for f in facts) for le in lessons),
+        "facts": len(facts),
+        "covered": sum(any(mentions(le, f) for le in lessons) for f in facts),
+    }
 
 
 def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
 
-def bench(name: str, runs: list[dict[str, Any]], memory: Memory, llm: CountingLLM | None
-          ) -> dict[str, Any]:
+def bench(
+    name: str, runs: list[dict[str, Any]], memory: Memory, llm: CountingLLM | None
+) -> dict[str, Any]:
     settings = memory.settings
     reflector = Reflector(memory, llm)  # type: ignore[arg-type]
     rows: list[dict[str, Any]] = []
@@ -142,9 +150,14 @@ def bench(name: str, runs: list[dict[str, Any]], memory: Memory, llm: CountingLL
         fragments = prompt_fragments(distill_messages(trajectory, settings)[0]["content"])
         chinese = is_chinese(trajectory)
         row = {
-            "id": run["id"], "lang": run["lang"], "kind": run["kind"], "lessons": lessons,
-            "reinforced": len(result.reinforced), "skipped": result.skipped,
-            "error": result.error, "asked_again": result.asked_again,
+            "id": run["id"],
+            "lang": run["lang"],
+            "kind": run["kind"],
+            "lessons": lessons,
+            "reinforced": len(result.reinforced),
+            "skipped": result.skipped,
+            "error": result.error,
+            "asked_again": result.asked_again,
             "dropped": [d["reason"] for d in result.dropped],
             "copies": sum(copies_prompt(le, fragments) is not None for le in lessons),
             "too_long": sum(len(le) > settings.lesson_max_chars for le in lessons),
@@ -154,17 +167,31 @@ def bench(name: str, runs: list[dict[str, Any]], memory: Memory, llm: CountingLL
             **score_run(run, lessons),
         }
         rows.append(row)
-        print(f"  {run['id']:<22} {len(lessons)} lesson(s) {seconds:6.2f} s  "
-              f"{' | '.join(lessons)[:90]}", flush=True)
+        print(
+            f"  {run['id']:<22} {len(lessons)} lesson(s) {seconds:6.2f} s  "
+            f"{' | '.join(lessons)[:90]}",
+            flush=True,
+        )
     return summarise(name, rows)
 
 
 def _reason_kind(reason: str) -> str:
     reason = reason.removeprefix("after being asked again: ")
-    for key in ("copies the prompt", "generic advice", "cites no step", "cites step",
-                "cites none", "nothing new", "shares no content", "its evidence",
-                "recommends", "confidence", "characters", "write the lesson in",
-                "more than"):
+    for key in (
+        "copies the prompt",
+        "generic advice",
+        "cites no step",
+        "cites step",
+        "cites none",
+        "nothing new",
+        "shares no content",
+        "its evidence",
+        "recommends",
+        "confidence",
+        "characters",
+        "write the lesson in",
+        "more than",
+    ):
         if key in reason:
             return key
     return reason.split(":")[0][:40]
@@ -179,71 +206,113 @@ def summarise(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
     fact_rows = [r for r in rows if not r["expected_none"]]
     secs = [r["seconds"] for r in rows]
     return {
-        "distiller": name, "runs": n, "lessons_written": written,
+        "distiller": name,
+        "runs": n,
+        "lessons_written": written,
         "lessons_per_run": round(written / n, 3) if n else None,
         "share_grounded": _ratio(sum(r["grounded"] for r in rows), written),
-        "facts_covered": _ratio(sum(r["covered"] for r in fact_rows),
-                                sum(r["facts"] for r in fact_rows)),
-        "runs_fully_answered": _ratio(sum(r["covered"] == r["facts"] for r in fact_rows),
-                                      len(fact_rows)),
+        "facts_covered": _ratio(
+            sum(r["covered"] for r in fact_rows), sum(r["facts"] for r in fact_rows)
+        ),
+        "runs_fully_answered": _ratio(
+            sum(r["covered"] == r["facts"] for r in fact_rows), len(fact_rows)
+        ),
         "prompt_copies_written": sum(r["copies"] for r in rows),
-        "prompt_copies_proposed": sum(_reason_kind(d) == "copies the prompt"
-                                      for r in rows for d in r["dropped"]),
+        "prompt_copies_proposed": sum(
+            _reason_kind(d) == "copies the prompt" for r in rows for d in r["dropped"]
+        ),
         "nothing_new_precision": _ratio(tp, len(none_pred)),
         "nothing_new_recall": _ratio(tp, len(none_true)),
         "length_compliance": _ratio(written - sum(r["too_long"] for r in rows), written),
-        "language_compliance": _ratio(written - sum(r["wrong_language"] for r in rows),
-                                      written),
+        "language_compliance": _ratio(written - sum(r["wrong_language"] for r in rows), written),
         "asked_again": sum(r["asked_again"] for r in rows),
         "skipped_runs": sum(r["skipped"] for r in rows),
         "dropped": dict(Counter(_reason_kind(d) for r in rows for d in r["dropped"])),
         "tokens_per_run": round(statistics.fmean(r["tokens"] for r in rows), 1) if n else None,
-        "seconds_per_run": {"mean": round(statistics.fmean(secs), 3),
-                            "p50": round(statistics.median(secs), 3)} if n else None,
-        "by_kind": {k: {"runs": sum(r["kind"] == k for r in rows),
-                        "lessons": sum(len(r["lessons"]) for r in rows if r["kind"] == k)}
-                    for k in dict.fromkeys(r["kind"] for r in rows)},
+        "seconds_per_run": {
+            "mean": round(statistics.fmean(secs), 3),
+            "p50": round(statistics.median(secs), 3),
+        }
+        if n
+        else None,
+        "by_kind": {
+            k: {
+                "runs": sum(r["kind"] == k for r in rows),
+                "lessons": sum(len(r["lessons"]) for r in rows if r["kind"] == k),
+            }
+            for k in dict.fromkeys(r["kind"] for r in rows)
+        },
         "rows": rows,
     }
 
 
 def table(results: list[dict[str, Any]]) -> str:
-    keys = ["lessons_per_run", "share_grounded", "facts_covered", "runs_fully_answered",
-            "prompt_copies_written", "prompt_copies_proposed", "nothing_new_precision",
-            "nothing_new_recall", "length_compliance", "language_compliance", "asked_again",
-            "skipped_runs", "tokens_per_run"]
-    lines = ["| figure | " + " | ".join(r["distiller"] for r in results) + " |",
-             "|---|" + "---:|" * len(results)]
+    keys = [
+        "lessons_per_run",
+        "share_grounded",
+        "facts_covered",
+        "runs_fully_answered",
+        "prompt_copies_written",
+        "prompt_copies_proposed",
+        "nothing_new_precision",
+        "nothing_new_recall",
+        "length_compliance",
+        "language_compliance",
+        "asked_again",
+        "skipped_runs",
+        "tokens_per_run",
+    ]
+    lines = [
+        "| figure | " + " | ".join(r["distiller"] for r in results) + " |",
+        "|---|" + "---:|" * len(results),
+    ]
     for k in keys:
         lines.append(f"| {k} | " + " | ".join(str(r[k]) for r in results) + " |")
-    lines.append("| seconds_per_run (mean / p50) | " + " | ".join(
-        f"{r['seconds_per_run']['mean']} / {r['seconds_per_run']['p50']}" for r in results)
-        + " |")
+    lines.append(
+        "| seconds_per_run (mean / p50) | "
+        + " | ".join(
+            f"{r['seconds_per_run']['mean']} / {r['seconds_per_run']['p50']}" for r in results
+        )
+        + " |"
+    )
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--base-url", help="an OpenAI-compatible endpoint, e.g. "
-                    "http://127.0.0.1:8080/v1 (llama.cpp), http://localhost:11434/v1 (Ollama)")
+    ap.add_argument(
+        "--base-url",
+        help="an OpenAI-compatible endpoint, e.g. "
+        "http://127.0.0.1:8080/v1 (llama.cpp), http://localhost:11434/v1 (Ollama)",
+    )
     ap.add_argument("--model", help="the model name the endpoint knows")
-    ap.add_argument("--api-key", default=os.environ.get("HINDSIGHT_LLM_API_KEY"),
-                    help="bearer token (default: $HINDSIGHT_LLM_API_KEY)")
+    ap.add_argument(
+        "--api-key",
+        default=os.environ.get("HINDSIGHT_LLM_API_KEY"),
+        help="bearer token (default: $HINDSIGHT_LLM_API_KEY)",
+    )
     ap.add_argument("--timeout", type=float, default=120, help="seconds per model call")
-    ap.add_argument("--no-rule-based", action="store_true",
-                    help="skip the rule-based distiller")
-    ap.add_argument("--replay", action="append", choices=["good", "bad"], default=[],
-                    help="also run a model that replays the data's hand-written answers")
+    ap.add_argument("--no-rule-based", action="store_true", help="skip the rule-based distiller")
+    ap.add_argument(
+        "--replay",
+        action="append",
+        choices=["good", "bad"],
+        default=[],
+        help="also run a model that replays the data's hand-written answers",
+    )
     ap.add_argument("--only", default="", help="run only the runs whose id starts with this")
     ap.add_argument("--data", type=Path, default=DATA, help="the trajectories file")
     args = ap.parse_args()
     if bool(args.base_url) != bool(args.model):
         ap.error("--base-url and --model go together")
     if not args.data.is_file():
-        sys.exit(f"{args.data} not found: the trajectories ship with the repository "
-                 "(bench/data/reflection_trajectories.json)")
-    runs = [r for r in json.loads(args.data.read_text("utf-8"))["runs"]
-            if r["id"].startswith(args.only)]
+        sys.exit(
+            f"{args.data} not found: the trajectories ship with the repository "
+            "(bench/data/reflection_trajectories.json)"
+        )
+    runs = [
+        r for r in json.loads(args.data.read_text("utf-8"))["runs"] if r["id"].startswith(args.only)
+    ]
     url, drop = c.fresh_database(DB)
     memory = Memory(("bench-reflect",), settings=Settings(database_url=url))
     memory.setup()  # schema and model loaded before the clock runs
@@ -258,8 +327,11 @@ def main() -> None:
             print(f"replay:{kind}:")
             results.append(bench(f"replay:{kind}", runs, memory, replay))
         if args.base_url:
-            llm = CountingLLM(OpenAICompatibleLLM(args.base_url, args.model,
-                                                  api_key=args.api_key, timeout=args.timeout))
+            llm = CountingLLM(
+                OpenAICompatibleLLM(
+                    args.base_url, args.model, api_key=args.api_key, timeout=args.timeout
+                )
+            )
             print(f"llm:{args.model}:")
             results.append(bench(f"llm:{args.model}", runs, memory, llm))
     finally:
@@ -269,7 +341,8 @@ def main() -> None:
     for r in results:
         slug = r["distiller"].replace(":", "_").replace("/", "_")
         (RESULTS / f"reflection_{slug}.json").write_text(
-            json.dumps({"machine": c.machine(), **r}, ensure_ascii=False, indent=1) + "\n")
+            json.dumps({"machine": c.machine(), **r}, ensure_ascii=False, indent=1) + "\n"
+        )
     print()
     print(table(results))
     for r in results:

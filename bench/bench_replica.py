@@ -52,7 +52,7 @@ def alternate(a: Any, b: Any, n: int) -> tuple[list[float], list[float]]:
     """Time ``a(i)`` and ``b(i)`` ``n`` times each, ABBA order; milliseconds."""
     out: tuple[list[float], list[float]] = ([], [])
     for i in range(n):
-        for who in c.abba(i // 2)[(i % 2) * 2:(i % 2) * 2 + 2]:
+        for who in c.abba(i // 2)[(i % 2) * 2 : (i % 2) * 2 + 2]:
             fn = (a, b)[who]
             t0 = time.perf_counter()
             fn(i)
@@ -74,8 +74,7 @@ def main() -> None:
     emb = CallableEmbedder(work.lookup, dim=c.DIM, model_name=c.MODEL)
     ns = c.new_ns()
     # The load is set-up, not measured: no statement timeout (a shared, busy machine).
-    loader = Memory(ns, settings=Settings(database_url=url, statement_timeout_ms=0),
-                    embedder=emb)
+    loader = Memory(ns, settings=Settings(database_url=url, statement_timeout_ms=0), embedder=emb)
     stored = 0
     while stored < args.records:
         stored += len(loader.write_many(work.records(min(1000, args.records - stored))))
@@ -99,25 +98,34 @@ def main() -> None:
     (RESULTS / "replica.json").write_text(json.dumps(row, indent=1) + "\n")
 
 
-def measure(url: str, standby: Standby, ns: tuple[str, str], work: Workload,
-            emb: CallableEmbedder, args: argparse.Namespace) -> dict[str, Any]:
+def measure(
+    url: str,
+    standby: Standby,
+    ns: tuple[str, str],
+    work: Workload,
+    emb: CallableEmbedder,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
     primary = Memory(ns, settings=Settings(database_url=url), embedder=emb)
-    replica = Memory(ns, settings=Settings(database_url=url, read_database_urls=standby.url),
-                     embedder=emb)
+    replica = Memory(
+        ns, settings=Settings(database_url=url, read_database_urls=standby.url), embedder=emb
+    )
     texts = work.queries(args.queries)
     try:
         for mem in (primary, replica):  # set up, warm caches and connections
             for t in texts[:20]:
                 mem.search(t)
-        on_primary, on_replica = alternate(lambda i: primary.search(texts[i]),
-                                           lambda i: replica.search(texts[i]), args.queries)
+        on_primary, on_replica = alternate(
+            lambda i: primary.search(texts[i]), lambda i: replica.search(texts[i]), args.queries
+        )
         recall_reads = replica.stats().reads
         # Write, then search for it at once (a new lesson each time).
         records = work.records(2 * args.writes)
         for i, rec in enumerate(records):  # a query that finds this record
             work.lookup.add(f"query {i}", work.lookup.table[embedding_text(ExperienceIn(**rec))])
-        parts: dict[str, list[float]] = {k: [] for k in (
-            "write_primary", "write_replica", "search_primary", "search_replica")}
+        parts: dict[str, list[float]] = {
+            k: [] for k in ("write_primary", "write_replica", "search_primary", "search_replica")
+        }
 
         def write_search(mem: Memory, i: int) -> None:
             side = "replica" if mem is replica else "primary"
@@ -130,25 +138,33 @@ def measure(url: str, standby: Standby, ns: tuple[str, str], work: Workload,
             if rid not in {h.record.id for h in hits}:
                 raise AssertionError("a search after a write did not see it")
 
-        p_ws, r_ws = alternate(lambda i: write_search(primary, 2 * i),
-                               lambda i: write_search(replica, 2 * i + 1), args.writes)
+        p_ws, r_ws = alternate(
+            lambda i: write_search(primary, 2 * i),
+            lambda i: write_search(replica, 2 * i + 1),
+            args.writes,
+        )
         reads = replica.stats().reads
     finally:
         primary.close()
         replica.close()
-    ryw = {k: reads[k] - recall_reads.get(k, 0) for k in ("replica", "primary", "waited",
-                                                           "skipped_lag")}
+    ryw = {
+        k: reads[k] - recall_reads.get(k, 0)
+        for k in ("replica", "primary", "waited", "skipped_lag")
+    }
     return {
         "records": args.records,
         "recall_primary_ms": c.percentiles(on_primary),
         "recall_replica_ms": c.percentiles(on_replica),
-        "recall_ratio_p50": round(c.percentiles(on_replica)["p50"]
-                                  / c.percentiles(on_primary)["p50"], 3),
+        "recall_ratio_p50": round(
+            c.percentiles(on_replica)["p50"] / c.percentiles(on_primary)["p50"], 3
+        ),
         "recall_routing": recall_reads,
         "write_then_search_primary_ms": c.percentiles(p_ws),
         "write_then_search_replica_ms": c.percentiles(r_ws),
-        **{f"{k}_after_write_ms" if k.startswith("search") else f"{k}_ms": c.percentiles(v)
-           for k, v in parts.items()},
+        **{
+            f"{k}_after_write_ms" if k.startswith("search") else f"{k}_ms": c.percentiles(v)
+            for k, v in parts.items()
+        },
         "read_your_writes_routing": ryw,
         "max_replica_lag_seen_s": reads["max_lag_seconds"],
     }

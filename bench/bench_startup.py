@@ -37,14 +37,24 @@ from typing import Any
 import httpx
 
 CLI = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()"]
-HEADERS = {"Accept": "application/json, text/event-stream",
-           "Content-Type": "application/json"}
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-    "protocolVersion": "2025-06-18", "capabilities": {},
-    "clientInfo": {"name": "bench", "version": "0"}}}
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"},
+    },
+}
 TOOLS = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
-SEARCH = {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
-    "name": "search_memory", "arguments": {"query": "remove stale downloads"}}}
+SEARCH = {
+    "jsonrpc": "2.0",
+    "id": 3,
+    "method": "tools/call",
+    "params": {"name": "search_memory", "arguments": {"query": "remove stale downloads"}},
+}
 
 
 def free_port() -> int:
@@ -79,14 +89,23 @@ def terminate(proc: subprocess.Popen[Any], home: Path) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         proc.kill()
         code = proc.wait(10)
-    return {"exit_code": code, "exit_s": round(time.monotonic() - started, 2),
-            "embedded_stopped": server_stopped(home)}
+    return {
+        "exit_code": code,
+        "exit_s": round(time.monotonic() - started, 2),
+        "embedded_stopped": server_stopped(home),
+    }
 
 
 def mcp_stdio(env: dict[str, str], home: Path) -> dict[str, Any]:
     t0 = time.monotonic()
-    proc = subprocess.Popen([*CLI, "mcp"], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [*CLI, "mcp"],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert proc.stdin and proc.stdout
 
     def call(message: dict[str, Any]) -> float:
@@ -102,8 +121,7 @@ def mcp_stdio(env: dict[str, str], home: Path) -> dict[str, Any]:
                 return time.monotonic() - t0
 
     out = {"initialize_s": call(INIT)}
-    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
-                     + "\n")
+    proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
     out["tools_list_s"] = call(TOOLS)
     out["first_search_s"] = call(SEARCH)
     out.update(terminate(proc, home))
@@ -116,8 +134,12 @@ def mcp_http(env: dict[str, str], home: Path) -> dict[str, Any]:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     t0 = time.monotonic()
-    proc = subprocess.Popen([*CLI, "mcp", "--http", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, "mcp", "--http", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     out: dict[str, Any] = {}
     with httpx.Client(timeout=30) as client:
         for _ in deadline_loop(120, "the HTTP server's initialize"):
@@ -137,8 +159,12 @@ def ui(env: dict[str, str], home: Path) -> dict[str, Any]:
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
-    proc = subprocess.Popen([*CLI, "ui", "--port", str(port)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*CLI, "ui", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     out: dict[str, Any] = {}
     with httpx.Client(timeout=60) as client:
         for _ in deadline_loop(120, "the inspector's /healthz"):
@@ -148,8 +174,11 @@ def ui(env: dict[str, str], home: Path) -> dict[str, Any]:
                 continue
             if answer.status_code == 200:
                 out.setdefault("healthz_s", time.monotonic() - t0)
-                body = answer.headers.get("content-type", "").startswith("application/json") \
-                    and answer.json() or {}
+                body = (
+                    answer.headers.get("content-type", "").startswith("application/json")
+                    and answer.json()
+                    or {}
+                )
                 # Before servers loaded the model in the background, /healthz said "ok"
                 # as text and the model loaded on the first search.
                 if body.get("embedder", "ready") != "loading":
@@ -165,8 +194,9 @@ def ui(env: dict[str, str], home: Path) -> dict[str, Any]:
 
 def cli_search(env: dict[str, str], home: Path) -> dict[str, Any]:
     t0 = time.monotonic()
-    subprocess.run([*CLI, "search", "remove stale downloads"], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [*CLI, "search", "remove stale downloads"], env=env, check=True, stdout=subprocess.DEVNULL
+    )
     return {"wall_s": time.monotonic() - t0, "embedded_stopped": server_stopped(home)}
 
 
@@ -178,17 +208,36 @@ def main() -> None:
 
     home = Path(tempfile.mkdtemp(prefix="hindsight-bench-startup-"))
     home.chmod(0o755)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HINDSIGHT_") or k == "HINDSIGHT_EMBEDDING_MODEL"}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HINDSIGHT_") or k == "HINDSIGHT_EMBEDDING_MODEL"
+    }
     env["HINDSIGHT_HOME"] = str(home)
     try:
         t0 = time.monotonic()
-        subprocess.run([*CLI, "write", "-l", "Check the extension before deleting",
-                        "-t", "deleting old files", "-s", "file-cleanup"], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                *CLI,
+                "write",
+                "-l",
+                "Check the extension before deleting",
+                "-t",
+                "deleting old files",
+                "-s",
+                "file-cleanup",
+            ],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         primed = time.monotonic() - t0
-        runs: dict[str, list[dict[str, Any]]] = {"mcp_stdio": [], "mcp_http": [], "ui": [],
-                                                  "cli_search": []}
+        runs: dict[str, list[dict[str, Any]]] = {
+            "mcp_stdio": [],
+            "mcp_http": [],
+            "ui": [],
+            "cli_search": [],
+        }
         for _ in range(args.runs):
             runs["mcp_stdio"].append(mcp_stdio(env, home))
             runs["mcp_http"].append(mcp_http(env, home))
@@ -203,14 +252,20 @@ def main() -> None:
     rows = [
         ("mcp stdio: initialize", med("mcp_stdio", "initialize_s"), "≤ 2 s"),
         ("mcp stdio: tools/list", med("mcp_stdio", "tools_list_s"), ""),
-        ("mcp stdio: first search_memory (waits for the model)",
-         med("mcp_stdio", "first_search_s"), ""),
+        (
+            "mcp stdio: first search_memory (waits for the model)",
+            med("mcp_stdio", "first_search_s"),
+            "",
+        ),
         ("mcp --http: initialize", med("mcp_http", "initialize_s"), "≤ 2 s"),
         ("mcp --http: tools/list", med("mcp_http", "tools_list_s"), ""),
         ("ui: /healthz", med("ui", "healthz_s"), ""),
         ("ui: model loaded", med("ui", "model_ready_s"), ""),
-        ("ui: first search, after the model loaded", med("ui", "first_search_after_model_s"),
-         "≤ 1 s"),
+        (
+            "ui: first search, after the model loaded",
+            med("ui", "first_search_after_model_s"),
+            "≤ 1 s",
+        ),
         ("CLI search: wall time", med("cli_search", "wall_s"), "≤ 5 s"),
     ]
     load = os.getloadavg()
@@ -218,15 +273,28 @@ def main() -> None:
     print(f"{'measure':55} {'seconds':>8}  target")
     for name, value, target in rows:
         print(f"{name:55} {value:8.2f}  {target}")
-    exits = {name: sorted({(r["exit_code"], r["embedded_stopped"]) for r in runs[name]})
-             for name in ("mcp_stdio", "mcp_http", "ui")}
+    exits = {
+        name: sorted({(r["exit_code"], r["embedded_stopped"]) for r in runs[name]})
+        for name in ("mcp_stdio", "mcp_http", "ui")
+    }
     print("SIGTERM (exit code, embedded server stopped):", exits)
-    print("CLI search stopped the embedded server:",
-          all(r["embedded_stopped"] for r in runs["cli_search"]))
+    print(
+        "CLI search stopped the embedded server:",
+        all(r["embedded_stopped"] for r in runs["cli_search"]),
+    )
     if args.json:
-        args.json.write_text(json.dumps({
-            "python": platform.python_version(), "load": load, "primed_s": primed,
-            "median": {name: value for name, value, _ in rows}, "runs": runs}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "python": platform.python_version(),
+                    "load": load,
+                    "primed_s": primed,
+                    "median": {name: value for name, value, _ in rows},
+                    "runs": runs,
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":

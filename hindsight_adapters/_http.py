@@ -48,12 +48,17 @@ def check_tokens(tokens: Iterable[str], *, source: str) -> None:
     if any(not t.strip() for t in tokens):
         raise ConfigurationError(
             f"{source} is blank: set a long random token (e.g. `python -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`) or unset it")
+            "print(secrets.token_urlsafe(32))'`) or unset it"
+        )
     short = sum(len(t.strip()) < MIN_TOKEN_CHARS for t in tokens)
     if short:
-        log.warning("%s: %d token(s) shorter than %d characters: use long random tokens "
-                    "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)",
-                    source, short, MIN_TOKEN_CHARS)
+        log.warning(
+            "%s: %d token(s) shorter than %d characters: use long random tokens "
+            "(e.g. `python -c 'import secrets; print(secrets.token_urlsafe(32))'`)",
+            source,
+            short,
+            MIN_TOKEN_CHARS,
+        )
 
 
 class _TooLarge(Exception):
@@ -116,9 +121,16 @@ class BodyLimitMiddleware:
 async def plain_too_large(send: Send, limit: int) -> None:
     """A plain-text 413."""
     body = f"Request body too large (limit {limit} bytes)".encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"text/plain; charset=utf-8"),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

@@ -76,8 +76,13 @@ def run_agent(task: str, lessons: list[str], say: Say) -> Run:
         say(f"    delete_files(match_by={match_by!r}) -> {', '.join(chosen)}")
         if _build_ok(folder):
             run.deleted = chosen
-            run.steps.append(Step(kind="tool_result", tool="delete_files",
-                                  content=f"deleted {len(chosen)} files; build passed"))
+            run.steps.append(
+                Step(
+                    kind="tool_result",
+                    tool="delete_files",
+                    content=f"deleted {len(chosen)} files; build passed",
+                )
+            )
             say("    build  passed")
             return run
         run.broke_build = True
@@ -85,8 +90,13 @@ def run_agent(task: str, lessons: list[str], say: Say) -> Run:
         for name in chosen:
             (folder / name).write_text(FILES[name])
         run.steps.append(Step(kind="error", tool="delete_files", content=error))
-        run.steps.append(Step(kind="thought", content="A date in the name does not make a "
-                              "file an old installer; select by extension instead."))
+        run.steps.append(
+            Step(
+                kind="thought",
+                content="A date in the name does not make a "
+                "file an old installer; select by extension instead.",
+            )
+        )
         say(f"    build  FAILED ({error})")
     return run
 
@@ -97,8 +107,7 @@ def _selected(name: str, match_by: str) -> bool:
     return bool(DATED.search(name)) and not name.endswith(".md")  # dated, not a document
 
 
-def run_demo(say: Say, memory: Memory | None = None, *, keep: bool = False
-             ) -> dict[str, object]:
+def run_demo(say: Say, memory: Memory | None = None, *, keep: bool = False) -> dict[str, object]:
     """Run the whole story; returns the figures it printed (used by the tests).
 
     The story runs in a fresh namespace (``demo/<hex>``), dropped at the end unless
@@ -127,14 +136,17 @@ def _story(say: Say, mem: Memory, namespace: tuple[str, str]) -> dict[str, objec
     distiller = f"LLM {llm.model_name}" if llm else "the rule-based distiller (no LLM configured)"
     say(f"[2/4] Hindsight — looking back at the run with {distiller}")
     trajectory = Trajectory(
-        goal="Clean up my Downloads folder: delete old installers.", steps=first.steps,
-        outcome="partial", final_state="build fixed after restoring a deleted dependency",
-        scene=SCENE, source={"agent": "demo-cleanup-agent", "task": "cleanup-1"},
+        goal="Clean up my Downloads folder: delete old installers.",
+        steps=first.steps,
+        outcome="partial",
+        final_state="build fixed after restoring a deleted dependency",
+        scene=SCENE,
+        source={"agent": "demo-cleanup-agent", "task": "cleanup-1"},
     )
     result = reflector.reflect(trajectory, namespace=namespace)
     for w in result.written:
         record = mem.get(w.id, namespace=namespace)
-        say(f"      lesson {w.status}: \"{record.lesson}\"")
+        say(f'      lesson {w.status}: "{record.lesson}"')
         say(f"      when: {record.trigger}")
     if not result.written:
         say(f"      no lesson written ({result.error or 'nothing new to learn'})")
@@ -144,8 +156,10 @@ def _story(say: Say, mem: Memory, namespace: tuple[str, str]) -> dict[str, objec
     hits = mem.search(task2, namespace=namespace, scene=SCENE, top_k=3)
     for h in hits:
         b = h.breakdown
-        say(f"      recalled \"{h.record.lesson}\" (score {h.score:.2f}: semantic "
-            f"{b.semantic:.2f}, keyword {b.keyword:.2f}, decay {b.decay:.2f})")
+        say(
+            f'      recalled "{h.record.lesson}" (score {h.score:.2f}: semantic '
+            f"{b.semantic:.2f}, keyword {b.keyword:.2f}, decay {b.decay:.2f})"
+        )
     second = run_agent(task2, [h.record.lesson for h in hits], say)
     for h in hits:
         mem.mark_used(h.record.id, helpful=not second.broke_build, namespace=namespace)
@@ -156,20 +170,35 @@ def _story(say: Say, mem: Memory, namespace: tuple[str, str]) -> dict[str, objec
     if result.written:
         original = mem.get(result.written[0].id, namespace=namespace)
         paraphrase = _reword(original.lesson)
-        again = mem.write({"scene": SCENE, "trigger": original.trigger, "lesson": paraphrase,
-                           "outcome": "failure"}, namespace=namespace)
+        again = mem.write(
+            {
+                "scene": SCENE,
+                "trigger": original.trigger,
+                "lesson": paraphrase,
+                "outcome": "failure",
+            },
+            namespace=namespace,
+        )
         merged = again
         after_record = mem.get(again.id, namespace=namespace)
-        say(f"      wrote \"{paraphrase}\" -> {again.status} "
-            f"(similarity {again.similarity}); occurrences now {after_record.occurrences}")
+        say(
+            f'      wrote "{paraphrase}" -> {again.status} '
+            f"(similarity {again.similarity}); occurrences now {after_record.occurrences}"
+        )
     after = mem.stats(namespace=namespace).records
     say(f"      records in the namespace: {before} before, {after} after")
     outcome = "avoided the mistake" if not second.broke_build else "repeated the mistake"
     say(f"Done: the first run broke the build; the second run {outcome}.")
-    return {"namespace": namespace, "first_broke_build": first.broke_build,
-            "second_broke_build": second.broke_build, "lessons": len(result.written),
-            "recalled": len(hits), "merged": merged.status if merged else None,
-            "records_before": before, "records_after": after}
+    return {
+        "namespace": namespace,
+        "first_broke_build": first.broke_build,
+        "second_broke_build": second.broke_build,
+        "lessons": len(result.written),
+        "recalled": len(hits),
+        "merged": merged.status if merged else None,
+        "records_before": before,
+        "records_after": after,
+    }
 
 
 def _reword(lesson: str) -> str:

@@ -282,14 +282,22 @@ class Experience(BaseModel):
     archived_at: datetime | None
     merged_into: uuid.UUID | None = None
     merged_from: list[uuid.UUID] = Field(default_factory=list)
-    scenes: list[str] = Field(default_factory=list, description=(
-        "Every scene the record was written under: its own scene first, then those of "
-        "the writes merged into it; a scene filter finds the record under each."))
+    scenes: list[str] = Field(
+        default_factory=list,
+        description=(
+            "Every scene the record was written under: its own scene first, then those of "
+            "the writes merged into it; a scene filter finds the record under each."
+        ),
+    )
 
     def compact(self) -> dict[str, Any]:
         """The few fields an agent needs: lesson and trigger first, then the id."""
-        return {"lesson": self.lesson, "trigger": self.trigger, "scene": self.scene,
-                "id": str(self.id)}
+        return {
+            "lesson": self.lesson,
+            "trigger": self.trigger,
+            "scene": self.scene,
+            "id": str(self.id),
+        }
 
 
 class SearchHit(BaseModel):
@@ -379,17 +387,20 @@ PostgreSQL, where a bigint overflow would read as a database failure."""
 def check_int(value: object, field: str, low: int, high: int) -> int:
     """A whole number from ``low`` to ``high`` (not a bool, not a string)."""
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValidationError(f"{field} must be an integer from {low} to {high}, got {value!r}",
-                              field=field)
+        raise ValidationError(
+            f"{field} must be an integer from {low} to {high}, got {value!r}", field=field
+        )
     return value
 
 
-def check_page(limit: object, offset: object, *, min_limit: int = 1,
-               max_limit: int = 10_000) -> tuple[int, int]:
+def check_page(
+    limit: object, offset: object, *, min_limit: int = 1, max_limit: int = 10_000
+) -> tuple[int, int]:
     """The one paging check of every surface: ``limit`` and ``offset`` (at most
     :data:`MAX_OFFSET`)."""
-    return check_int(limit, "limit", min_limit, max_limit), check_int(offset, "offset", 0,
-                                                                      MAX_OFFSET)
+    return check_int(limit, "limit", min_limit, max_limit), check_int(
+        offset, "offset", 0, MAX_OFFSET
+    )
 
 
 def unique_ids(ids: Iterable[object], field: str = "ids") -> list[uuid.UUID]:

@@ -32,10 +32,16 @@ class Settings(BaseSettings):
         description="PostgreSQL URL. Unset: start the embedded PostgreSQL under `home`.",
     )
     home: Path = Field(default_factory=_default_home, description="Data dir (embedded DB).")
-    pool_size: int = Field(default=5, ge=1, le=100, description=(
-        "Connections a pool keeps open. Under load it opens up to as many again "
-        "(closed when given back), and each Memory has one side connection: at most "
-        "2 * pool_size + 1 connections per Memory."))
+    pool_size: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        description=(
+            "Connections a pool keeps open. Under load it opens up to as many again "
+            "(closed when given back), and each Memory has one side connection: at most "
+            "2 * pool_size + 1 connections per Memory."
+        ),
+    )
     connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to wait to connect.")
     statement_timeout_ms: int = Field(default=30_000, ge=0)
 
@@ -47,19 +53,24 @@ class Settings(BaseSettings):
         "primary. A replica that is down or lags is skipped (logged, counted in stats).",
     )
     read_your_writes_timeout: float = Field(
-        default=0.5, ge=0,
+        default=0.5,
+        ge=0,
         description="Seconds a read waits for a replica to replay this memory's (this "
         "namespace's) last write before the primary answers it instead.",
     )
     replica_max_lag: float = Field(
-        default=5.0, ge=0,
+        default=5.0,
+        ge=0,
         description="A replica whose replay lags more seconds than this is skipped.",
     )
     replica_check_interval: float = Field(
-        default=1.0, ge=0, description="Seconds between probes of a replica's lag.",
+        default=1.0,
+        ge=0,
+        description="Seconds between probes of a replica's lag.",
     )
     replica_retry_interval: float = Field(
-        default=5.0, ge=0,
+        default=5.0,
+        ge=0,
         description="Seconds a replica that failed (down, unreachable) is skipped.",
     )
 
@@ -89,7 +100,9 @@ class Settings(BaseSettings):
         description="Put before every stored text. Unset: the model's ('passage: ' for e5).",
     )
     embedding_cosine_floor: float | None = Field(
-        default=None, ge=0, lt=1,
+        default=None,
+        ge=0,
+        lt=1,
         description="The cosine typical of unrelated texts with this model; recall's "
         "keyword weight is scaled by 1 - it, so that a keyword match weighs as much "
         "against the model's spread of cosines as with any model. Unset: the model's "
@@ -107,7 +120,9 @@ class Settings(BaseSettings):
 
     # --- dedup ---------------------------------------------------------------------
     dedup_threshold: float | None = Field(
-        default=None, ge=0, le=1,
+        default=None,
+        ge=0,
+        le=1,
         description="Cosine from which a new record merges into a stored one. Unset: the "
         "model's (0.92; 0.96 for e5 models, whose similarities crowd near 1).",
     )
@@ -157,7 +172,9 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(default=60.0, gt=0)
     task_ttl_hours: float = Field(default=72.0, gt=0, description="Abandoned task logs expire.")
     review_merge_similarity: float = Field(
-        default=0.8, ge=0, le=1,
+        default=0.8,
+        ge=0,
+        le=1,
         description="Review offers records of one scene at this cosine similarity or more "
         "to the LLM as near-duplicates to merge into one lesson.",
     )

@@ -100,21 +100,49 @@ _NEGATIONS = frozenset(
 )
 _CJK_NEGATIONS = ("不", "别", "勿", "禁止", "避免", "防止", "以免", "没有", "无需", "非")
 _OPPOSITES = [
-    ("increase", "decrease"), ("before", "after"), ("enable", "disable"), ("always", "never"),
-    ("add", "remove"), ("more", "less"), ("higher", "lower"), ("above", "below"),
-    ("min", "max"), ("minimum", "maximum"), ("true", "false"), ("on", "off"), ("open", "close"),
-    ("start", "stop"), ("include", "exclude"), ("allow", "deny"), ("upper", "lower"),
-    ("first", "last"), ("tabs", "spaces"), ("local", "utc"), ("sync", "async"),
-    ("earlier", "later"), ("larger", "smaller"), ("longer", "shorter"), ("up", "down"),
-    ("raise", "lower"), ("accept", "reject"), ("keep", "delete"), ("keep", "remove"),
-    ("之前", "之后"), ("前", "后"), ("增加", "减少"), ("开启", "关闭"), ("允许", "拒绝"),
-    ("打开", "关闭"), ("提高", "降低"), ("最大", "最小"), ("保留", "删除"),
+    ("increase", "decrease"),
+    ("before", "after"),
+    ("enable", "disable"),
+    ("always", "never"),
+    ("add", "remove"),
+    ("more", "less"),
+    ("higher", "lower"),
+    ("above", "below"),
+    ("min", "max"),
+    ("minimum", "maximum"),
+    ("true", "false"),
+    ("on", "off"),
+    ("open", "close"),
+    ("start", "stop"),
+    ("include", "exclude"),
+    ("allow", "deny"),
+    ("upper", "lower"),
+    ("first", "last"),
+    ("tabs", "spaces"),
+    ("local", "utc"),
+    ("sync", "async"),
+    ("earlier", "later"),
+    ("larger", "smaller"),
+    ("longer", "shorter"),
+    ("up", "down"),
+    ("raise", "lower"),
+    ("accept", "reject"),
+    ("keep", "delete"),
+    ("keep", "remove"),
+    ("之前", "之后"),
+    ("前", "后"),
+    ("增加", "减少"),
+    ("开启", "关闭"),
+    ("允许", "拒绝"),
+    ("打开", "关闭"),
+    ("提高", "降低"),
+    ("最大", "最小"),
+    ("保留", "删除"),
 ]
 _OPPOSITE_PAIRS = [(x, y, has_cjk(x)) for x, y in _OPPOSITES]
 # CJK function characters that rewording adds or drops without changing the meaning.
 _CJK_FUNCTION = frozenset(
-    "的了地得着过在时用使之先再把被将就都也而且"
-    "与和及或是要需请到对并会能可以一个这那"
+    "的了地得着过在时用使之先再把被将就都也而且与和及或是要需请到对并会能可以一个这那"
 )
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
@@ -137,9 +165,14 @@ def _content_units(text: str) -> set[str]:
 # "Check X" / "Verify X" is not taken for a minimal pair.
 _SYNONYMS = [
     ("check", "verify", "confirm", "validate", "ensure", "inspect"),
-    ("delete", "remove", "erase"), ("use", "utilize", "employ"), ("run", "execute"),
-    ("make", "create"), ("big", "large", "huge"), ("fast", "quick"),
-    ("deleting", "removing"), ("using", "utilizing"),
+    ("delete", "remove", "erase"),
+    ("use", "utilize", "employ"),
+    ("run", "execute"),
+    ("make", "create"),
+    ("big", "large", "huge"),
+    ("fast", "quick"),
+    ("deleting", "removing"),
+    ("using", "utilizing"),
 ]
 _SYNONYM = {w: group[0] for group in _SYNONYMS for w in group}
 # Words that open a clause a rewording adds or drops ("When calling X, ..." / "With X, ...").
@@ -158,8 +191,11 @@ def _unit_sequence(text: str) -> list[str]:
             if unit not in _CJK_FUNCTION:
                 out.append(unit)
         elif unit not in _STOP and unit not in _CLAUSE_WORDS:
-            unit = (unit[:-1] if len(unit) > 3 and unit.endswith("s")
-                    and not unit.endswith("ss") else unit)
+            unit = (
+                unit[:-1]
+                if len(unit) > 3 and unit.endswith("s") and not unit.endswith("ss")
+                else unit
+            )
             out.append(_SYNONYM.get(unit, unit))
     return out
 
@@ -174,13 +210,15 @@ def _minimal_pair(a: str, b: str) -> str | None:
     multilingual-e5-small) than real rewordings (0.94-0.99), so no cosine separates them.
     """
     ua, ub = _unit_sequence(a), _unit_sequence(b)
-    ops = [op for op in SequenceMatcher(None, ua, ub, autojunk=False).get_opcodes()
-           if op[0] != "equal"]
+    ops = [
+        op for op in SequenceMatcher(None, ua, ub, autojunk=False).get_opcodes() if op[0] != "equal"
+    ]
     if not ops:
         return None
     if all(op[0] == "replace" for op in ops):
-        swapped = ", ".join(f"{''.join(ua[i1:i2])} / {''.join(ub[j1:j2])}"
-                            for _, i1, i2, j1, j2 in ops)
+        swapped = ", ".join(
+            f"{''.join(ua[i1:i2])} / {''.join(ub[j1:j2])}" for _, i1, i2, j1, j2 in ops
+        )
         return f"the same sentence with other words ({swapped})"
     if len(ops) == 1 and (ops[0][2] - ops[0][1]) + (ops[0][4] - ops[0][3]) >= 2:
         return "one adds a detail to the other"

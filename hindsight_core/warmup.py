@@ -74,8 +74,9 @@ class Warmup:
             self.memory.embedder.embed_documents(["warm up"])
         except Exception as exc:  # noqa: BLE001 - any provider failure; logged and survived
             self.model.error = str(exc)
-            log.warning("embedder warm-up failed (%s); calls that embed report it until it "
-                        "recovers", exc)
+            log.warning(
+                "embedder warm-up failed (%s); calls that embed report it until it recovers", exc
+            )
         finally:
             self.model.done.set()
 
@@ -83,8 +84,12 @@ class Warmup:
         from .memory import Memory
 
         mem = self.memory
-        private = Memory(mem.namespace, settings=mem.settings, embedder=mem.embedder,
-                         database_url=mem.database_url)
+        private = Memory(
+            mem.namespace,
+            settings=mem.settings,
+            embedder=mem.embedder,
+            database_url=mem.database_url,
+        )
         try:
             private.setup()
         except DatabaseError as exc:

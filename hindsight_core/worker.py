@@ -26,21 +26,28 @@ if TYPE_CHECKING:
 GRACE = timedelta(minutes=1)
 
 
-def pending_flow(memory: FlowContext, limit: int, grace: timedelta, skip: set[uuid.UUID]
-                 ) -> Flow[list[tuple[Namespace, Trajectory]]]:
+def pending_flow(
+    memory: FlowContext, limit: int, grace: timedelta, skip: set[uuid.UUID]
+) -> Flow[list[tuple[Namespace, Trajectory]]]:
     """The oldest ended task logs, as ``(namespace, trajectory)`` pairs."""
     from .reflection.tasks import to_trajectory
 
     yield from memory.ready_flow()
-    rows = yield from Sql(worker_sql.PENDING_TASKS, {
-        "before": memory.now() - grace, "limit": limit,
-        "skip": [str(s) for s in skip]})
+    rows = yield from Sql(
+        worker_sql.PENDING_TASKS,
+        {"before": memory.now() - grace, "limit": limit, "skip": [str(s) for s in skip]},
+    )
     return [(ns_from_key(row["ns"]), to_trajectory(row)) for row in rows]
 
 
-def reflect_pending(memory: Memory, *, llm: LLM | None, limit: int,
-                    grace: timedelta = GRACE, skip: set[uuid.UUID] | None = None
-                    ) -> dict[str, Any]:
+def reflect_pending(
+    memory: Memory,
+    *,
+    llm: LLM | None,
+    limit: int,
+    grace: timedelta = GRACE,
+    skip: set[uuid.UUID] | None = None,
+) -> dict[str, Any]:
     """Reflect on up to ``limit`` pending task logs (all namespaces).
 
     Args:

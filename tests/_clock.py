@@ -21,8 +21,9 @@ class Clock:
 
 
 @contextmanager
-def clocked_memory(namespace: tuple[str, ...], settings: Settings, embedder: Any
-                   ) -> Iterator[tuple[Memory, Clock]]:
+def clocked_memory(
+    namespace: tuple[str, ...], settings: Settings, embedder: Any
+) -> Iterator[tuple[Memory, Clock]]:
     """A ``Memory`` on a fresh :class:`Clock`, and the clock; the memory is closed on exit."""
     clock = Clock()
     mem = Memory(namespace, settings=settings, embedder=embedder, clock=clock)

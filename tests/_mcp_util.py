@@ -27,12 +27,23 @@ def free_port() -> int:
 def start_cli(args: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``hindsight <args>`` with ``env`` added to this process's environment."""
     with log.open("wb") as handle:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([*CLI, *args], env={**os.environ, **env}, stdout=handle,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        return subprocess.Popen(
+            [*CLI, *args],
+            env={**os.environ, **env},
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
 
 
-def wait_healthy(proc: subprocess.Popen[bytes], base: str, log: Path,
-                 timeout: float = 90.0, *, ready: bool = True) -> dict[str, Any]:
+def wait_healthy(
+    proc: subprocess.Popen[bytes],
+    base: str,
+    log: Path,
+    timeout: float = 90.0,
+    *,
+    ready: bool = True,
+) -> dict[str, Any]:
     """Poll ``base/healthz`` until it answers 200 and, with ``ready``, until the
     background start-up (model, database) has ended; returns the last answer."""
     deadline = time.monotonic() + timeout

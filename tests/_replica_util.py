@@ -55,26 +55,56 @@ class Standby:
         self.pgdata = self.root / "data"
         self.socket_dir = self.root
         self.log = self.root / "standby.log"
-        self.url = sa.make_url(primary_url).update_query_dict(
-            {"host": str(self.socket_dir)}).render_as_string(hide_password=False)
+        self.url = (
+            sa.make_url(primary_url)
+            .update_query_dict({"host": str(self.socket_dir)})
+            .render_as_string(hide_password=False)
+        )
 
     def create(self) -> None:
         """Copy the primary (``pg_basebackup -R -X stream``)."""
         _commands.pg_basebackup(  # type: ignore[attr-defined]
-            ["-D", str(self.pgdata), "-R", "-X", "stream", "-c", "fast",
-             "-d", f"host={self.primary_socket} user=postgres"],
-            timeout=TIMEOUT, **_as_user())
+            [
+                "-D",
+                str(self.pgdata),
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+                "-d",
+                f"host={self.primary_socket} user=postgres",
+            ],
+            timeout=TIMEOUT,
+            **_as_user(),
+        )
 
     def start(self) -> None:
         _commands.pg_ctl(  # type: ignore[attr-defined]
-            ["-w", "-t", str(TIMEOUT), "-o", '-h ""', "-o", f"-k {self.socket_dir}",
-             "-l", str(self.log), "start"],
-            pgdata=self.pgdata, timeout=TIMEOUT + 10, **_as_user())
+            [
+                "-w",
+                "-t",
+                str(TIMEOUT),
+                "-o",
+                '-h ""',
+                "-o",
+                f"-k {self.socket_dir}",
+                "-l",
+                str(self.log),
+                "start",
+            ],
+            pgdata=self.pgdata,
+            timeout=TIMEOUT + 10,
+            **_as_user(),
+        )
 
     def stop(self, mode: str = "fast") -> None:
         _commands.pg_ctl(  # type: ignore[attr-defined]
             ["-w", "-t", str(TIMEOUT), "-m", mode, "stop"],
-            pgdata=self.pgdata, timeout=TIMEOUT + 10, **_as_user())
+            pgdata=self.pgdata,
+            timeout=TIMEOUT + 10,
+            **_as_user(),
+        )
 
     def running(self) -> bool:
         return (self.pgdata / "postmaster.pid").exists()

@@ -64,16 +64,18 @@ def namespace() -> tuple[str, str]:
 
 
 @pytest.fixture
-def memory(settings: Settings, embedder: SentenceTransformerEmbedder,
-           namespace: tuple[str, str]) -> Iterator[Memory]:
+def memory(
+    settings: Settings, embedder: SentenceTransformerEmbedder, namespace: tuple[str, str]
+) -> Iterator[Memory]:
     mem = Memory(namespace, settings=settings, embedder=embedder)
     yield mem
     mem.close()
 
 
 @pytest.fixture
-async def amemory(settings: Settings, embedder: SentenceTransformerEmbedder,
-                  namespace: tuple[str, str]):  # type: ignore[no-untyped-def]
+async def amemory(
+    settings: Settings, embedder: SentenceTransformerEmbedder, namespace: tuple[str, str]
+):  # type: ignore[no-untyped-def]
     mem = AsyncMemory(namespace, settings=settings, embedder=embedder)
     yield mem
     await mem.aclose()
@@ -98,8 +100,9 @@ FRONT_START = datetime(2025, 1, 1, 12, tzinfo=UTC)
 
 
 @pytest.fixture
-async def make_front(settings: Settings, embedder: SentenceTransformerEmbedder
-                     ) -> AsyncIterator[MakeFront]:
+async def make_front(
+    settings: Settings, embedder: SentenceTransformerEmbedder
+) -> AsyncIterator[MakeFront]:
     """``make_front("sync" | "async", namespace, settings=..., clock=...)``: a
     :class:`~_front.Front` over a new ``Memory`` or ``AsyncMemory``, closed afterwards."""
     made: list[Front] = []
@@ -125,8 +128,12 @@ def front_clock() -> Clock:
 
 
 @pytest.fixture(params=["sync", "async"])
-def api(request: pytest.FixtureRequest, make_front: MakeFront, namespace: tuple[str, str],
-        front_clock: Clock) -> Front:
+def api(
+    request: pytest.FixtureRequest,
+    make_front: MakeFront,
+    namespace: tuple[str, str],
+    front_clock: Clock,
+) -> Front:
     """The whole public core API through ``Memory`` and then through ``AsyncMemory``:
     ``await api.write(...)`` in an async test body runs on either front end."""
     return make_front(request.param, namespace, clock=front_clock)

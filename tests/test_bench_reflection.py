@@ -52,16 +52,36 @@ def test_the_runs_are_sound(runs: list[dict]) -> None:
     assert max(len(r["trajectory"]["steps"]) for r in runs if r["kind"] == "noisy") >= 30
 
 
-def test_bench_against_an_openai_compatible_endpoint(bench: ModuleType, runs: list[dict],
-                                                     chat: ChatServer, memory: Memory) -> None:
+def test_bench_against_an_openai_compatible_endpoint(
+    bench: ModuleType, runs: list[dict], chat: ChatServer, memory: Memory
+) -> None:
     first = runs[:3]  # pip --user, git pull --rebase, a longer timeout
     assert [r["id"] for r in first] == ["en-fix-pip-user", "en-fix-git-rebase", "en-fix-timeout"]
     copy = "Do not write general advice, do not restate what a tool is for"
-    chat.completion(json.dumps({"records": [{"lesson": copy, "confidence": 0.9, "steps": [2],
-                                             "trigger": "installing"}]}))
-    chat.completion(json.dumps({"records": [{
-        "lesson": "Run git pull --rebase when a push is rejected", "confidence": 0.8,
-        "steps": [2, 3], "trigger": "git push rejected", "evidence": "rejected"}]}))
+    chat.completion(
+        json.dumps(
+            {
+                "records": [
+                    {"lesson": copy, "confidence": 0.9, "steps": [2], "trigger": "installing"}
+                ]
+            }
+        )
+    )
+    chat.completion(
+        json.dumps(
+            {
+                "records": [
+                    {
+                        "lesson": "Run git pull --rebase when a push is rejected",
+                        "confidence": 0.8,
+                        "steps": [2, 3],
+                        "trigger": "git push rejected",
+                        "evidence": "rejected",
+                    }
+                ]
+            }
+        )
+    )
     chat.completion('{"records": []}')
     llm = bench.CountingLLM(OpenAICompatibleLLM(chat.url, "parrot"))
     result = bench.bench("llm:parrot", first, memory, llm)
@@ -76,16 +96,19 @@ def test_bench_against_an_openai_compatible_endpoint(bench: ModuleType, runs: li
     assert "| share_grounded | 1.0 |" in bench.table([result])
 
 
-def test_the_screen_keeps_the_good_answers_and_stops_the_bad(bench: ModuleType, runs: list[dict],
-                                                             memory: Memory) -> None:
+def test_the_screen_keeps_the_good_answers_and_stops_the_bad(
+    bench: ModuleType, runs: list[dict], memory: Memory
+) -> None:
     """The hand-written answers: a grounded lesson for each run with something to learn
     (all kept), and what small models answered (all dropped, each with a reason)."""
+
     def replay(kind: str) -> object:
         return bench.CountingLLM(bench.ReplayLLM(runs, kind))
 
     good = bench.bench("replay:good", runs, memory, replay("good"))
     assert good["runs_fully_answered"] == 1.0 and good["share_grounded"] == 1.0, [
-        (r["id"], r["dropped"]) for r in good["rows"] if r["dropped"]]
+        (r["id"], r["dropped"]) for r in good["rows"] if r["dropped"]
+    ]
     assert good["nothing_new_precision"] == good["nothing_new_recall"] == 1.0
     bad_runs = [r for r in runs if r.get("answers", {}).get("bad")]
     assert len(bad_runs) >= 15

@@ -64,9 +64,12 @@ def home() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def env(home: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_DATABASE_URL"}
-    env.update(HINDSIGHT_HOME=str(home), HINDSIGHT_EMBEDDER="openai",
-               HINDSIGHT_EMBEDDING_BASE_URL="http://127.0.0.1:1/v1",
-               HINDSIGHT_EMBEDDING_DIMENSIONS="384")
+    env.update(
+        HINDSIGHT_HOME=str(home),
+        HINDSIGHT_EMBEDDER="openai",
+        HINDSIGHT_EMBEDDING_BASE_URL="http://127.0.0.1:1/v1",
+        HINDSIGHT_EMBEDDING_DIMENSIONS="384",
+    )
     return env
 
 
@@ -88,13 +91,15 @@ def server_pid(home: Path) -> int | None:
 
 
 @contextmanager
-def running(command: list[str], env: dict[str, str], log: Path
-            ) -> Iterator[subprocess.Popen[bytes]]:
+def running(
+    command: list[str], env: dict[str, str], log: Path
+) -> Iterator[subprocess.Popen[bytes]]:
     """The process, its stdin a pipe held open (the stdio server serves until EOF);
     killed on the way out if it is still there."""
     with log.open("wb") as out:
-        proc = subprocess.Popen(command, env=env, stdin=subprocess.PIPE, stdout=out,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command, env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT
+        )
     try:
         yield proc
     finally:
@@ -105,8 +110,14 @@ def running(command: list[str], env: dict[str, str], log: Path
         proc.stdin.close()
 
 
-def wait_until_user(proc: subprocess.Popen[bytes], home: Path, log: Path,
-                    timeout: float = 120, *, script: bool = True) -> int:
+def wait_until_user(
+    proc: subprocess.Popen[bytes],
+    home: Path,
+    log: Path,
+    timeout: float = 120,
+    *,
+    script: bool = True,
+) -> int:
     """Wait until ``proc`` uses the running server; returns the postmaster's pid."""
     deadline = time.monotonic() + timeout
     while True:
@@ -132,11 +143,13 @@ def wait_gone(pid: int, timeout: float = 30) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 @pytest.mark.parametrize("what", list(COMMANDS))
 def test_signal_stops_the_process_and_its_embedded_server(
-        what: str, sig: signal.Signals, home: Path, env: dict[str, str],
-        tmp_path: Path) -> None:
+    what: str, sig: signal.Signals, home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
     if what == "library" and sig == signal.SIGINT:
-        pytest.skip("SIGINT in a plain script is Python's KeyboardInterrupt (exits 1 with "
-                    "a traceback, clean-up included); the SIGTERM case is what changed")
+        pytest.skip(
+            "SIGINT in a plain script is Python's KeyboardInterrupt (exits 1 with "
+            "a traceback, clean-up included); the SIGTERM case is what changed"
+        )
     log = tmp_path / "out.log"
     with running(COMMANDS[what](), env, log) as proc:
         postmaster = wait_until_user(proc, home, log, script="library" in what)
@@ -157,8 +170,9 @@ def test_signal_stops_the_process_and_its_embedded_server(
     assert handle_pids(home) == []
 
 
-def test_a_killed_user_does_not_keep_the_server_alive(home: Path, env: dict[str, str],
-                                                      tmp_path: Path) -> None:
+def test_a_killed_user_does_not_keep_the_server_alive(
+    home: Path, env: dict[str, str], tmp_path: Path
+) -> None:
     """Before: the killed process's pid stayed in the handle file, so the last live
     user never counted as the last and the server ran on for good."""
     with running([sys.executable, "-c", SYNC_LIBRARY], env, tmp_path / "a.log") as killed:
@@ -175,11 +189,12 @@ def test_a_killed_user_does_not_keep_the_server_alive(home: Path, env: dict[str,
     assert handle_pids(home) == []
 
 
-def test_a_live_user_keeps_the_server(home: Path, env: dict[str, str],
-                                      tmp_path: Path) -> None:
+def test_a_live_user_keeps_the_server(home: Path, env: dict[str, str], tmp_path: Path) -> None:
     library = [sys.executable, "-c", SYNC_LIBRARY]
-    with running(library, env, tmp_path / "a.log") as first, \
-            running(library, env, tmp_path / "b.log") as second:
+    with (
+        running(library, env, tmp_path / "a.log") as first,
+        running(library, env, tmp_path / "b.log") as second,
+    ):
         postmaster = wait_until_user(first, home, tmp_path / "a.log")
         assert wait_until_user(second, home, tmp_path / "b.log") == postmaster
         first.send_signal(signal.SIGTERM)

@@ -50,12 +50,34 @@ def ns() -> str:
 
 
 def test_write_search_used_forget(ns: str) -> None:
-    code, out = invoke("write", "-n", ns, "-s", "api", "-t", "the API returns 429",
-                       "-l", "Retry with exponential backoff", "--importance", "0.7", "--json")
+    code, out = invoke(
+        "write",
+        "-n",
+        ns,
+        "-s",
+        "api",
+        "-t",
+        "the API returns 429",
+        "-l",
+        "Retry with exponential backoff",
+        "--importance",
+        "0.7",
+        "--json",
+    )
     assert code == 0, out
     rid = json.loads(out)["id"]
-    code, out = invoke("write", "-n", ns, "-s", "api", "-t", "the API returns 429",
-                       "-l", "Retry using exponential backoff", "--json")
+    code, out = invoke(
+        "write",
+        "-n",
+        ns,
+        "-s",
+        "api",
+        "-t",
+        "the API returns 429",
+        "-l",
+        "Retry using exponential backoff",
+        "--json",
+    )
     assert json.loads(out)["status"] == "merged"
     code, out = invoke("search", "rate limited by the API", "-n", ns, "--json")
     hits = json.loads(out)
@@ -129,8 +151,19 @@ def test_demo_shows_the_mistake_avoided(settings: Settings) -> None:
 
 def test_help_lists_the_documented_commands() -> None:
     code, out = invoke("--help")
-    for command in ("write", "search", "used", "forget", "stats", "maintain", "export",
-                    "import", "reindex", "db", "demo"):
+    for command in (
+        "write",
+        "search",
+        "used",
+        "forget",
+        "stats",
+        "maintain",
+        "export",
+        "import",
+        "reindex",
+        "db",
+        "demo",
+    ):
         assert command in out
 
 
@@ -142,8 +175,17 @@ def test_version() -> None:
 
 
 def test_write_takes_confidence(ns: str, settings: Settings) -> None:
-    _, result, _ = invoke_json("write", "-n", ns, "-t", "deploying on Friday",
-                               "-l", "Deploy before noon", "--confidence", "0.75")
+    _, result, _ = invoke_json(
+        "write",
+        "-n",
+        ns,
+        "-t",
+        "deploying on Friday",
+        "-l",
+        "Deploy before noon",
+        "--confidence",
+        "0.75",
+    )
     with Memory(parse(ns), settings=settings) as mem:
         assert mem.get(result["id"]).confidence == 0.75  # type: ignore[index]
     code, out = invoke("write", "-n", ns, "-t", "x", "-l", "Something", "--confidence", "2")
@@ -162,46 +204,81 @@ def test_json_is_valid_on_import_export_and_db_upgrade(ns: str, tmp_path: Path) 
     assert upgraded["up_to_date"] is True  # type: ignore[index]
     result = runner.invoke(app, ["export", "-", "-n", ns, "--json"])
     assert [json.loads(line)["lesson"] for line in result.stdout.splitlines()] == [
-        "Run migrations before the deploy"]
+        "Run migrations before the deploy"
+    ]
 
 
-def test_import_plain_lines_through_the_write_path(ns: str, tmp_path: Path,
-                                                   settings: Settings) -> None:
-    invoke("write", "-n", ns, "-s", "api", "-t", "the API returns 429",
-           "-l", "Retry with exponential backoff")
+def test_import_plain_lines_through_the_write_path(
+    ns: str, tmp_path: Path, settings: Settings
+) -> None:
+    invoke(
+        "write",
+        "-n",
+        ns,
+        "-s",
+        "api",
+        "-t",
+        "the API returns 429",
+        "-l",
+        "Retry with exponential backoff",
+    )
     other = f"{ns}/child"
     lines = [
-        {"scene": "api", "trigger": "the API returns 429", "lesson": "Retry using exponential "
-         "backoff"},                                                       # merges
+        {
+            "scene": "api",
+            "trigger": "the API returns 429",
+            "lesson": "Retry using exponential backoff",
+        },  # merges
         {"trigger": "deploying on Friday", "lesson": "Deploy before noon", "importance": "0.5"},
-        {"trigger": "reading CSV files", "lesson": "Pass the encoding explicitly",
-         "namespace": other.split("/")},
+        {
+            "trigger": "reading CSV files",
+            "lesson": "Pass the encoding explicitly",
+            "namespace": other.split("/"),
+        },
     ]
     source = tmp_path / "plain.jsonl"
     source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     _, report, _ = invoke_json("import", str(source), "-n", ns)
-    assert report == {"read": 3, "imported": 2, "merged": 1, "already_present": 0,
-                      "skipped_lines": []}
+    assert report == {
+        "read": 3,
+        "imported": 2,
+        "merged": 1,
+        "already_present": 0,
+        "skipped_lines": [],
+    }
     with Memory(parse(ns), settings=settings) as mem:
         lessons = sorted(r.lesson for r in mem.list_records())
         assert lessons == ["Deploy before noon", "Retry with exponential backoff"]
         assert max(r.occurrences for r in mem.list_records()) == 2
         assert [r.lesson for r in mem.list_records(namespace=parse(other))] == [
-            "Pass the encoding explicitly"]
+            "Pass the encoding explicitly"
+        ]
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"trigger": "t", "lesson": "ok"}) + "\n"
-                   + json.dumps({"trigger": "t"}) + "\n")
+    bad.write_text(
+        json.dumps({"trigger": "t", "lesson": "ok"}) + "\n" + json.dumps({"trigger": "t"}) + "\n"
+    )
     code, out = invoke("import", str(bad), "-n", ns)
     assert code == 2 and "line 2" in out and "lesson" in out
 
 
 def test_search_shows_whole_ids_when_piped(ns: str) -> None:
     """Piped (80 columns, no terminal), as a user pastes ids into `hindsight used`."""
-    _, wrote, _ = invoke_json("write", "-n", ns, "-t", "cleaning the downloads folder of "
-                              "old installers", "-l", "Check the file extension first")
-    done = subprocess.run([*CLI, "search", "clean the downloads folder", "-n", ns],
-                          capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "80"})
+    _, wrote, _ = invoke_json(
+        "write",
+        "-n",
+        ns,
+        "-t",
+        "cleaning the downloads folder of old installers",
+        "-l",
+        "Check the file extension first",
+    )
+    done = subprocess.run(
+        [*CLI, "search", "clean the downloads folder", "-n", ns],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert done.returncode == 0, done.stderr
     assert wrote["id"] in done.stdout, done.stdout  # type: ignore[index]
     assert "…" not in done.stdout
@@ -210,8 +287,11 @@ def test_search_shows_whole_ids_when_piped(ns: str) -> None:
 def test_unknown_namespace_is_named_with_the_known_ones(ns: str) -> None:
     invoke("write", "-n", ns, "-t", "deploying", "-l", "Run migrations first")
     typo = ns + "x"
-    for args in (["search", "deploying", "-n", typo], ["stats", "-n", typo],
-                 ["export", "-", "-n", typo]):
+    for args in (
+        ["search", "deploying", "-n", typo],
+        ["stats", "-n", typo],
+        ["export", "-", "-n", typo],
+    ):
         code, out = invoke(*args)
         assert code == 1, (args, out)
         assert f"no namespace {typo}" in out and ns in out, out

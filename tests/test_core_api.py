@@ -35,16 +35,29 @@ from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
 from hindsight_core.items import AsyncItems, Items
 from hindsight_core.runtime import host
 
-FILES = {"scene": "files", "trigger": "cleaning the downloads folder",
-         "lesson": "Check the extension before deleting files"}
+FILES = {
+    "scene": "files",
+    "trigger": "cleaning the downloads folder",
+    "lesson": "Check the extension before deleting files",
+}
 FILES_AGAIN = {**FILES, "lesson": "Check file extensions before deleting files"}
-API = {"scene": "web", "trigger": "calling a flaky API",
-       "lesson": "Retry flaky API calls with exponential backoff"}
+API = {
+    "scene": "web",
+    "trigger": "calling a flaky API",
+    "lesson": "Retry flaky API calls with exponential backoff",
+}
 API_AGAIN = {**API, "lesson": "Retry flaky API calls using exponential backoff"}
-DEPLOY = {"scene": "deploy", "trigger": "deploying on a Friday",
-          "lesson": "Run the full test suite before deploying"}
-TAX = {"scene": "tax", "trigger": "the yearly tax filing",
-       "lesson": "File the tax return in March", "critical": True}
+DEPLOY = {
+    "scene": "deploy",
+    "trigger": "deploying on a Friday",
+    "lesson": "Run the full test suite before deploying",
+}
+TAX = {
+    "scene": "tax",
+    "trigger": "the yearly tax filing",
+    "lesson": "File the tax return in March",
+    "critical": True,
+}
 
 
 def ids_of(records: list[Any]) -> list[uuid.UUID]:
@@ -86,8 +99,17 @@ async def write_and_read(api: Front, clock: Clock) -> list[Any]:
     page = await api.list_records(order_by="lesson", limit=1, offset=1)
     assert [r.lesson for r in page] == [sorted(r.lesson for r in listed)[1]]
     assert await api.count_records() == 3
-    return [first, again, batch, hits, web, recalled.hits, got,
-            sorted(listed, key=lambda r: r.lesson), page]
+    return [
+        first,
+        again,
+        batch,
+        hits,
+        web,
+        recalled.hits,
+        got,
+        sorted(listed, key=lambda r: r.lesson),
+        page,
+    ]
 
 
 async def feedback_and_curation(api: Front, clock: Clock) -> list[Any]:
@@ -117,8 +139,14 @@ async def feedback_and_curation(api: Front, clock: Clock) -> list[Any]:
     assert restored.archived_at is None and restored.decayed_score == pytest.approx(1.0)
     assert a in ids_of(await api.search("clean the downloads folder", top_k=10))
 
-    merged = await api.merge([a, b], {"scene": "files", "trigger": "cleaning up or calling",
-                                      "lesson": "Check the target before acting"})
+    merged = await api.merge(
+        [a, b],
+        {
+            "scene": "files",
+            "trigger": "cleaning up or calling",
+            "lesson": "Check the target before acting",
+        },
+    )
     assert set(merged.merged_from) == {a, b} and set(merged.scenes) == {"files", "web"}
     assert merged.use_count == 2 and merged.occurrences == 2
     for source in (await api.get(a), await api.get(b)):
@@ -189,14 +217,21 @@ async def inspector(api: Front, clock: Clock) -> list[Any]:
     assert (spaces[0].records, spaces[0].archived, spaces[0].scenes) == (2, 1, 3)
     scenes = {s.scene: (s.records, s.archived) for s in await api.scenes()}
     assert scenes == {"files": (1, 0), "web": (1, 0), "deploy": (0, 1)}
-    counts = [await api.count_records(), await api.count_records(archived=True),
-              await api.count_records(archived=None), await api.count_records(scene="files"),
-              await api.count_records(namespace=child)]
+    counts = [
+        await api.count_records(),
+        await api.count_records(archived=True),
+        await api.count_records(archived=None),
+        await api.count_records(scene="files"),
+        await api.count_records(namespace=child),
+    ]
     assert counts == [2, 1, 3, 1, 1]
 
     activity = {(p.day, p.kind): p.count for p in await api.activity(days=30)}
-    assert activity == {(start.date(), "used"): 1, (clock.now.date(), "unhelpful"): 1,
-                        (clock.now.date(), "archive"): 1}
+    assert activity == {
+        (start.date(), "used"): 1,
+        (clock.now.date(), "unhelpful"): 1,
+        (clock.now.date(), "archive"): 1,
+    }
     assert [p.kind for p in await api.activity(record_id=b)] == []
     history = await api.history(a)
     assert [(e.kind, e.at) for e in history] == [("unhelpful", clock.now), ("used", start)]
@@ -273,8 +308,11 @@ async def reindex(api: Front, clock: Clock) -> list[Any]:
 
 
 SHARED: dict[str, Scenario] = {
-    "write_and_read": write_and_read, "feedback_and_curation": feedback_and_curation,
-    "lifecycle": lifecycle, "inspector": inspector, "bad_input": bad_input,
+    "write_and_read": write_and_read,
+    "feedback_and_curation": feedback_and_curation,
+    "lifecycle": lifecycle,
+    "inspector": inspector,
+    "bad_input": bad_input,
 }
 
 
@@ -289,13 +327,15 @@ async def test_scenario(api: Front, front_clock: Clock, scenario: Scenario) -> N
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_reindex(make_front: MakeFront, fresh_db: str, kind: str) -> None:
     clock = Clock(FRONT_START)
-    await reindex(make_front(kind, ("reindex",), settings=Settings(database_url=fresh_db),
-                             clock=clock), clock)
+    await reindex(
+        make_front(kind, ("reindex",), settings=Settings(database_url=fresh_db), clock=clock), clock
+    )
 
 
 @pytest.mark.parametrize("name", [*SHARED, "reindex"])
-async def test_front_ends_agree(make_front: MakeFront, request: pytest.FixtureRequest,
-                                name: str) -> None:
+async def test_front_ends_agree(
+    make_front: MakeFront, request: pytest.FixtureRequest, name: str
+) -> None:
     """The same calls give the same results (ids and namespace aside) on both."""
     scenario = SHARED.get(name, reindex)
     kwargs = {}
@@ -313,20 +353,28 @@ async def test_front_ends_agree(make_front: MakeFront, request: pytest.FixtureRe
 def operations(cls: type) -> dict[str, inspect.Signature]:
     """The public operations of a front end: its public methods but the internal host
     API (``runtime/host.py``) and closing."""
-    internal = {n for proto in (host.FlowHost, host.AsyncFlowHost, host.RecordContext)
-                for n in dir(proto)} | {"close", "aclose"}
-    return {name: inspect.signature(member)
-            for name, member in inspect.getmembers(cls, inspect.isfunction)
-            if not name.startswith("_") and name not in internal}
+    internal = {
+        n for proto in (host.FlowHost, host.AsyncFlowHost, host.RecordContext) for n in dir(proto)
+    } | {"close", "aclose"}
+    return {
+        name: inspect.signature(member)
+        for name, member in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith("_") and name not in internal
+    }
 
 
-@pytest.mark.parametrize(("sync_cls", "async_cls", "some"), [
-    (Memory, AsyncMemory, {"write", "search", "export", "reindex", "decay_curve"}),
-    (Items, AsyncItems, {"put", "get", "search", "batch", "sweep"}),
-    (Checkpoints, AsyncCheckpoints, {"put", "get", "list", "prune", "thread_stats"}),
-], ids=["memory", "items", "checkpoints"])
-def test_both_front_ends_offer_the_same_operations(sync_cls: type, async_cls: type,
-                                                   some: set[str]) -> None:
+@pytest.mark.parametrize(
+    ("sync_cls", "async_cls", "some"),
+    [
+        (Memory, AsyncMemory, {"write", "search", "export", "reindex", "decay_curve"}),
+        (Items, AsyncItems, {"put", "get", "search", "batch", "sweep"}),
+        (Checkpoints, AsyncCheckpoints, {"put", "get", "list", "prune", "thread_stats"}),
+    ],
+    ids=["memory", "items", "checkpoints"],
+)
+def test_both_front_ends_offer_the_same_operations(
+    sync_cls: type, async_cls: type, some: set[str]
+) -> None:
     sync, aio = operations(sync_cls), operations(async_cls)
     assert some <= set(sync)
     assert sorted(sync) == sorted(aio)

@@ -27,33 +27,58 @@ def _by_lesson(texts: list[str]) -> np.ndarray:
 EMB = CallableEmbedder(_by_lesson, dim=DIM, model_name="lesson-hash-16")
 
 # Characters an array literal or a text[] parameter could mistake for syntax.
-AWKWARD = ['quote " and backslash \\ here', "comma, {braces} and 'single'", "NULL", "",
-           "中文 场景", "trailing backslash \\"]
+AWKWARD = [
+    'quote " and backslash \\ here',
+    "comma, {braces} and 'single'",
+    "NULL",
+    "",
+    "中文 场景",
+    "trailing backslash \\",
+]
 
 
 def _rows(url: str, ns: str) -> dict[str, sa.RowMapping]:
     engine = sa.create_engine(url)
     with engine.connect() as conn:
-        rows = conn.execute(sa.text(
-            "SELECT id::text AS id, scene, also_scenes, action, outcome, importance, critical,"
-            " confidence, occurrences, created_at, source, embedding::text AS embedding"
-            " FROM hindsight_experiences WHERE ns = :ns"), {"ns": ns}).mappings().all()
+        rows = (
+            conn.execute(
+                sa.text(
+                    "SELECT id::text AS id, scene, also_scenes, action, outcome, importance,"
+                    " critical, confidence, occurrences, created_at, source,"
+                    " embedding::text AS embedding"
+                    " FROM hindsight_experiences WHERE ns = :ns"
+                ),
+                {"ns": ns},
+            )
+            .mappings()
+            .all()
+        )
     engine.dispose()
     return {r["id"]: r for r in rows}
 
 
 def test_batch_values_arrive_as_given(fresh_db: str) -> None:
-    mem = Memory(("batch", "values"), settings=Settings(database_url=fresh_db,
-                                                        lesson_max_chars=500),
-                 embedder=EMB)
+    mem = Memory(
+        ("batch", "values"),
+        settings=Settings(database_url=fresh_db, lesson_max_chars=500),
+        embedder=EMB,
+    )
     created = datetime(2026, 3, 4, 5, 6, 7, 123456, tzinfo=UTC)
-    records = [{"scene": scene or "plain", "trigger": f"case {i}",
-                "lesson": f"lesson number {i} about {scene}",
-                "action": scene, "outcome": "" if i % 2 else f"outcome {i}",
-                "importance": None if i % 2 else 0.25 * i, "critical": i == 3,
-                "confidence": 0.5 + i / 20, "created_at": created,
-                "source": {"agent": scene or "a", "session": f"s{i}"}}
-               for i, scene in enumerate(AWKWARD)]
+    records = [
+        {
+            "scene": scene or "plain",
+            "trigger": f"case {i}",
+            "lesson": f"lesson number {i} about {scene}",
+            "action": scene,
+            "outcome": "" if i % 2 else f"outcome {i}",
+            "importance": None if i % 2 else 0.25 * i,
+            "critical": i == 3,
+            "confidence": 0.5 + i / 20,
+            "created_at": created,
+            "source": {"agent": scene or "a", "session": f"s{i}"},
+        }
+        for i, scene in enumerate(AWKWARD)
+    ]
     written = mem.write_many(records)
     assert [w.status for w in written] == ["inserted"] * len(AWKWARD)
     rows = _rows(fresh_db, ns_key(("batch", "values")))
@@ -78,17 +103,28 @@ def test_batch_values_arrive_as_given(fresh_db: str) -> None:
 
 def test_batch_merges_keep_scenes_importance_and_counters(fresh_db: str) -> None:
     ns = ("batch", "merges")
-    mem = Memory(ns, settings=Settings(database_url=fresh_db, lesson_max_chars=500),
-                 embedder=EMB)
-    stored = mem.write_many([{"scene": "first", "trigger": f"t{i}",
-                              "lesson": f"stored lesson {i}", "importance": 0.5}
-                             for i in range(4)])
+    mem = Memory(ns, settings=Settings(database_url=fresh_db, lesson_max_chars=500), embedder=EMB)
+    stored = mem.write_many(
+        [
+            {
+                "scene": "first",
+                "trigger": f"t{i}",
+                "lesson": f"stored lesson {i}",
+                "importance": 0.5,
+            }
+            for i in range(4)
+        ]
+    )
     batch = [
         # into stored records, from awkward scenes, raising one importance only
-        {"scene": AWKWARD[0], "trigger": "again 0", "lesson": "stored lesson 0",
-         "importance": 0.9},
-        {"scene": AWKWARD[1], "trigger": "again 1", "lesson": "stored lesson 1",
-         "importance": 0.1, "critical": True},
+        {"scene": AWKWARD[0], "trigger": "again 0", "lesson": "stored lesson 0", "importance": 0.9},
+        {
+            "scene": AWKWARD[1],
+            "trigger": "again 1",
+            "lesson": "stored lesson 1",
+            "importance": 0.1,
+            "critical": True,
+        },
         {"scene": AWKWARD[4], "trigger": "again 1 twice", "lesson": "stored lesson 1"},
         # new, and a duplicate of it within the batch
         {"scene": "new", "trigger": "fresh", "lesson": "a brand new lesson"},
@@ -108,18 +144,30 @@ def test_batch_merges_keep_scenes_importance_and_counters(fresh_db: str) -> None
     assert rows[str(stored[2].id)]["occurrences"] == 1  # untouched
     engine = sa.create_engine(fresh_db)
     with engine.connect() as conn:
-        events = conn.execute(sa.text(
-            "SELECT record_id::text AS id, detail FROM hindsight_events "
-            "WHERE ns = :ns AND kind = 'merged'"), {"ns": ns_key(ns)}).all()
-        kept = conn.execute(sa.text(
-            "SELECT docs, total_len FROM hindsight_keyword_stats WHERE ns = :ns AND tbl = 'e'"),
-            {"ns": ns_key(ns)}).one()
-        real = conn.execute(sa.text(
-            "SELECT count(*), sum(length(search_tsv)) FROM hindsight_experiences "
-            "WHERE ns = :ns AND archived_at IS NULL"), {"ns": ns_key(ns)}).one()
+        events = conn.execute(
+            sa.text(
+                "SELECT record_id::text AS id, detail FROM hindsight_events "
+                "WHERE ns = :ns AND kind = 'merged'"
+            ),
+            {"ns": ns_key(ns)},
+        ).all()
+        kept = conn.execute(
+            sa.text(
+                "SELECT docs, total_len FROM hindsight_keyword_stats WHERE ns = :ns AND tbl = 'e'"
+            ),
+            {"ns": ns_key(ns)},
+        ).one()
+        real = conn.execute(
+            sa.text(
+                "SELECT count(*), sum(length(search_tsv)) FROM hindsight_experiences "
+                "WHERE ns = :ns AND archived_at IS NULL"
+            ),
+            {"ns": ns_key(ns)},
+        ).one()
     engine.dispose()
     assert sorted((e.id, e.detail["added"]) for e in events) == sorted(
-        [(str(stored[0].id), 1), (str(stored[1].id), 2)])
+        [(str(stored[0].id), 1), (str(stored[1].id), 2)]
+    )
     assert tuple(kept) == tuple(real) and real[0] == 5
     mem.close()
 
@@ -129,30 +177,39 @@ def test_a_batch_is_one_statement_per_kind(fresh_db: str) -> None:
     records with merges into 10 stored ones fires them once per kind of change, not
     once per record (the executemany inserts fired them 40 times)."""
     ns = ("batch", "statements")
-    mem = Memory(ns, settings=Settings(database_url=fresh_db, lesson_max_chars=500),
-                 embedder=EMB)
-    stored = mem.write_many([{"trigger": f"t{i}", "lesson": f"kept lesson {i}"}
-                             for i in range(10)])
+    mem = Memory(ns, settings=Settings(database_url=fresh_db, lesson_max_chars=500), embedder=EMB)
+    stored = mem.write_many([{"trigger": f"t{i}", "lesson": f"kept lesson {i}"} for i in range(10)])
     engine = sa.create_engine(fresh_db)
     with engine.begin() as conn:
         conn.execute(sa.text("CREATE TABLE test_statements (tbl text, op text)"))
-        conn.execute(sa.text(
-            "CREATE FUNCTION test_count_statement() RETURNS trigger LANGUAGE plpgsql AS $$"
-            " BEGIN INSERT INTO test_statements VALUES (TG_TABLE_NAME, TG_OP); RETURN NULL;"
-            " END $$"))
+        conn.execute(
+            sa.text(
+                "CREATE FUNCTION test_count_statement() RETURNS trigger LANGUAGE plpgsql AS $$"
+                " BEGIN INSERT INTO test_statements VALUES (TG_TABLE_NAME, TG_OP); RETURN NULL;"
+                " END $$"
+            )
+        )
         for table in ("hindsight_experiences", "hindsight_events"):
-            conn.execute(sa.text(
-                f"CREATE TRIGGER test_count AFTER INSERT OR UPDATE ON {table} "
-                "FOR EACH STATEMENT EXECUTE FUNCTION test_count_statement()"))
-    res = mem.write_many([{"trigger": f"again {i}", "lesson": f"kept lesson {i}"}
-                          for i in range(10)]
-                         + [{"trigger": f"n{i}", "lesson": f"new lesson {i}"} for i in range(30)])
+            conn.execute(
+                sa.text(
+                    f"CREATE TRIGGER test_count AFTER INSERT OR UPDATE ON {table} "
+                    "FOR EACH STATEMENT EXECUTE FUNCTION test_count_statement()"
+                )
+            )
+    res = mem.write_many(
+        [{"trigger": f"again {i}", "lesson": f"kept lesson {i}"} for i in range(10)]
+        + [{"trigger": f"n{i}", "lesson": f"new lesson {i}"} for i in range(30)]
+    )
     assert [r.id for r in res[:10]] == [r.id for r in stored]
     assert sum(r.status == "inserted" for r in res) == 30
     with engine.connect() as conn:
-        fired = sorted(tuple(r) for r in conn.execute(sa.text(
-            "SELECT tbl, op FROM test_statements")))
+        fired = sorted(
+            tuple(r) for r in conn.execute(sa.text("SELECT tbl, op FROM test_statements"))
+        )
     engine.dispose()
-    assert fired == [("hindsight_events", "INSERT"), ("hindsight_experiences", "INSERT"),
-                     ("hindsight_experiences", "UPDATE")]
+    assert fired == [
+        ("hindsight_events", "INSERT"),
+        ("hindsight_experiences", "INSERT"),
+        ("hindsight_experiences", "UPDATE"),
+    ]
     mem.close()

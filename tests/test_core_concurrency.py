@@ -19,19 +19,32 @@ PARAPHRASES = [
 
 
 def test_eight_processes_writing_near_duplicates_end_with_one_record(
-    memory: Memory, embedder, database_url: str  # type: ignore[no-untyped-def]
+    memory: Memory,
+    embedder,
+    database_url: str,  # type: ignore[no-untyped-def]
 ) -> None:
-    texts = {embedding_text(ExperienceIn(scene="s", trigger="cleaning the downloads folder",
-                                         lesson=p)): p for p in PARAPHRASES}
+    texts = {
+        embedding_text(
+            ExperienceIn(scene="s", trigger="cleaning the downloads folder", lesson=p)
+        ): p
+        for p in PARAPHRASES
+    }
     vectors = dict(zip(texts, embedder.embed(list(texts)), strict=True))
     ctx = mp.get_context("spawn")
     start, results = ctx.Event(), ctx.Queue()
     per_process = 3
     procs = [
-        ctx.Process(target=workers.write_near_duplicates, args=(
-            database_url, memory.namespace, vectors,
-            [PARAPHRASES[(i + j) % len(PARAPHRASES)] for j in range(per_process)],
-            start, results))
+        ctx.Process(
+            target=workers.write_near_duplicates,
+            args=(
+                database_url,
+                memory.namespace,
+                vectors,
+                [PARAPHRASES[(i + j) % len(PARAPHRASES)] for j in range(per_process)],
+                start,
+                results,
+            ),
+        )
         for i in range(8)
     ]
     for p in procs:

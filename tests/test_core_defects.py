@@ -25,8 +25,11 @@ from hindsight_core import (
 )
 from hindsight_core.memory.inputs import embedding_text
 
-CLEANUP = {"scene": "file-cleanup", "trigger": "cleaning the downloads folder",
-           "lesson": "Check the extension before deleting files"}
+CLEANUP = {
+    "scene": "file-cleanup",
+    "trigger": "cleaning the downloads folder",
+    "lesson": "Check the extension before deleting files",
+}
 OTHER = {**CLEANUP, "scene": "other-scene"}
 
 
@@ -40,8 +43,9 @@ def test_a_lesson_merged_across_scenes_stays_in_its_scene(memory: Memory) -> Non
     hits = memory.search("delete old downloads", scene="other-scene")
     assert [h.record.id for h in hits] == [first.id]
     assert hits[0].record.scenes == ["file-cleanup", "other-scene"]
-    assert [h.record.id for h in memory.search("delete old downloads", scene="file-cleanup")
-            ] == [first.id]
+    assert [h.record.id for h in memory.search("delete old downloads", scene="file-cleanup")] == [
+        first.id
+    ]
     assert memory.search("delete old downloads", scene="code-review") == []
     assert [r.id for r in memory.list_records(scene="other-scene")] == [first.id]
     # a third write under a known scene adds nothing twice
@@ -50,7 +54,8 @@ def test_a_lesson_merged_across_scenes_stays_in_its_scene(memory: Memory) -> Non
 
 
 def test_scenes_of_a_batch_merge_and_the_export_round_trip(
-        memory: Memory, settings: Settings, embedder, namespace) -> None:  # type: ignore[no-untyped-def]
+    memory: Memory, settings: Settings, embedder, namespace
+) -> None:  # type: ignore[no-untyped-def]
     results = memory.write_many([CLEANUP, OTHER])
     assert [r.status for r in results] == ["inserted", "merged"]
     rid = results[0].id
@@ -100,8 +105,11 @@ def test_setup_commits_before_a_failed_first_write(fresh_db: str, embedder) -> N
     # (an EmbeddingError since defect 5; the point here is what the failure leaves)
     with pytest.raises((EmbeddingError, RuntimeError), match="model server restarting"):
         first.write(CLEANUP)
-    other = Memory(("s",), settings=settings,
-                   embedder=CallableEmbedder(embedder.embed, dim=384, model_name="model-b"))
+    other = Memory(
+        ("s",),
+        settings=settings,
+        embedder=CallableEmbedder(embedder.embed, dim=384, model_name="model-b"),
+    )
     with pytest.raises(EmbeddingModelMismatchError, match="model-a"):
         other.write(CLEANUP)
     assert first.write(CLEANUP).status == "inserted"
@@ -114,8 +122,11 @@ def test_stats_with_another_model_does_not_make_it_ready(fresh_db: str, embedder
     settings = Settings(database_url=fresh_db)
     with Memory(("s",), settings=settings, embedder=embedder) as mem:
         mem.write(CLEANUP)
-    other = Memory(("s",), settings=settings,
-                   embedder=CallableEmbedder(embedder.embed, dim=384, model_name="model-b"))
+    other = Memory(
+        ("s",),
+        settings=settings,
+        embedder=CallableEmbedder(embedder.embed, dim=384, model_name="model-b"),
+    )
     assert other.stats().records == 1
     with pytest.raises(EmbeddingModelMismatchError):
         other.write(OTHER)
@@ -142,9 +153,16 @@ def test_reindex_skips_records_up_to_date(fresh_db: str, embedder) -> None:  # t
     settings = Settings(database_url=fresh_db)
     seen: list[tuple[int, int]] = []
     with Memory(("r",), settings=settings, embedder=embedder) as mem:
-        ids = [r.id for r in mem.write_many([
-            CLEANUP, {"trigger": "a flaky API", "lesson": "Retry with exponential backoff"},
-            {"trigger": "reviewing a PR", "lesson": "Run the tests before approving"}])]
+        ids = [
+            r.id
+            for r in mem.write_many(
+                [
+                    CLEANUP,
+                    {"trigger": "a flaky API", "lesson": "Retry with exponential backoff"},
+                    {"trigger": "reviewing a PR", "lesson": "Run the tests before approving"},
+                ]
+            )
+        ]
         report = mem.reindex(progress=lambda done, total: seen.append((done, total)))
         assert (report.reembedded, report.skipped) == (0, 3)
         assert seen[-1] == (3, 3)
@@ -219,23 +237,29 @@ def test_sync_recall_is_bounded_by_the_recall_timeout(silent_server: str, embedd
         try:
             result = pool.submit(mem.recall, "delete old downloads").result(RECALL_BOUND)
         except TimeoutError:
-            pytest.fail(f"sync recall still waiting after {RECALL_BOUND} s: not bounded by "
-                        "HINDSIGHT_RECALL_TIMEOUT (1 s)")
+            pytest.fail(
+                f"sync recall still waiting after {RECALL_BOUND} s: not bounded by "
+                "HINDSIGHT_RECALL_TIMEOUT (1 s)"
+            )
         finally:
             pool.shutdown(wait=False)
     assert result.hits == [] and result.degraded
     assert "recall timed out" in (result.warning or "")  # its own bound, not the connect
 
 
-async def test_async_recall_is_bounded_by_the_recall_timeout(silent_server: str, embedder  # type: ignore[no-untyped-def]
-                                                             ) -> None:
+async def test_async_recall_is_bounded_by_the_recall_timeout(
+    silent_server: str,
+    embedder,  # type: ignore[no-untyped-def]
+) -> None:
     settings = Settings(database_url=silent_server, recall_timeout=1.0, connect_timeout=20)
     mem = AsyncMemory(("t",), settings=settings, embedder=embedder)
     try:
         result = await asyncio.wait_for(mem.recall("delete old downloads"), RECALL_BOUND)
     except TimeoutError:
-        pytest.fail(f"async recall still waiting after {RECALL_BOUND} s: not bounded by "
-                    "HINDSIGHT_RECALL_TIMEOUT (1 s)")
+        pytest.fail(
+            f"async recall still waiting after {RECALL_BOUND} s: not bounded by "
+            "HINDSIGHT_RECALL_TIMEOUT (1 s)"
+        )
     finally:
         await mem.aclose()
     assert result.hits == [] and result.degraded
@@ -253,8 +277,9 @@ def _broken(exc: Exception) -> CallableEmbedder:
 
 
 def test_an_embedder_failure_is_an_embedding_error(settings: Settings, namespace) -> None:  # type: ignore[no-untyped-def]
-    with Memory(namespace, settings=settings,
-                embedder=_broken(ConnectionError("connection refused"))) as mem:
+    with Memory(
+        namespace, settings=settings, embedder=_broken(ConnectionError("connection refused"))
+    ) as mem:
         with pytest.raises(EmbeddingError, match="connection refused"):
             mem.search("delete old downloads")
         with pytest.raises(EmbeddingError):
@@ -267,8 +292,10 @@ def test_recall_degrades_on_any_embedder_failure(settings: Settings, namespace) 
     assert result.hits == [] and "CUDA OOM" in (result.warning or "")
 
 
-async def test_async_recall_degrades_on_any_embedder_failure(settings: Settings, namespace  # type: ignore[no-untyped-def]
-                                                             ) -> None:
+async def test_async_recall_degrades_on_any_embedder_failure(
+    settings: Settings,
+    namespace,  # type: ignore[no-untyped-def]
+) -> None:
     mem = AsyncMemory(namespace, settings=settings, embedder=_broken(RuntimeError("CUDA OOM")))
     result = await mem.recall("delete old downloads")
     await mem.aclose()
@@ -278,8 +305,10 @@ async def test_async_recall_degrades_on_any_embedder_failure(settings: Settings,
 # ------------------------------------------------------------------ 7. smaller ones
 
 
-def test_recall_node_raises_bad_arguments_and_the_wrong_memory(memory: Memory, amemory  # type: ignore[no-untyped-def]
-                                                               ) -> None:
+def test_recall_node_raises_bad_arguments_and_the_wrong_memory(
+    memory: Memory,
+    amemory,  # type: ignore[no-untyped-def]
+) -> None:
     pytest.importorskip("langgraph", reason="the langgraph extra is not installed")
     from langchain_core.messages import HumanMessage
 
@@ -313,8 +342,11 @@ def test_the_vector_dumper_is_ours_only(settings: Settings, embedder, namespace)
     engine.dispose()
 
 
-def test_the_inspector_shows_every_scene_of_a_record(memory: Memory, settings: Settings,  # type: ignore[no-untyped-def]
-                                                     embedder) -> None:
+def test_the_inspector_shows_every_scene_of_a_record(
+    memory: Memory,
+    settings: Settings,  # type: ignore[no-untyped-def]
+    embedder,
+) -> None:
     pytest.importorskip("starlette", reason="the ui extra is not installed")
     from starlette.testclient import TestClient
 
@@ -324,8 +356,9 @@ def test_the_inspector_shows_every_scene_of_a_record(memory: Memory, settings: S
     memory.write(OTHER)
     scenes = {s.scene: s.records for s in memory.scenes()}
     assert scenes == {"file-cleanup": 1, "other-scene": 1}
-    app = create_app(settings=settings, embedder=embedder, namespace=memory.namespace,
-                     loopback_only=False)
+    app = create_app(
+        settings=settings, embedder=embedder, namespace=memory.namespace, loopback_only=False
+    )
     with TestClient(app) as client:
         page = client.get(f"/records/{rid}")
         assert page.status_code == 200

@@ -38,8 +38,9 @@ def conns(memory: Memory) -> Iterator[Connections]:
 
 
 @pytest.mark.parametrize("autocommit", [False, True])
-def test_typed_replies_and_the_first_statement_decides_sync(conns: Connections,
-                                                            autocommit: bool) -> None:
+def test_typed_replies_and_the_first_statement_decides_sync(
+    conns: Connections, autocommit: bool
+) -> None:
     first, second = run_sync(lambda: _typed_flow(autocommit), conns, None)  # type: ignore[arg-type]
     assert first[0]["one"] == 1 and second[0]["one"] == 1
     # In a transaction now() stays at the transaction's start; in autocommit mode each
@@ -49,8 +50,9 @@ def test_typed_replies_and_the_first_statement_decides_sync(conns: Connections,
 
 
 @pytest.mark.parametrize("autocommit", [False, True])
-async def test_typed_replies_and_the_first_statement_decides_async(amemory: AsyncMemory,
-                                                                   autocommit: bool) -> None:
+async def test_typed_replies_and_the_first_statement_decides_async(
+    amemory: AsyncMemory, autocommit: bool
+) -> None:
     await amemory.setup()
     conns = AsyncConnections(await amemory.get_engine())
     try:
@@ -74,10 +76,12 @@ def _retry_once(attempt: int, exc: Exception) -> bool:
     return attempt == 0 and isinstance(exc, DatabaseError)
 
 
-@pytest.mark.parametrize("error, runs", [(DatabaseError("conflict"), 2),
-                                         (ValidationError("bad", field="x"), 1)])
+@pytest.mark.parametrize(
+    "error, runs", [(DatabaseError("conflict"), 2), (ValidationError("bad", field="x"), 1)]
+)
 async def test_retry_policy_is_the_callers_on_both_drivers(
-        conns: Connections, amemory: AsyncMemory, error: Exception, runs: int) -> None:
+    conns: Connections, amemory: AsyncMemory, error: Exception, runs: int
+) -> None:
     sync_attempts: list[int] = []
     async_attempts: list[int] = []
     aconns = AsyncConnections(await amemory.get_engine())
@@ -85,11 +89,13 @@ async def test_retry_policy_is_the_callers_on_both_drivers(
         for attempts, go in ((sync_attempts, None), (async_attempts, aconns)):
             try:
                 if go is None:
-                    result: Any = run_sync(lambda a=attempts: _failing_then(a, error), conns,
-                                           None, _retry_once)  # type: ignore[arg-type]
+                    result: Any = run_sync(
+                        lambda a=attempts: _failing_then(a, error), conns, None, _retry_once
+                    )  # type: ignore[arg-type]
                 else:
-                    result = await run_async(lambda a=attempts: _failing_then(a, error), go,
-                                             None, _retry_once)  # type: ignore[arg-type]
+                    result = await run_async(
+                        lambda a=attempts: _failing_then(a, error), go, None, _retry_once
+                    )  # type: ignore[arg-type]
             except ValidationError:
                 result = None
             assert len(attempts) == runs
@@ -101,8 +107,12 @@ async def test_retry_policy_is_the_callers_on_both_drivers(
 def test_a_built_flow_is_never_run_twice(conns: Connections) -> None:
     attempts: list[int] = []
     with pytest.raises(DatabaseError, match="conflict"):
-        run_sync(_failing_then(attempts, DatabaseError("conflict")), conns, None,  # type: ignore[arg-type]
-                 _retry_once)
+        run_sync(
+            _failing_then(attempts, DatabaseError("conflict")),
+            conns,
+            None,  # type: ignore[arg-type]
+            _retry_once,
+        )
     assert attempts == [0]
 
 

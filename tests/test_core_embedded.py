@@ -32,9 +32,16 @@ def test_two_processes_share_one_server_which_stops_after_the_last() -> None:
     env = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_DATABASE_URL"}
     env["HINDSIGHT_HOME"] = str(home)
     try:
-        procs = [subprocess.Popen([sys.executable, "-c", CHILD], env=env, text=True,
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-                 for _ in range(2)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", CHILD],
+                env=env,
+                text=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+            for _ in range(2)
+        ]
         infos = [json.loads(p.stdout.readline()) for p in procs]  # type: ignore[union-attr]
         assert infos[0]["pid"] == infos[1]["pid"]
         assert infos[0]["url"] == infos[1]["url"]
@@ -49,8 +56,9 @@ def test_two_processes_share_one_server_which_stops_after_the_last() -> None:
 
 
 def test_configured_but_unreachable_url_errors_instead_of_falling_back(tmp_path: Path) -> None:
-    settings = Settings(database_url="postgresql://nobody@127.0.0.1:1/none", home=tmp_path,
-                        connect_timeout=1)
+    settings = Settings(
+        database_url="postgresql://nobody@127.0.0.1:1/none", home=tmp_path, connect_timeout=1
+    )
     mem = Memory(("x",), settings=settings)
     with pytest.raises(DatabaseUnavailableError, match="cannot be reached"):
         mem.setup()

@@ -17,8 +17,11 @@ DIM = 8
 # The query shares no word with the lesson it means; with another lesson it shares one
 # bigram (价格), an incidental one.
 QUERY = "采集论坛帖子里的价格"
-MEANT = {"scene": "抓取", "trigger": "抓取网站数据之前",
-         "lesson": "先读取robots协议，遵守抓取频率限制"}
+MEANT = {
+    "scene": "抓取",
+    "trigger": "抓取网站数据之前",
+    "lesson": "先读取robots协议，遵守抓取频率限制",
+}
 OTHER = {"scene": "下单", "trigger": "提交订单之前", "lesson": "核对商品价格和收货地址"}
 REST = [
     {"scene": "报税", "trigger": "每年汇算清缴时", "lesson": "提交前核对发票金额和专项扣除"},
@@ -43,8 +46,7 @@ def _vectors(texts: list[str]) -> np.ndarray:
     return out
 
 
-def _embedder(languages: frozenset[str] | None, model_name: str = "lookup-8"
-              ) -> CallableEmbedder:
+def _embedder(languages: frozenset[str] | None, model_name: str = "lookup-8") -> CallableEmbedder:
     return CallableEmbedder(_vectors, dim=DIM, model_name=model_name, languages=languages)
 
 
@@ -82,18 +84,21 @@ def test_item_search_scores_the_whole_query_when_covered(settings: Settings) -> 
     mem = Memory(("fusion",), settings=settings, embedder=_embedder(None))
     items = Items(mem, index=ItemIndex(dims=DIM, fields=("lesson",)))
     ns = ("fusion", "items")
-    items.batch([PutItem(ns, str(i), {"lesson": r["lesson"]})
-                 for i, r in enumerate([MEANT, OTHER, *REST])])
+    items.batch(
+        [PutItem(ns, str(i), {"lesson": r["lesson"]}) for i, r in enumerate([MEANT, OTHER, *REST])]
+    )
     hits = items.search(ns, query=QUERY, limit=2)
     assert [h.item.key for h in hits] == ["0", "1"]
     assert hits[1].breakdown is not None and 0 < hits[1].breakdown.keyword < 0.2
     mem.close()
 
 
-@pytest.mark.parametrize(("model", "floor"), [
-    ("intfloat/multilingual-e5-small", 0.7), ("lookup-8", 0.0)])
-def test_keyword_weight_follows_the_models_cosine_floor(settings: Settings, model: str,
-                                                        floor: float) -> None:
+@pytest.mark.parametrize(
+    ("model", "floor"), [("intfloat/multilingual-e5-small", 0.7), ("lookup-8", 0.0)]
+)
+def test_keyword_weight_follows_the_models_cosine_floor(
+    settings: Settings, model: str, floor: float
+) -> None:
     """e5's cosines lie in 0.7-1.0 (its model card): the keyword weight is scaled by
     0.3, and every hit's breakdown adds up with the weight used."""
     emb = _embedder(None, model_name=model)
@@ -114,9 +119,15 @@ def test_the_cosine_floor_setting_wins() -> None:
     assert keyword_weight(Settings(embedding_cosine_floor=0.0), emb) == pytest.approx(0.3)
 
 
-@pytest.mark.parametrize(("languages", "text", "expected"), [
-    (None, "采集论坛帖子里的价格", True), (frozenset({"zh", "en"}), "采集论坛帖子", True),
-    (frozenset({"en"}), "采集论坛帖子里的价格", False), (frozenset({"en"}), "crawl a shop", True),
-    (frozenset({"en"}), "用 pandas 读取 CSV file", True)])
+@pytest.mark.parametrize(
+    ("languages", "text", "expected"),
+    [
+        (None, "采集论坛帖子里的价格", True),
+        (frozenset({"zh", "en"}), "采集论坛帖子", True),
+        (frozenset({"en"}), "采集论坛帖子里的价格", False),
+        (frozenset({"en"}), "crawl a shop", True),
+        (frozenset({"en"}), "用 pandas 读取 CSV file", True),
+    ],
+)
 def test_covers(languages: frozenset[str] | None, text: str, expected: bool) -> None:
     assert covers(languages, text) is expected

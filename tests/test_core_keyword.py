@@ -33,8 +33,23 @@ EMB = CallableEmbedder(_hash_vectors, dim=DIM, model_name="hash-16")
 
 # Words that no other test writes, so the table's statistics hold none of them.
 TAG = uuid.uuid4().hex[:6]
-W = {w: f"{w}{TAG}" for w in ("amber", "birch", "cedar", "delta", "ember", "fjord", "gale",
-                                "heron", "iris", "jade", "kelp", "lumen")}
+W = {
+    w: f"{w}{TAG}"
+    for w in (
+        "amber",
+        "birch",
+        "cedar",
+        "delta",
+        "ember",
+        "fjord",
+        "gale",
+        "heron",
+        "iris",
+        "jade",
+        "kelp",
+        "lumen",
+    )
+}
 DOCS = [
     "{amber} {birch} {cedar} {ember}",
     "{amber} {delta} {ember} {fjord} {gale} {heron}",
@@ -59,8 +74,13 @@ def _fill(s: str) -> str:
 
 @pytest.fixture
 def keyword_only(fresh_db: str) -> Iterator[Settings]:
-    yield Settings(database_url=fresh_db, semantic_weight=0.0, keyword_weight=1.0,
-                   lesson_max_chars=500, dedup_threshold=1.0)
+    yield Settings(
+        database_url=fresh_db,
+        semantic_weight=0.0,
+        keyword_weight=1.0,
+        lesson_max_chars=500,
+        dedup_threshold=1.0,
+    )
 
 
 def _reference(docs: list[list[str]], query: str) -> list[float]:
@@ -85,8 +105,9 @@ def test_record_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
     ids = [str(r.id) for r in mem.write_many(records)]
     docs = [tokens(search_document(r["lesson"], r["trigger"], r["scene"])) for r in records]
     hits = mem.search(_fill(QUERY), top_k=10)
-    found = [(ids.index(str(h.record.id)), h.breakdown.keyword) for h in hits
-             if h.breakdown.keyword > 0]
+    found = [
+        (ids.index(str(h.record.id)), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0
+    ]
     _assert_agrees(found, _reference(docs, _fill(QUERY)))
     mem.close()
 
@@ -97,8 +118,9 @@ def test_item_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
     ns = ("kw", "items")
     items.batch([PutItem(ns, str(i), {"text": _fill(d)}) for i, d in enumerate(DOCS)])
     # another namespace's documents must not count
-    items.batch([PutItem(("kw", "other"), str(i), {"text": _fill("{amber} {birch}")})
-                 for i in range(20)])
+    items.batch(
+        [PutItem(("kw", "other"), str(i), {"text": _fill("{amber} {birch}")}) for i in range(20)]
+    )
     hits = items.search(ns, query=_fill(QUERY), limit=10)
     found = [(int(h.item.key), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0]
     _assert_agrees(found, _reference([tokens(_fill(d)) for d in DOCS], _fill(QUERY)))
@@ -107,14 +129,19 @@ def test_item_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
 
 # ---------------------------------------------------------------------- counters
 
-_COUNTERS = sa.text("SELECT docs, total_len FROM hindsight_keyword_stats "
-                    "WHERE tbl = :tbl AND ns = :ns")
+_COUNTERS = sa.text(
+    "SELECT docs, total_len FROM hindsight_keyword_stats WHERE tbl = :tbl AND ns = :ns"
+)
 _RECOUNT = {
-    "e": sa.text("SELECT count(*) AS docs, COALESCE(sum(length(search_tsv)), 0) "
-                 "AS total_len FROM hindsight_experiences WHERE ns = :ns "
-                 "AND archived_at IS NULL"),
-    "i": sa.text("SELECT count(*) AS docs, COALESCE(sum(length(search_tsv)), 0) "
-                 "AS total_len FROM hindsight_item_vectors WHERE ns = :ns"),
+    "e": sa.text(
+        "SELECT count(*) AS docs, COALESCE(sum(length(search_tsv)), 0) "
+        "AS total_len FROM hindsight_experiences WHERE ns = :ns "
+        "AND archived_at IS NULL"
+    ),
+    "i": sa.text(
+        "SELECT count(*) AS docs, COALESCE(sum(length(search_tsv)), 0) "
+        "AS total_len FROM hindsight_item_vectors WHERE ns = :ns"
+    ),
 }
 
 
@@ -134,8 +161,9 @@ def test_record_counters_follow_writes_merges_archiving_and_deletes(fresh_db: st
     ns = ("kw", "lifecycle")
     mem = Memory(ns, settings=settings, embedder=EMB)
     key = ns_key(ns)
-    written = mem.write_many([{"trigger": f"case {i}", "lesson": f"lesson {W['amber']} {i}"}
-                              for i in range(30)])
+    written = mem.write_many(
+        [{"trigger": f"case {i}", "lesson": f"lesson {W['amber']} {i}"} for i in range(30)]
+    )
     assert _assert_counters_exact(fresh_db, "e", key)[0] == 30
     mem.write({"trigger": "case 3", "lesson": f"lesson {W['amber']} 3"})  # a duplicate: merged
     mem.mark_used(written[0].id)
@@ -143,16 +171,18 @@ def test_record_counters_follow_writes_merges_archiving_and_deletes(fresh_db: st
     assert _assert_counters_exact(fresh_db, "e", key)[0] == 29
     mem.restore(written[1].id)
     mem.edit(written[2].id, lesson=f"a much longer lesson {W['birch']} now {W['cedar']}")
-    mem.merge([written[4].id, written[5].id], {"trigger": "cases 4 and 5",
-                                               "lesson": "one general lesson"})
+    mem.merge(
+        [written[4].id, written[5].id], {"trigger": "cases 4 and 5", "lesson": "one general lesson"}
+    )
     mem.forget(written[6].id)
     assert _assert_counters_exact(fresh_db, "e", key)[0] == 30 - 2 + 1 - 1
 
     def writer(n: int) -> None:
         w = Memory(ns, settings=settings, embedder=EMB)
         for j in range(5):
-            w.write_many([{"trigger": f"thread {n}", "lesson": f"{W['gale']} {n} {j} {k}"}
-                          for k in range(4)])
+            w.write_many(
+                [{"trigger": f"thread {n}", "lesson": f"{W['gale']} {n} {j} {k}"} for k in range(4)]
+            )
         w.close()
 
     threads = [threading.Thread(target=writer, args=(n,)) for n in range(4)]
@@ -175,10 +205,17 @@ def test_item_counters_follow_concurrent_puts_overwrites_and_deletes(fresh_db: s
         m = Memory(("kw",), settings=settings, embedder=EMB)
         items = Items(m, index=index)
         for j in range(8):
-            ops = [PutItem(ns, f"k{(n + j + k) % 12}",
-                           {"text": f"{W['iris']} {n} {j} " * (k + 1),
-                            **({"title": "x y"} if k % 2 else {})})
-                   for k in range(3)]
+            ops = [
+                PutItem(
+                    ns,
+                    f"k{(n + j + k) % 12}",
+                    {
+                        "text": f"{W['iris']} {n} {j} " * (k + 1),
+                        **({"title": "x y"} if k % 2 else {}),
+                    },
+                )
+                for k in range(3)
+            ]
             if j % 3 == 2:
                 ops.append(PutItem(ns, f"k{(n * j) % 12}", None))  # delete
             items.batch(ops)
@@ -202,11 +239,14 @@ def test_one_common_word_cannot_tip_the_fusion(keyword_only: Settings) -> None:
     little, not the full keyword weight (it was: the best match always scored 1)."""
     mem = Memory(("kw", "common"), settings=keyword_only, embedder=EMB)
     common = W["kelp"]
-    mem.write_many([{"trigger": "t", "lesson": f"{common} note {i} {W['heron']}"}
-                    for i in range(9)] + [{"trigger": "t", "lesson": f"unrelated {W['iris']}"}])
+    mem.write_many(
+        [{"trigger": "t", "lesson": f"{common} note {i} {W['heron']}"} for i in range(9)]
+        + [{"trigger": "t", "lesson": f"unrelated {W['iris']}"}]
+    )
     hits = mem.search(f"{common} {uuid.uuid4().hex[:8]}x", top_k=10)
     assert hits and all(h.breakdown.keyword < 0.1 for h in hits), [
-        h.breakdown.keyword for h in hits]
+        h.breakdown.keyword for h in hits
+    ]
     rare = mem.search(f"{W['iris']} {common}", top_k=1)
     assert rare[0].record.lesson.startswith("unrelated")
     assert rare[0].breakdown.keyword > 0.9

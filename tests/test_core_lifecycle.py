@@ -86,7 +86,8 @@ def test_decay_lowers_the_rank(mem: Memory, clock: Clock) -> None:
     # namespace's document frequencies (a record was added), its semantic part not.
     assert hits[old].breakdown.semantic == pytest.approx(before.breakdown.semantic)
     assert hits[old].score == pytest.approx(
-        hits[old].breakdown.relevance * hits[old].breakdown.decay ** 0.3)
+        hits[old].breakdown.relevance * hits[old].breakdown.decay ** 0.3
+    )
     assert hits[old].score < before.score * 0.7
     assert hits[new].breakdown.decay == pytest.approx(1.0)
 
@@ -129,34 +130,49 @@ def test_curation(mem: Memory) -> None:
 def test_merge_keeps_links(mem: Memory) -> None:
     a = mem.write(rec("Retry uploads on timeout")).id
     b = mem.write(rec("Retry downloads on connection reset")).id
-    merged = mem.merge([a, b], {"scene": "s", "trigger": "network I/O fails",
-                                "lesson": "Retry network I/O with backoff"})
+    merged = mem.merge(
+        [a, b],
+        {"scene": "s", "trigger": "network I/O fails", "lesson": "Retry network I/O with backoff"},
+    )
     assert set(merged.merged_from) == {a, b}
     assert mem.get(a).merged_into == merged.id and mem.get(a).archived_at is not None
     with pytest.raises(NotFoundError):
         mem.merge([a, b], rec("again"))
 
 
-def test_export_import_round_trip(mem: Memory, fresh_db: str, embedder, clock: Clock  # type: ignore[no-untyped-def]
-                                  ) -> None:
-    ids = [r.id for r in mem.write_many([rec("Pin the numpy version"),
-                                         rec("检查扩展名再删除文件", source={"agent": "a1"}),
-                                         rec("Rotate the keys", critical=True)])]
+def test_export_import_round_trip(
+    mem: Memory,
+    fresh_db: str,
+    embedder,
+    clock: Clock,  # type: ignore[no-untyped-def]
+) -> None:
+    ids = [
+        r.id
+        for r in mem.write_many(
+            [
+                rec("Pin the numpy version"),
+                rec("检查扩展名再删除文件", source={"agent": "a1"}),
+                rec("Rotate the keys", critical=True),
+            ]
+        )
+    ]
     mem.mark_used(ids[0])
     mem.archive(ids[2])
     buf = io.StringIO()
     assert mem.export(buf) == 3
     lines = buf.getvalue().splitlines()
     # into another database: ids and namespaces are kept
-    target = Memory(("restored",), settings=Settings(database_url=fresh_db), embedder=embedder,
-                    clock=clock)
+    target = Memory(
+        ("restored",), settings=Settings(database_url=fresh_db), embedder=embedder, clock=clock
+    )
     try:
         # import keeps ids, namespaces and lifecycle state
         report = target.import_records(lines)
         assert report["imported"] == 3
         for rid in ids:
-            assert target.get(rid, namespace=mem.namespace).model_dump() == mem.get(
-                rid).model_dump()
+            assert (
+                target.get(rid, namespace=mem.namespace).model_dump() == mem.get(rid).model_dump()
+            )
         assert target.search("numpy", namespace=mem.namespace)[0].record.id == ids[0]
         # importing the same file again keeps what is stored and says so
         again = target.import_records(lines)
@@ -166,10 +182,17 @@ def test_export_import_round_trip(mem: Memory, fresh_db: str, embedder, clock: C
 
 
 def test_import_reports_the_bad_line_and_imports_nothing(mem: Memory) -> None:
-    good = json.dumps({"id": "8d3f2c1e-8b9a-4a7e-9c1d-2f3e4a5b6c7d", "namespace": ["imp", "x"],
-                       "trigger": "t", "lesson": "A good line"})
-    bad = json.dumps({"id": "not-an-id", "namespace": ["imp", "x"], "trigger": "t",
-                      "lesson": "Bad id"})
+    good = json.dumps(
+        {
+            "id": "8d3f2c1e-8b9a-4a7e-9c1d-2f3e4a5b6c7d",
+            "namespace": ["imp", "x"],
+            "trigger": "t",
+            "lesson": "A good line",
+        }
+    )
+    bad = json.dumps(
+        {"id": "not-an-id", "namespace": ["imp", "x"], "trigger": "t", "lesson": "Bad id"}
+    )
     with pytest.raises(ImportFormatError) as info:
         mem.import_records([good, "{not json", bad])
     assert info.value.line == 2
@@ -186,8 +209,11 @@ def test_model_mismatch_and_reindex(fresh_db: str, embedder) -> None:  # type: i
 
     # another model: the real one, projected to 128 dimensions, under another name
     projection = np.random.default_rng(0).normal(size=(384, 128))
-    other = CallableEmbedder(lambda texts: (np.asarray(embedder.embed(texts)) @ projection),
-                             dim=128, model_name="minilm-projected-128")
+    other = CallableEmbedder(
+        lambda texts: np.asarray(embedder.embed(texts)) @ projection,
+        dim=128,
+        model_name="minilm-projected-128",
+    )
     mem2 = Memory(("r",), settings=settings, embedder=other)
     with pytest.raises(EmbeddingModelMismatchError, match="hindsight reindex"):
         mem2.search("delete files")

@@ -22,16 +22,32 @@ from hindsight_core import (
 from hindsight_core.storage import scan_sql
 
 LESSONS = [
-    {"scene": "file-cleanup", "trigger": "deleting files whose names contain dates",
-     "lesson": "Check the extension before deleting dated files"},
-    {"scene": "api", "trigger": "a third-party API returns 429 or times out",
-     "lesson": "Retry with exponential backoff, at most 3 times"},
-    {"scene": "deploy", "trigger": "shipping a release to production",
-     "lesson": "Run the database migration before the deploy"},
-    {"scene": "数据抓取", "trigger": "抓取网站数据之前",
-     "lesson": "先读取robots协议，遵守抓取频率限制"},
-    {"scene": "报税", "trigger": "每年个人所得税汇算清缴时",
-     "lesson": "提交前核对发票金额和专项扣除", "critical": True},
+    {
+        "scene": "file-cleanup",
+        "trigger": "deleting files whose names contain dates",
+        "lesson": "Check the extension before deleting dated files",
+    },
+    {
+        "scene": "api",
+        "trigger": "a third-party API returns 429 or times out",
+        "lesson": "Retry with exponential backoff, at most 3 times",
+    },
+    {
+        "scene": "deploy",
+        "trigger": "shipping a release to production",
+        "lesson": "Run the database migration before the deploy",
+    },
+    {
+        "scene": "数据抓取",
+        "trigger": "抓取网站数据之前",
+        "lesson": "先读取robots协议，遵守抓取频率限制",
+    },
+    {
+        "scene": "报税",
+        "trigger": "每年个人所得税汇算清缴时",
+        "lesson": "提交前核对发票金额和专项扣除",
+        "critical": True,
+    },
 ]
 
 
@@ -69,9 +85,10 @@ def test_breakdown_is_consistent(stocked: Memory) -> None:
     for h in hits:
         b = h.breakdown
         assert 0 <= b.semantic <= 1 and 0 <= b.keyword <= 1
-        assert b.relevance == pytest.approx(s.semantic_weight * b.semantic
-                                            + s.keyword_weight * b.keyword)
-        assert b.final == pytest.approx(b.relevance * b.decay ** s.score_weight)
+        assert b.relevance == pytest.approx(
+            s.semantic_weight * b.semantic + s.keyword_weight * b.keyword
+        )
+        assert b.final == pytest.approx(b.relevance * b.decay**s.score_weight)
         assert h.score == b.final
     compact = hits[0].compact()
     assert list(compact)[:2] == ["lesson", "trigger"] and {"id", "score", "scene"} <= set(compact)
@@ -86,11 +103,18 @@ def test_filters(stocked: Memory) -> None:
         stocked.search("x", filters={"critical": "yes"})
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"query": ""}, "query"), ({"query": "a\x00b"}, "query"), ({"query": 42}, "query"),
-    ({"query": "x" * 10_001}, "query"), ({"query": "x", "top_k": 0}, "top_k"),
-    ({"query": "x", "top_k": "lots"}, "top_k"), ({"query": "x", "scene": ""}, "scene"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "a\x00b"}, "query"),
+        ({"query": 42}, "query"),
+        ({"query": "x" * 10_001}, "query"),
+        ({"query": "x", "top_k": 0}, "top_k"),
+        ({"query": "x", "top_k": "lots"}, "top_k"),
+        ({"query": "x", "scene": ""}, "scene"),
+    ],
+)
 def test_bad_search_arguments(stocked: Memory, kwargs: dict, field: str) -> None:
     with pytest.raises(ValidationError) as info:
         stocked.search(**kwargs)
@@ -120,10 +144,14 @@ def test_namespace_isolation(settings: Settings, embedder, stocked: Memory) -> N
 
 
 def test_recall_degrades_when_the_database_is_unreachable(
-    embedder, caplog: pytest.LogCaptureFixture  # type: ignore[no-untyped-def]
+    embedder,
+    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
 ) -> None:
-    down = Memory(("x",), embedder=embedder, settings=Settings(
-        database_url="postgresql://nobody@127.0.0.1:1/none", connect_timeout=1))
+    down = Memory(
+        ("x",),
+        embedder=embedder,
+        settings=Settings(database_url="postgresql://nobody@127.0.0.1:1/none", connect_timeout=1),
+    )
     with caplog.at_level(logging.WARNING, logger="hindsight"):
         result = down.recall("anything")
     assert result.hits == [] and result.degraded and "unavailable" in result.warning
@@ -132,30 +160,35 @@ def test_recall_degrades_when_the_database_is_unreachable(
 
 
 async def test_async_recall_degrades(embedder) -> None:  # type: ignore[no-untyped-def]
-    down = AsyncMemory(("x",), embedder=embedder, settings=Settings(
-        database_url="postgresql://nobody@127.0.0.1:1/none", connect_timeout=1))
+    down = AsyncMemory(
+        ("x",),
+        embedder=embedder,
+        settings=Settings(database_url="postgresql://nobody@127.0.0.1:1/none", connect_timeout=1),
+    )
     result = await down.recall("anything")
     assert result.degraded and result.hits == []
     await down.aclose()
 
 
 async def test_sync_and_async_rank_identically(stocked: Memory, settings, embedder) -> None:  # type: ignore[no-untyped-def]
-    amem = AsyncMemory(stocked.namespace, settings=settings, embedder=embedder,
-                       clock=stocked.clock)
+    amem = AsyncMemory(stocked.namespace, settings=settings, embedder=embedder, clock=stocked.clock)
     try:
         for query in ("remove installers", "个税汇算", "API errors"):
             sync_hits = stocked.search(query)
             async_hits = await amem.search(query)
             assert [h.record.id for h in sync_hits] == [h.record.id for h in async_hits]
-            assert [round(h.score, 6) for h in sync_hits] == [
-                round(h.score, 6) for h in async_hits]
+            assert [round(h.score, 6) for h in sync_hits] == [round(h.score, 6) for h in async_hits]
         assert (await amem.recall("deploy")).hits
     finally:
         await amem.aclose()
 
 
-def test_min_relevance_floor_drops_weak_hits(stocked: Memory, settings: Settings, embedder,  # type: ignore[no-untyped-def]
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_min_relevance_floor_drops_weak_hits(
+    stocked: Memory,
+    settings: Settings,
+    embedder,  # type: ignore[no-untyped-def]
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from hindsight_core.items import ItemIndex, Items, PutItem
 
     monkeypatch.setenv("HINDSIGHT_MIN_RELEVANCE", "0.25")
@@ -165,27 +198,40 @@ def test_min_relevance_floor_drops_weak_hits(stocked: Memory, settings: Settings
     assert len(every) == 5  # default floor 0.0: nothing is dropped
     rel = sorted(h.breakdown.relevance for h in every)
     floor = (rel[0] + rel[-1]) / 2
-    floored = Memory(stocked.namespace, embedder=embedder, clock=stocked.clock,
-                     settings=settings.model_copy(update={"min_relevance": floor}))
+    floored = Memory(
+        stocked.namespace,
+        embedder=embedder,
+        clock=stocked.clock,
+        settings=settings.model_copy(update={"min_relevance": floor}),
+    )
     try:
         kept = floored.search(query, top_k=5)
         assert kept and len(kept) < len(every)
         assert all(h.breakdown.relevance >= floor for h in kept)
         assert [h.record.id for h in kept] == [
-            h.record.id for h in every if h.breakdown.relevance >= floor]
+            h.record.id for h in every if h.breakdown.relevance >= floor
+        ]
     finally:
         floored.close()
     # item hybrid search applies the floor to its fused relevance; vector ranking does not
     ns, q = ("floor", *stocked.namespace), "deploy the release with its migration"
     index = ItemIndex(dims=embedder.dim, fields=("text",))
     plain = Items(stocked, index=index)
-    plain.batch([PutItem(ns, "a", {"text": "run the migration before the deploy"}),
-                 PutItem(ns, "b", {"text": "a recipe for banana bread"})])
+    plain.batch(
+        [
+            PutItem(ns, "a", {"text": "run the migration before the deploy"}),
+            PutItem(ns, "b", {"text": "a recipe for banana bread"}),
+        ]
+    )
     unfloored = plain.search(ns, query=q, limit=5)
     assert [h.item.key for h in unfloored] == ["a", "b"]
     item_floor = sum(h.breakdown.relevance for h in unfloored if h.breakdown) / 2
-    mem = Memory(stocked.namespace, embedder=embedder, clock=stocked.clock,
-                 settings=settings.model_copy(update={"min_relevance": item_floor}))
+    mem = Memory(
+        stocked.namespace,
+        embedder=embedder,
+        clock=stocked.clock,
+        settings=settings.model_copy(update={"min_relevance": item_floor}),
+    )
     items = Items(mem, index=index)
     try:
         hits = items.search(ns, query=q, limit=5)
@@ -208,15 +254,22 @@ def _choose(mem: Memory, exact: bool, scene: str | None = None) -> None:
 def test_exact_scan_and_index_scan_rank_alike(stocked: Memory, scene: str | None) -> None:
     """The two fixed-shape recall statements (exact scan for small namespaces, HNSW for
     the rest) return the same hits with the same scores."""
-    stocked.write_many([
-        {"scene": "api", "trigger": f"calling endpoint number {i}",
-         "lesson": f"Cache the response of endpoint {i} for a minute"} for i in range(60)
-    ])
+    stocked.write_many(
+        [
+            {
+                "scene": "api",
+                "trigger": f"calling endpoint number {i}",
+                "lesson": f"Cache the response of endpoint {i} for a minute",
+            }
+            for i in range(60)
+        ]
+    )
     results = []
     for exact in (True, False):
         _choose(stocked, exact, scene)
-        hits = stocked.search("the payment API keeps failing with rate limit errors",
-                              top_k=5, scene=scene)
+        hits = stocked.search(
+            "the payment API keeps failing with rate limit errors", top_k=5, scene=scene
+        )
         results.append([(h.record.id, round(h.score, 6)) for h in hits])
     assert len(results[0]) == 5
     assert results[0] == results[1]
@@ -234,19 +287,30 @@ def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
     settings = Settings(database_url=fresh_db)
     big = Memory(("big",), settings=settings, embedder=emb)
     small = Memory(("small",), settings=settings, embedder=emb)
-    big.write_many([{"scene": "s", "trigger": f"case {i}", "lesson": f"Lesson number {i}"}
-                    for i in range(2100)])
-    small.write_many([{"scene": "s", "trigger": f"case {i}", "lesson": f"Lesson number {i}"}
-                      for i in range(60)])
+    big.write_many(
+        [
+            {"scene": "s", "trigger": f"case {i}", "lesson": f"Lesson number {i}"}
+            for i in range(2100)
+        ]
+    )
+    small.write_many(
+        [{"scene": "s", "trigger": f"case {i}", "lesson": f"Lesson number {i}"} for i in range(60)]
+    )
     engine = sa.create_engine(fresh_db)
     with engine.connect() as conn:
         conn.execute(sa.text("ANALYZE hindsight_experiences"))
         conn.commit()
     engine.dispose()
+
     def exact(mem: Memory) -> bool:
         ns = mem.namespace_key(None)
-        return bool(mem.run_flow(mem._scan_choice.flow(
-            (ns, None), scan_sql.recall_exact_scan_sql(False), {"ns": ns, "scene": None})))
+        return bool(
+            mem.run_flow(
+                mem._scan_choice.flow(
+                    (ns, None), scan_sql.recall_exact_scan_sql(False), {"ns": ns, "scene": None}
+                )
+            )
+        )
 
     assert exact(small) is True
     assert exact(big) is False
@@ -266,17 +330,23 @@ def test_terms_in_over_2_percent_of_records_generate_no_keyword_candidates(
     """A term in 5 % of 400 records (20, far below ``keyword_scan_limit``) counts as
     common; one in 1 % does not (``fulltext_sql.COMMON_TERM_SHARE``). Common terms
     still count in the keyword score; they only generate no keyword candidates."""
+
     def random_vectors(texts: list[str]) -> np.ndarray:
         return np.random.default_rng(len(texts)).standard_normal((len(texts), 16))
 
     emb = CallableEmbedder(random_vectors, dim=16, model_name="random-16")
     mem = Memory(("terms",), settings=Settings(database_url=fresh_db), embedder=emb)
-    mem.write_many([
-        {"trigger": f"case {i}",
-         "lesson": f"Lesson {i}" + (" zebra" if i % 20 == 0 else "")
-         + (" quokka" if i % 100 == 0 else "")}
-        for i in range(400)
-    ])
+    mem.write_many(
+        [
+            {
+                "trigger": f"case {i}",
+                "lesson": f"Lesson {i}"
+                + (" zebra" if i % 20 == 0 else "")
+                + (" quokka" if i % 100 == 0 else ""),
+            }
+            for i in range(400)
+        ]
+    )
     engine = sa.create_engine(fresh_db)
     with engine.connect() as conn:
         conn.execute(sa.text("ANALYZE hindsight_experiences"))
@@ -326,8 +396,9 @@ def test_recall_statement_keeps_a_generic_plan(fresh_db: str) -> None:
     emb = CallableEmbedder(random_vectors, dim=16, model_name="random-16")
     mem = Memory(("plans",), settings=Settings(database_url=fresh_db), embedder=emb)
     words = ["retry", "payment", "limits", "rate", "cache", "deploy", "tokens", "header"]
-    mem.write_many([{"trigger": f"case {i}", "lesson": f"Lesson {i} {words[i % 8]}"}
-                    for i in range(2000)])
+    mem.write_many(
+        [{"trigger": f"case {i}", "lesson": f"Lesson {i} {words[i % 8]}"} for i in range(2000)]
+    )
     engine = sa.create_engine(fresh_db)
     with engine.connect() as conn:
         conn.execute(sa.text("ANALYZE hindsight_experiences"))
@@ -335,15 +406,24 @@ def test_recall_statement_keeps_a_generic_plan(fresh_db: str) -> None:
     engine.dispose()
     terms = tsquery_terms("retry the payment when rate limits hit")
     assert len(terms) >= 4
-    stmt = recall_sql.search_sql(16, scene=False, keyword=True, filters=(), candidates=20,
-                                 keyword_candidates=True)
+    stmt = recall_sql.search_sql(
+        16, scene=False, keyword=True, filters=(), candidates=20, keyword_candidates=True
+    )
     s = mem.settings
     params = {
-        "ns": mem.namespace_key(None), "scene": None, "tsq_cand": fts.tsquery_literal(terms),
-        **fts.bm25_params(terms, {}), "qvec": vector_param(random_vectors(["q"])[0]),
-        "top_k": 5, "w_sem": s.semantic_weight, "w_kw": s.keyword_weight,
-        "score_weight": s.score_weight, "decay_factor": 0.9, "now": "2026-01-01T00:00:00Z",
-        "decay_period_s": 2592000.0, "min_relevance": 0.0,
+        "ns": mem.namespace_key(None),
+        "scene": None,
+        "tsq_cand": fts.tsquery_literal(terms),
+        **fts.bm25_params(terms, {}),
+        "qvec": vector_param(random_vectors(["q"])[0]),
+        "top_k": 5,
+        "w_sem": s.semantic_weight,
+        "w_kw": s.keyword_weight,
+        "score_weight": s.score_weight,
+        "decay_factor": 0.9,
+        "now": "2026-01-01T00:00:00Z",
+        "decay_period_s": 2592000.0,
+        "min_relevance": 0.0,
     }
     sql = str(stmt.compile(dialect=mem.engine.dialect))
     raw = mem.engine.raw_connection()
@@ -355,7 +435,8 @@ def test_recall_statement_keeps_a_generic_plan(fresh_db: str) -> None:
         assert len(rows) == 5
         plans = conn.execute(
             "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-            "WHERE statement LIKE '%kw_idf%'").fetchall()
+            "WHERE statement LIKE '%kw_idf%'"
+        ).fetchall()
     finally:
         raw.close()
         mem.close()

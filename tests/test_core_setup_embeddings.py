@@ -22,25 +22,40 @@ SETUP = "from hindsight_core import Memory; Memory(('x',)).setup(); print('ok')"
 
 def test_two_processes_running_setup_at_once_on_an_empty_database(fresh_db: str) -> None:
     env = {**os.environ, "HINDSIGHT_DATABASE_URL": fresh_db}
-    procs = [subprocess.Popen([sys.executable, "-c", SETUP], env=env, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SETUP],
+            env=env,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(3)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], outs
     engine = sa.create_engine(fresh_db)
     with engine.connect() as conn:
         assert migrate.current_revision(conn) == migrate.head_revision()
-        indexes = conn.execute(sa.text(
-            "SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'hindsight_experiences_halfvec%'"
-        )).scalar()
+        indexes = conn.execute(
+            sa.text(
+                "SELECT count(*) FROM pg_indexes"
+                " WHERE indexname LIKE 'hindsight_experiences_halfvec%'"
+            )
+        ).scalar()
         assert indexes == 1
     engine.dispose()
 
 
 def _vector_indexes(conn: sa.Connection) -> list[str]:
-    return sorted(conn.execute(sa.text(
-        "SELECT indexname FROM pg_indexes WHERE tablename = 'hindsight_experiences' "
-        "AND indexdef LIKE '%USING hnsw%'")).scalars())
+    return sorted(
+        conn.execute(
+            sa.text(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'hindsight_experiences' "
+                "AND indexdef LIKE '%USING hnsw%'"
+            )
+        ).scalars()
+    )
 
 
 def test_migration_0006_rebuilds_the_vector_index_in_half_precision(
@@ -51,8 +66,13 @@ def test_migration_0006_rebuilds_the_vector_index_in_half_precision(
     from alembic import command
 
     mem = Memory(("mig",), settings=Settings(database_url=fresh_db), embedder=embedder)
-    rec = mem.write({"scene": "deploy", "trigger": "migrations pending",
-                     "lesson": "Run migrations before restarting the web tier"})
+    rec = mem.write(
+        {
+            "scene": "deploy",
+            "trigger": "migrations pending",
+            "lesson": "Run migrations before restarting the web tier",
+        }
+    )
     mem.close()
     engine = sa.create_engine(fresh_db)
     with engine.connect() as conn:
@@ -68,11 +88,15 @@ def test_migration_0006_rebuilds_the_vector_index_in_half_precision(
         assert migrate.current_revision(conn) == migrate.head_revision()
         assert _vector_indexes(conn) == ["hindsight_experiences_halfvec_384"]
         conn.execute(sa.text("SET enable_seqscan = off"))  # one row: make the planner use it
-        plan = "\n".join(conn.execute(sa.text(
-            "EXPLAIN SELECT id FROM hindsight_experiences WHERE archived_at IS NULL "
-            "ORDER BY embedding::halfvec(384) <=> "
-            "(SELECT embedding::halfvec(384) FROM hindsight_experiences LIMIT 1) LIMIT 3"
-        )).scalars())
+        plan = "\n".join(
+            conn.execute(
+                sa.text(
+                    "EXPLAIN SELECT id FROM hindsight_experiences WHERE archived_at IS NULL "
+                    "ORDER BY embedding::halfvec(384) <=> "
+                    "(SELECT embedding::halfvec(384) FROM hindsight_experiences LIMIT 1) LIMIT 3"
+                )
+            ).scalars()
+        )
         assert "hindsight_experiences_halfvec_384" in plan
     engine.dispose()
 
@@ -88,8 +112,10 @@ class _Embeddings(BaseHTTPRequestHandler):
             self.wfile.write(b"model exploded")
             return
         assert self.headers["Authorization"] == "Bearer secret"
-        data = [{"index": i, "embedding": [float(len(t)), 1.0, float(i)]}
-                for i, t in enumerate(body["input"])]
+        data = [
+            {"index": i, "embedding": [float(len(t)), 1.0, float(i)]}
+            for i, t in enumerate(body["input"])
+        ]
         payload = json.dumps({"data": list(reversed(data))}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -130,8 +156,13 @@ async def test_openai_compatible_embedder_async(endpoint: str) -> None:
 
 
 def test_memory_built_from_settings_uses_the_endpoint(endpoint: str, fresh_db: str) -> None:
-    settings = Settings(database_url=fresh_db, embedder="openai", embedding_base_url=endpoint,
-                        embedding_model="m", embedding_api_key="secret")
+    settings = Settings(
+        database_url=fresh_db,
+        embedder="openai",
+        embedding_base_url=endpoint,
+        embedding_model="m",
+        embedding_api_key="secret",
+    )
     with Memory(("remote",), settings=settings) as mem:
         assert mem.write({"trigger": "t", "lesson": "A lesson"}).status == "inserted"
         assert mem.stats().embedding_model == "m" and mem.stats().embedding_dim == 3
@@ -148,15 +179,21 @@ def test_models_of_up_to_4000_dimensions_are_indexed(fresh_db: str) -> None:
     table: dict[str, np.ndarray] = {}
 
     def embed(texts: list[str]) -> np.ndarray:
-        return np.stack([table.setdefault(t.split("\n")[0], rng.standard_normal(3072))
-                         for t in texts])
+        return np.stack(
+            [table.setdefault(t.split("\n")[0], rng.standard_normal(3072)) for t in texts]
+        )
 
-    mem = Memory(("wide",), settings=Settings(database_url=fresh_db),
-                 embedder=CallableEmbedder(embed, dim=3072, model_name="wide-3072"))
-    lessons = ["Pin the base image digest", "Rotate the signing keys yearly",
-               "Cap the retry budget per job"]
-    ids = [mem.write({"scene": "ops", "trigger": "t", "lesson": lesson}).id
-           for lesson in lessons]
+    mem = Memory(
+        ("wide",),
+        settings=Settings(database_url=fresh_db),
+        embedder=CallableEmbedder(embed, dim=3072, model_name="wide-3072"),
+    )
+    lessons = [
+        "Pin the base image digest",
+        "Rotate the signing keys yearly",
+        "Cap the retry budget per job",
+    ]
+    ids = [mem.write({"scene": "ops", "trigger": "t", "lesson": lesson}).id for lesson in lessons]
     for lesson, rid in zip(lessons, ids, strict=True):
         assert mem.search(lesson, top_k=1)[0].record.id == rid
     mem.close()

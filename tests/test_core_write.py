@@ -12,18 +12,29 @@ from hindsight_core import AsyncMemory, CallableEmbedder, Memory, Settings, Vali
 from hindsight_core.memory import write_flows
 from hindsight_core.storage import scan_sql
 
-GOOD = {"scene": "file-cleanup", "trigger": "cleaning the downloads folder",
-        "lesson": "Check the extension before deleting files"}
+GOOD = {
+    "scene": "file-cleanup",
+    "trigger": "cleaning the downloads folder",
+    "lesson": "Check the extension before deleting files",
+}
 
 
 def count_rows(memory: Memory) -> int:
-    return memory.stats(namespace=memory.namespace).records + memory.stats(
-        namespace=memory.namespace).archived
+    return (
+        memory.stats(namespace=memory.namespace).records
+        + memory.stats(namespace=memory.namespace).archived
+    )
 
 
 def test_numbers_as_strings_are_coerced_and_timestamps_normalised(memory: Memory) -> None:
-    res = memory.write({**GOOD, "confidence": "0.8", "importance": "0.5",
-                        "created_at": "2026-01-02T10:00:00+02:00"})
+    res = memory.write(
+        {
+            **GOOD,
+            "confidence": "0.8",
+            "importance": "0.5",
+            "created_at": "2026-01-02T10:00:00+02:00",
+        }
+    )
     rec = memory.get(res.id)
     assert rec.confidence == pytest.approx(0.8)
     assert rec.importance == pytest.approx(0.5)
@@ -50,8 +61,9 @@ def test_numbers_as_strings_are_coerced_and_timestamps_normalised(memory: Memory
         ({**GOOD, "scene": 42}, "scene"),
     ],
 )
-def test_bad_records_are_rejected_naming_the_field(memory: Memory, record: dict, field: str
-                                                    ) -> None:
+def test_bad_records_are_rejected_naming_the_field(
+    memory: Memory, record: dict, field: str
+) -> None:
     memory.write(GOOD)
     before = count_rows(memory)
     with pytest.raises(ValidationError) as info:
@@ -90,25 +102,31 @@ def test_paraphrase_merges_and_different_lesson_does_not(memory: Memory) -> None
 
 
 def test_dedup_threshold_is_configurable(settings, embedder, namespace) -> None:  # type: ignore[no-untyped-def]
-    strict = Memory(namespace, settings=settings.model_copy(update={"dedup_threshold": 0.999}),
-                    embedder=embedder)
+    strict = Memory(
+        namespace,
+        settings=settings.model_copy(update={"dedup_threshold": 0.999}),
+        embedder=embedder,
+    )
     strict.write(GOOD)
-    assert strict.write({**GOOD, "lesson": "Check file extensions before deleting files"}
-                        ).status == "inserted"
+    assert (
+        strict.write({**GOOD, "lesson": "Check file extensions before deleting files"}).status
+        == "inserted"
+    )
     strict.close()
 
 
 def test_write_many_dedups_within_the_batch_and_against_stored(memory: Memory) -> None:
     memory.write(GOOD)
-    results = memory.write_many([
-        {**GOOD, "lesson": "Check file extensions before deleting files"},
-        {**GOOD, "lesson": "Retry flaky API calls with backoff", "trigger": "API errors"},
-        {**GOOD, "lesson": "Retry flaky API calls using backoff", "trigger": "API errors"},
-        {**GOOD, "lesson": "Increase the timeout when the API is slow", "trigger": "API"},
-        {**GOOD, "lesson": "Decrease the timeout when the API is slow", "trigger": "API"},
-    ])
-    assert [r.status for r in results] == ["merged", "inserted", "merged", "inserted",
-                                           "inserted"]
+    results = memory.write_many(
+        [
+            {**GOOD, "lesson": "Check file extensions before deleting files"},
+            {**GOOD, "lesson": "Retry flaky API calls with backoff", "trigger": "API errors"},
+            {**GOOD, "lesson": "Retry flaky API calls using backoff", "trigger": "API errors"},
+            {**GOOD, "lesson": "Increase the timeout when the API is slow", "trigger": "API"},
+            {**GOOD, "lesson": "Decrease the timeout when the API is slow", "trigger": "API"},
+        ]
+    )
+    assert [r.status for r in results] == ["merged", "inserted", "merged", "inserted", "inserted"]
     assert results[2].id == results[1].id
     assert memory.get(results[1].id).occurrences == 2
     assert count_rows(memory) == 4
@@ -130,8 +148,12 @@ def test_write_many_is_faster_per_record_than_single_writes(memory: Memory, embe
     memory.setup()
     sa.event.listen(memory.engine, "before_cursor_execute", count)
     try:
-        memory.write_many([{**GOOD, "lesson": f"Lesson number {i} about topic {i * 7}",
-                            "trigger": f"case {i}"} for i in range(40)])
+        memory.write_many(
+            [
+                {**GOOD, "lesson": f"Lesson number {i} about topic {i * 7}", "trigger": f"case {i}"}
+                for i in range(40)
+            ]
+        )
     finally:
         sa.event.remove(memory.engine, "before_cursor_execute", count)
     # lock + nearest-neighbour + one executemany insert (+ possibly pre-ping)
@@ -142,15 +164,43 @@ def test_write_many_is_faster_per_record_than_single_writes(memory: Memory, embe
     ("a", "b", "merge"),
     [
         # English paraphrases merge
-        ("Check the extension before deleting files", "Check file extensions before deleting files", True),  # noqa: E501
-        ("Retry flaky API calls with exponential backoff", "Retry flaky API calls using exponential backoff", True),  # noqa: E501
-        ("Restart the worker after changing its config", "Restart the worker after its config changes", True),  # noqa: E501
+        (
+            "Check the extension before deleting files",
+            "Check file extensions before deleting files",
+            True,
+        ),  # noqa: E501
+        (
+            "Retry flaky API calls with exponential backoff",
+            "Retry flaky API calls using exponential backoff",
+            True,
+        ),  # noqa: E501
+        (
+            "Restart the worker after changing its config",
+            "Restart the worker after its config changes",
+            True,
+        ),  # noqa: E501
         # English lessons that differ in meaning never merge, however close the vectors
-        ("Increase the timeout when the API is slow", "Decrease the timeout when the API is slow", False),  # noqa: E501
+        (
+            "Increase the timeout when the API is slow",
+            "Decrease the timeout when the API is slow",
+            False,
+        ),  # noqa: E501
         ("Back up the database before migrating", "Back up the database after migrating", False),
-        ("Check the extension before deleting files", "Do not check the extension before deleting files", False),  # noqa: E501
-        ("Retry 3 times when the upload times out", "Retry 5 times when the upload times out", False),  # noqa: E501
-        ("Run the full test suite before deploying", "Check monitoring alerts after deploying", False),  # noqa: E501
+        (
+            "Check the extension before deleting files",
+            "Do not check the extension before deleting files",
+            False,
+        ),  # noqa: E501
+        (
+            "Retry 3 times when the upload times out",
+            "Retry 5 times when the upload times out",
+            False,
+        ),  # noqa: E501
+        (
+            "Run the full test suite before deploying",
+            "Check monitoring alerts after deploying",
+            False,
+        ),  # noqa: E501
         # Chinese rewordings merge
         ("调用接口失败时使用指数退避重试", "接口调用失败时用指数退避重试", True),
         ("删除文件前先检查扩展名", "删除文件之前先检查扩展名", True),
@@ -170,8 +220,7 @@ def test_labelled_pairs(memory: Memory, a: str, b: str, merge: bool) -> None:
         assert second.id == first.id
 
 
-def test_language_warning_is_logged_once(memory: Memory, caplog: pytest.LogCaptureFixture
-                                         ) -> None:
+def test_language_warning_is_logged_once(memory: Memory, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level("WARNING", logger="hindsight"):
         memory.write({"scene": "s", "trigger": "抓取网页时", "lesson": "先检查robots协议再抓取"})
         memory.write({"scene": "s", "trigger": "报税时", "lesson": "报税前先核对发票金额"})
@@ -207,8 +256,9 @@ def _merged_as_expected(stored: list, results: list) -> None:  # type: ignore[ty
 
 
 @pytest.mark.parametrize("path", ["exact", "index", "halves"])
-def test_dedup_lookup_paths_merge_alike(memory: Memory, monkeypatch: pytest.MonkeyPatch,
-                                        path: str) -> None:
+def test_dedup_lookup_paths_merge_alike(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
     """A batch's dedup lookup compares a namespace small next to the batch exactly and
     asks the HNSW index otherwise (``write_flows.EXACT_DEDUP_*``), a large batch in two
     halves at once (``PARALLEL_LOOKUP_MIN``): all merge the same."""
@@ -223,7 +273,8 @@ def test_dedup_lookup_paths_merge_alike(memory: Memory, monkeypatch: pytest.Monk
 
 
 def test_halves_run_in_the_transaction_when_the_side_connection_is_busy(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch,
+    memory: Memory,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _pin_lookup(monkeypatch, "halves")
     stored = memory.write_many(STORED)
@@ -233,8 +284,9 @@ def test_halves_run_in_the_transaction_when_the_side_connection_is_busy(
         _merged_as_expected(stored, memory.write_many(BATCH))
 
 
-async def test_async_halves_merge_alike(amemory: AsyncMemory,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_async_halves_merge_alike(
+    amemory: AsyncMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _pin_lookup(monkeypatch, "halves")
     stored = await amemory.write_many(STORED)
     _merged_as_expected(stored, await amemory.write_many(BATCH))
@@ -245,6 +297,7 @@ async def test_async_halves_merge_alike(amemory: AsyncMemory,
 def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: str) -> None:
     """``scan_sql.DEDUP_VECTORS`` reads a namespace whole when it holds at most ``cap``
     records, or at most ``cap_small`` under a fifth of the table; else nothing."""
+
     def random_vectors(texts: list[str]) -> np.ndarray:
         return np.random.default_rng(len(texts)).standard_normal((len(texts), 16))
 
@@ -259,8 +312,14 @@ def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: 
         conn.execute(sa.text("ANALYZE hindsight_experiences"))
 
         def choice(mem: Memory, cap: int, cap_small: int) -> tuple[bool, int]:
-            row = conn.execute(scan_sql.DEDUP_VECTORS, {
-                "ns": mem.namespace_key(None), "cap": cap, "cap_small": cap_small}).mappings().one()
+            row = (
+                conn.execute(
+                    scan_sql.DEDUP_VECTORS,
+                    {"ns": mem.namespace_key(None), "cap": cap, "cap_small": cap_small},
+                )
+                .mappings()
+                .one()
+            )
             return row["exact"], len(row["ids"] or [])
 
         assert choice(small, 2, 20) == (True, 5)  # 5 records, under a fifth of 65

@@ -69,9 +69,10 @@ def test_known_models_and_settings_over_them() -> None:
     assert e5.dedup_threshold > 0.92 and e5.dim == 384
     assert profile_for("all-MiniLM-L6-v2").languages == frozenset({"en"})
     assert profile_for("some/unknown-model").languages == frozenset({"en"})
-    declared = profile_from_settings(Settings(embedding_languages="zh, en",
-                                              embedding_query_prefix="q: ",
-                                              dedup_threshold=0.9), "all-MiniLM-L6-v2")
+    declared = profile_from_settings(
+        Settings(embedding_languages="zh, en", embedding_query_prefix="q: ", dedup_threshold=0.9),
+        "all-MiniLM-L6-v2",
+    )
     assert declared.languages == frozenset({"zh", "en"})
     assert (declared.query_prefix, declared.dedup_threshold) == ("q: ", 0.9)
     assert parse_languages("*") is None
@@ -101,15 +102,23 @@ def test_minimal_pairs_are_vetoed_for_covered_text(a: str, b: str) -> None:
     assert merge_veto(a, b, covered=True) is not None
 
 
-@pytest.mark.parametrize(("a", "b"), [
-    *REWORDED_ZH,
-    ("Check the extension before deleting files", "Check file extensions before deleting files"),
-    ("Retry flaky API calls with backoff", "Retry flaky API calls using backoff"),
-    ("变量加双引号，防止空格拆分路径", "引用变量时加上双引号，避免路径因空格被拆开"),
-    ("Check the extension before deleting files", "Verify the extension before deleting files"),
-    ("When calling delete_files, use extension, not date",
-     "With delete_files, use extension, not date"),
-])
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        *REWORDED_ZH,
+        (
+            "Check the extension before deleting files",
+            "Check file extensions before deleting files",
+        ),
+        ("Retry flaky API calls with backoff", "Retry flaky API calls using backoff"),
+        ("变量加双引号，防止空格拆分路径", "引用变量时加上双引号，避免路径因空格被拆开"),
+        ("Check the extension before deleting files", "Verify the extension before deleting files"),
+        (
+            "When calling delete_files, use extension, not date",
+            "With delete_files, use extension, not date",
+        ),
+    ],
+)
 def test_rewordings_are_not_vetoed_for_covered_text(a: str, b: str) -> None:
     assert merge_veto(a, b, covered=True) is None
 
@@ -119,14 +128,17 @@ def _pairs_merged(mem: Memory, pairs: list[tuple[str, str]]) -> list[tuple[str, 
     for a, b in pairs:
         ns = ("t", uuid.uuid4().hex[:8])
         mem.write({"scene": "s", "trigger": "做这件事时", "lesson": a}, namespace=ns)
-        if mem.write({"scene": "s", "trigger": "做这件事时", "lesson": b},
-                     namespace=ns).status == "merged":
+        if (
+            mem.write({"scene": "s", "trigger": "做这件事时", "lesson": b}, namespace=ns).status
+            == "merged"
+        ):
             merged.append((a, b))
     return merged
 
 
 def test_model_declared_multilingual_never_merges_minimal_pairs(
-        settings: Settings, embedder: Any) -> None:
+    settings: Settings, embedder: Any
+) -> None:
     """The real small model declared to cover every language (the weakest setting:
     its Chinese cosines are near 1 for different lessons)."""
     declared = settings.model_copy(update={"embedding_languages": "*"})

@@ -59,8 +59,11 @@ def dockerfile() -> list[tuple[str, str]]:
 
 
 def env_file() -> dict[str, str]:
-    pairs = (line.split("=", 1) for line in (DOCKER / ".env.example").read_text().splitlines()
-             if line.strip() and not line.lstrip().startswith("#"))
+    pairs = (
+        line.split("=", 1)
+        for line in (DOCKER / ".env.example").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
     return {k.strip(): v for k, v in pairs}
 
 
@@ -121,8 +124,9 @@ def test_database_health_volume_and_password(compose: dict[str, Any]) -> None:
     assert "pg_isready" in test and "-U hindsight" in test
     volume, _, target = db["volumes"][0].partition(":")
     assert volume in compose["volumes"]
-    assert target == ("/var/lib/postgresql" if db["image"].endswith("pg18")
-                      else "/var/lib/postgresql/data")
+    assert target == (
+        "/var/lib/postgresql" if db["image"].endswith("pg18") else "/var/lib/postgresql/data"
+    )
     assert db["environment"]["POSTGRES_PASSWORD"].startswith("${DB_PASSWORD")
     url = compose["services"]["hindsight-mcp"]["environment"]["HINDSIGHT_DATABASE_URL"]
     assert "${DB_PASSWORD" in url and "@hindsight-db:5432/hindsight" in url
@@ -136,8 +140,7 @@ def test_environment_names_are_settings(compose: dict[str, Any]) -> None:
         names |= set(service.get("environment") or {})
     hindsight = {n for n in names if n.startswith("HINDSIGHT_")}
     not_settings = {"HINDSIGHT_MCP_PUBLISH", "HINDSIGHT_IMAGE_TAG", "HINDSIGHT_MCP_REPLICAS"}
-    assert hindsight - not_settings <= fields, (
-        hindsight - fields)
+    assert hindsight - not_settings <= fields, hindsight - fields
     raw = (DOCKER / "compose.yml").read_text()
     required = set(re.findall(r"\$\{(\w+):\?", raw))
     assert required == {"DB_PASSWORD", "HINDSIGHT_MCP_TOKENS"}
@@ -147,8 +150,9 @@ def test_environment_names_are_settings(compose: dict[str, Any]) -> None:
     assert "HINDSIGHT_MCP_TOKENS" not in compose["services"]["hindsight-worker"]["environment"]
 
 
-def test_dockerfile_is_slim_non_root_and_runs_our_cli(dockerfile: list[tuple[str, str]],
-                                                      compose: dict[str, Any]) -> None:
+def test_dockerfile_is_slim_non_root_and_runs_our_cli(
+    dockerfile: list[tuple[str, str]], compose: dict[str, Any]
+) -> None:
     froms = [args for word, args in dockerfile if word == "FROM"]
     args = {a.split("=")[0]: a.split("=", 1)[-1] for w, a in dockerfile if w == "ARG"}
     assert args["PYTHON_IMAGE"] == "python:3.11-slim"
@@ -161,8 +165,11 @@ def test_dockerfile_is_slim_non_root_and_runs_our_cli(dockerfile: list[tuple[str
     entry = json.loads(next(a for w, a in dockerfile if w == "ENTRYPOINT"))
     cmd = json.loads(next(a for w, a in dockerfile if w == "CMD"))
     assert entry == ["hindsight"] and cmd[:2] == ["mcp", "--http"]
-    for argv in (cmd, compose["services"]["hindsight-mcp"]["command"],
-                 compose["services"]["hindsight-worker"]["command"]):
+    for argv in (
+        cmd,
+        compose["services"]["hindsight-mcp"]["command"],
+        compose["services"]["hindsight-worker"]["command"],
+    ):
         cli_command(argv)
     for word, arg in dockerfile:  # every COPY source from the context exists
         if word == "COPY" and not arg.startswith("--from"):
@@ -187,11 +194,28 @@ finally:
 
 
 def test_mcp_refuses_public_bind_without_tokens(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in {"HINDSIGHT_MCP_TOKENS", "HINDSIGHT_MCP_TOKENS_FILE"}}
-    done = subprocess.run([sys.executable, "-c", LOADED_AFTER, "mcp", "--http", "--host",
-                           "0.0.0.0", "--port", str(free_port())], env=env,
-                          capture_output=True, text=True, timeout=60)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"HINDSIGHT_MCP_TOKENS", "HINDSIGHT_MCP_TOKENS_FILE"}
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            LOADED_AFTER,
+            "mcp",
+            "--http",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(free_port()),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1, done.stderr
     assert "refusing" in done.stderr and "HINDSIGHT_MCP_TOKENS" in done.stderr
     # refused before anything heavy is loaded: no embedding model was imported
@@ -207,9 +231,13 @@ def test_worker_once_sweeps_and_reflects_pending(fresh_db: str) -> None:
         task = log.start_task("say hello")
         log.log_step(task, Step(kind="message", role="assistant", content="hello"))
         log.end_task(task, "success")
-    done = subprocess.run([*CLI, "worker", "--once", "--grace", "0", "--json"], capture_output=True,
-                          text=True, timeout=120,
-                          env={**os.environ, "HINDSIGHT_DATABASE_URL": fresh_db})
+    done = subprocess.run(
+        [*CLI, "worker", "--once", "--grace", "0", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HINDSIGHT_DATABASE_URL": fresh_db},
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["sweep"] == 1
@@ -221,8 +249,7 @@ def test_worker_once_sweeps_and_reflects_pending(fresh_db: str) -> None:
 
 def test_worker_stops_on_sigterm(fresh_db: str, tmp_path: Path) -> None:
     log = tmp_path / "worker.log"
-    proc = start_cli(["worker", "--interval", "3600"], {"HINDSIGHT_DATABASE_URL": fresh_db},
-                     log)
+    proc = start_cli(["worker", "--interval", "3600"], {"HINDSIGHT_DATABASE_URL": fresh_db}, log)
     deadline = time.monotonic() + 60
     while '"sweep": 1' not in log.read_text():
         assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
@@ -232,16 +259,21 @@ def test_worker_stops_on_sigterm(fresh_db: str, tmp_path: Path) -> None:
 
 
 async def test_mcp_entrypoint_serves_with_remote_embedder(
-        fresh_db: str, tmp_path: Path, dockerfile: list[tuple[str, str]]) -> None:
+    fresh_db: str, tmp_path: Path, dockerfile: list[tuple[str, str]]
+) -> None:
     """The image's CMD (bind 0.0.0.0, token auth), as a LOCAL_MODEL=0 image runs it,
     with the remote embedder down: the server starts, and recall degrades."""
     cmd = next(json.loads(a) for w, a in dockerfile if w == "CMD")
     port = free_port()
     cmd[cmd.index("--port") + 1] = str(port)
     token = uuid.uuid4().hex * 2
-    env = {"HINDSIGHT_DATABASE_URL": fresh_db, "HINDSIGHT_MCP_TOKENS": f"{token}=acme/agent",
-           "HINDSIGHT_EMBEDDER": "openai", "HINDSIGHT_EMBEDDING_BASE_URL": "http://127.0.0.1:1/v1",
-           "HINDSIGHT_EMBEDDING_DIMENSIONS": "384"}
+    env = {
+        "HINDSIGHT_DATABASE_URL": fresh_db,
+        "HINDSIGHT_MCP_TOKENS": f"{token}=acme/agent",
+        "HINDSIGHT_EMBEDDER": "openai",
+        "HINDSIGHT_EMBEDDING_BASE_URL": "http://127.0.0.1:1/v1",
+        "HINDSIGHT_EMBEDDING_DIMENSIONS": "384",
+    }
     log = tmp_path / "mcp.log"
     proc = start_cli(cmd, env, log)
     base = f"http://127.0.0.1:{port}"

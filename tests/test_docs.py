@@ -14,8 +14,11 @@ README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8"
 
 
 def test_every_setting_is_documented() -> None:
-    missing = [f"HINDSIGHT_{name.upper()}" for name in Settings.model_fields
-               if f"`HINDSIGHT_{name.upper()}`" not in README]
+    missing = [
+        f"HINDSIGHT_{name.upper()}"
+        for name in Settings.model_fields
+        if f"`HINDSIGHT_{name.upper()}`" not in README
+    ]
     assert missing == []
 
 
@@ -24,8 +27,11 @@ def test_documented_settings_exist() -> None:
     assert documented <= {name.upper() for name in Settings.model_fields}
 
 
-def test_python_tour_runs(fresh_db: str, embedder, monkeypatch: pytest.MonkeyPatch  # type: ignore[no-untyped-def]
-                          ) -> None:
+def test_python_tour_runs(
+    fresh_db: str,
+    embedder,
+    monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
+) -> None:
     # its own database: the tour's maintain() sweeps every namespace
     monkeypatch.setenv("HINDSIGHT_DATABASE_URL", fresh_db)
     block = README.split("### Python", 1)[1].split("```python", 1)[1].split("```", 1)[0]

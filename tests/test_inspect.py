@@ -61,8 +61,12 @@ def test_activity_and_history(clocked: tuple[Memory, Clock]) -> None:
     mem.restore(rid)
 
     points = {(p.day.isoformat(), p.kind): p.count for p in mem.activity(days=10)}
-    assert points == {("2026-01-01", "used"): 1, ("2026-01-03", "unhelpful"): 1,
-                      ("2026-01-03", "archive"): 1, ("2026-01-04", "restore"): 1}
+    assert points == {
+        ("2026-01-01", "used"): 1,
+        ("2026-01-03", "unhelpful"): 1,
+        ("2026-01-03", "archive"): 1,
+        ("2026-01-04", "restore"): 1,
+    }
     assert [p.kind for p in mem.activity(days=1)] == ["restore"]  # a window, not everything
     assert mem.activity(days=10, record_id=uuid.uuid4()) == []
     kinds = [e.kind for e in mem.history(rid)]
@@ -115,8 +119,9 @@ def test_is_loopback_and_safe_next() -> None:
     from hindsight_adapters.ui import is_loopback
     from hindsight_adapters.ui.auth import safe_next
 
-    assert all(map(is_loopback, ["127.0.0.1", "localhost", "LocalHost", "::1", "[::1]",
-                                 "127.0.0.2"]))
+    assert all(
+        map(is_loopback, ["127.0.0.1", "localhost", "LocalHost", "::1", "[::1]", "127.0.0.2"])
+    )
     assert not any(map(is_loopback, ["0.0.0.0", "::", "10.0.0.1", "example.com"]))
     assert safe_next("/?ns=a") == "/?ns=a"
     assert safe_next("//evil.example/") == "/" and safe_next("https://evil.example") == "/"
@@ -134,8 +139,9 @@ def test_drop_namespace_deletes_everything_in_it_and_nothing_else(memory: Memory
     items.put(ns, "k", {"v": 1})
     TaskLog(memory).start_task("tidy up", namespace=ns)
     assert memory.drop_namespace(ns) == {"records": 3, "events": 1, "items": 1, "tasks": 1}
-    assert memory.namespaces(prefix=ns) == [n for n in memory.namespaces(prefix=ns)
-                                            if n.namespace == other]
+    assert memory.namespaces(prefix=ns) == [
+        n for n in memory.namespaces(prefix=ns) if n.namespace == other
+    ]
     assert memory.count_records(namespace=other) == 1 and items.get(ns, "k") is None
     assert memory.activity(days=1) == [] and memory.history(ids[0]) == []
     assert memory.drop_namespace(ns) == {"records": 0, "events": 0, "items": 0, "tasks": 0}

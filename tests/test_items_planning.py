@@ -32,8 +32,14 @@ A, B = ("acme", "a"), ("acme", "b")
 
 
 def test_reads_are_grouped_by_kind_keeping_their_places() -> None:
-    ops = [PutItem(A, "k", {"text": "x"}), GetItem(A, "k"), SearchItems(("acme",), "q1"),
-           ListNamespaces(), GetItem(B, "j"), SearchItems(("acme",))]
+    ops = [
+        PutItem(A, "k", {"text": "x"}),
+        GetItem(A, "k"),
+        SearchItems(("acme",), "q1"),
+        ListNamespaces(),
+        GetItem(B, "j"),
+        SearchItems(("acme",)),
+    ]
     plan = plan_batch(ops, INDEX)
     assert [i for i, _ in plan.gets] == [1, 4]
     assert [i for i, _ in plan.searches] == [2, 5]
@@ -43,8 +49,7 @@ def test_reads_are_grouped_by_kind_keeping_their_places() -> None:
 
 
 def test_the_last_put_of_a_key_wins_and_moves_to_the_end() -> None:
-    ops = [PutItem(A, "k", {"text": "1"}), PutItem(B, "j", {"text": "2"}),
-           PutItem(A, "k", None)]
+    ops = [PutItem(A, "k", {"text": "1"}), PutItem(B, "j", {"text": "2"}), PutItem(A, "k", None)]
     plan = plan_batch(ops, INDEX)
     assert list(plan.puts) == [(ns_key(B), "j"), (ns_key(A), "k")]
     assert plan.puts[(ns_key(A), "k")][0].value is None, "put then delete deletes"
@@ -67,7 +72,7 @@ def test_deletes_run_before_upserts_and_the_first_statement_takes_the_locks() ->
 def test_upserts_alone_are_one_locked_statement_in_autocommit() -> None:
     plan = plan_batch([PutItem(A, "k", {"text": "hello world"})], INDEX)
     assert plan.autocommit
-    (stmt, params), = put_statements(plan.puts, plan.fields, [[1.0, 0.0, 0.5]], NOW)
+    ((stmt, params),) = put_statements(plan.puts, plan.fields, [[1.0, 0.0, 0.5]], NOW)
     assert stmt is q.upsert_sql(True)
     assert (params["lk_ns"], params["lk_keys"]) == ([ns_key(A)], ["k"])
     assert (params["v_fields"], params["v_dim"]) == (["text"], 3)
@@ -76,9 +81,12 @@ def test_upserts_alone_are_one_locked_statement_in_autocommit() -> None:
 
 
 def test_ttl_sets_expiry_in_minutes_from_now() -> None:
-    ops = [PutItem(A, "k", {"v": 1}, ttl=90), PutItem(A, "j", {"v": 2}, ttl=0.5),
-           PutItem(A, "n", {"v": 3})]
-    (_, params), = put_statements(plan_batch(ops, None).puts, [], [], NOW)
+    ops = [
+        PutItem(A, "k", {"v": 1}, ttl=90),
+        PutItem(A, "j", {"v": 2}, ttl=0.5),
+        PutItem(A, "n", {"v": 3}),
+    ]
+    ((_, params),) = put_statements(plan_batch(ops, None).puts, [], [], NOW)
     assert params["ttls"] == [90.0, 0.5, None]
     assert params["expires"] == [NOW + timedelta(minutes=90), NOW + timedelta(seconds=30), None]
 
@@ -90,15 +98,18 @@ def test_a_bad_ttl_is_refused_before_anything_runs(ttl: object) -> None:
     assert exc.value.field == "ttl"
 
 
-@pytest.mark.parametrize(("op", "field"), [
-    (SearchItems(("acme",), limit=-1), "limit"),
-    (SearchItems(("acme",), offset=2**60), "offset"),  # past a bigint's reach in the SQL
-    (ListNamespaces(limit=True), "limit"),  # type: ignore[arg-type]
-    (SearchItems(("acme",), filter={"a": {"$regex": "x"}}), "filter.a"),
-    (GetItem(("acme", ""), "k"), "namespace"),
-    (PutItem(A, "k", ["not", "a", "mapping"]), "value"),  # type: ignore[arg-type]
-    ("get", "ops"),
-])
+@pytest.mark.parametrize(
+    ("op", "field"),
+    [
+        (SearchItems(("acme",), limit=-1), "limit"),
+        (SearchItems(("acme",), offset=2**60), "offset"),  # past a bigint's reach in the SQL
+        (ListNamespaces(limit=True), "limit"),  # type: ignore[arg-type]
+        (SearchItems(("acme",), filter={"a": {"$regex": "x"}}), "filter.a"),
+        (GetItem(("acme", ""), "k"), "namespace"),
+        (PutItem(A, "k", ["not", "a", "mapping"]), "value"),  # type: ignore[arg-type]
+        ("get", "ops"),
+    ],
+)
 def test_bad_operations_name_the_field(op: object, field: str) -> None:
     with pytest.raises(ValidationError) as exc:
         plan_batch([op], None)  # type: ignore[list-item]
@@ -126,17 +137,24 @@ def test_identical_searches_share_a_key_and_different_ones_do_not() -> None:
 
 def test_refresh_params() -> None:
     assert refresh_params([("n1", "k1"), ("n2", "k2")], NOW) == {
-        "now": NOW, "ns": ["n1", "n2"], "keys": ["k1", "k2"]}
+        "now": NOW,
+        "ns": ["n1", "n2"],
+        "keys": ["k1", "k2"],
+    }
 
 
-@pytest.mark.parametrize(("labels", "kind", "matches", "misses"), [
-    (("acme",), "prefix", [("acme",), ("acme", "x")], [("acmex",), ("x", "acme")]),
-    (("*", "b"), "prefix", [("a", "b"), ("z", "b", "c")], [("a", "bc"), ("b",)]),
-    (("b",), "suffix", [("a", "b"), ("b",)], [("a", "xb"), ("b", "a")]),
-    (("a.b",), "prefix", [("a.b",)], [("axb",)]),
-])
-def test_namespace_patterns(labels: tuple[str, ...], kind: str, matches: list, misses: list
-                            ) -> None:
+@pytest.mark.parametrize(
+    ("labels", "kind", "matches", "misses"),
+    [
+        (("acme",), "prefix", [("acme",), ("acme", "x")], [("acmex",), ("x", "acme")]),
+        (("*", "b"), "prefix", [("a", "b"), ("z", "b", "c")], [("a", "bc"), ("b",)]),
+        (("b",), "suffix", [("a", "b"), ("b",)], [("a", "xb"), ("b", "a")]),
+        (("a.b",), "prefix", [("a.b",)], [("axb",)]),
+    ],
+)
+def test_namespace_patterns(
+    labels: tuple[str, ...], kind: str, matches: list, misses: list
+) -> None:
     pattern = re.compile(namespace_pattern(labels, kind))
     assert all(pattern.search(NS_SEPARATOR.join(ns)) for ns in matches)
     assert not any(pattern.search(NS_SEPARATOR.join(ns)) for ns in misses)

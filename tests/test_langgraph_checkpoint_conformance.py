@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("langgraph.checkpoint.conformance",
-                    reason="langgraph-checkpoint-conformance (the dev extra) is not installed")
+pytest.importorskip(
+    "langgraph.checkpoint.conformance",
+    reason="langgraph-checkpoint-conformance (the dev extra) is not installed",
+)
 
 from _lg_checkpoint_util import async_saver  # noqa: E402
 from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
@@ -19,8 +21,14 @@ from langgraph.checkpoint.conformance.report import ProgressCallbacks  # noqa: E
 from hindsight_core import Settings  # noqa: E402
 
 ALL_CAPABILITIES = {
-    "put", "put_writes", "get_tuple", "list", "delete_thread",
-    "delete_for_runs", "copy_thread", "prune",
+    "put",
+    "put_writes",
+    "get_tuple",
+    "list",
+    "delete_thread",
+    "delete_for_runs",
+    "copy_thread",
+    "prune",
 }
 
 

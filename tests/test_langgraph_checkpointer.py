@@ -386,8 +386,9 @@ async def test_async_warm_connection_keeps_its_cursor_without_rows(
     assert (await asaver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
 
 
-async def test_async_warm_connection_recovers(asaver: HindsightCheckpointer, database_url: str
-                                              ) -> None:
+async def test_async_warm_connection_recovers(
+    asaver: HindsightCheckpointer, database_url: str
+) -> None:
     import sqlalchemy as sa
 
     config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}

@@ -26,7 +26,8 @@ def _load():  # type: ignore[no-untyped-def]
 
 
 def test_second_run_recalls_the_lesson_and_keeps_the_package(
-        memory: Memory, tmp_path: Path) -> None:
+    memory: Memory, tmp_path: Path
+) -> None:
     example = _load()
     with HindsightCheckpointer(memory) as checkpointer:
         first, second = example.run_demo(memory, checkpointer, tmp_path)
@@ -45,8 +46,9 @@ def test_second_run_recalls_the_lesson_and_keeps_the_package(
 
     # The run is in the checkpointer: its history holds the failed check.
     tup = checkpointer.get_tuple({"configurable": {"thread_id": first["thread_id"]}})
-    assert any(getattr(m, "status", None) == "error" for m in
-               tup.checkpoint["channel_values"]["messages"])
+    assert any(
+        getattr(m, "status", None) == "error" for m in tup.checkpoint["channel_values"]["messages"]
+    )
 
 
 def test_scripted_model_depends_on_the_prompt(tmp_path: Path) -> None:
@@ -54,11 +56,11 @@ def test_scripted_model_depends_on_the_prompt(tmp_path: Path) -> None:
 
     example = _load()
     model = example.ScriptedCleanupModel()
-    listing = ToolMessage("package.json\nold-2020-01-01.log\n" + example.PACKAGE,
-                          name="list_files", tool_call_id="1")
+    listing = ToolMessage(
+        "package.json\nold-2020-01-01.log\n" + example.PACKAGE, name="list_files", tool_call_id="1"
+    )
     plain = model.invoke([HumanMessage(example.TASK), listing])
-    assert {c["args"]["name"] for c in plain.tool_calls} == {"old-2020-01-01.log",
-                                                              example.PACKAGE}
+    assert {c["args"]["name"] for c in plain.tool_calls} == {"old-2020-01-01.log", example.PACKAGE}
     lessons = SystemMessage(example.MEMORY_HEADER + "\n- Check package.json first")
     careful = model.invoke([lessons, HumanMessage(example.TASK), listing])
     assert careful.tool_calls[0]["name"] == "read_file"
@@ -67,8 +69,9 @@ def test_scripted_model_depends_on_the_prompt(tmp_path: Path) -> None:
     assert len(model.invoke([other, HumanMessage(example.TASK), listing]).tool_calls) == 2
 
 
-def test_main_leaves_nothing_in_the_store(database_url: str, settings: object,
-                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_leaves_nothing_in_the_store(
+    database_url: str, settings: object, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``python file_cleanup_agent.py`` drops its namespace and its runs' threads."""
     import re
 

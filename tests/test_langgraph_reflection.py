@@ -49,13 +49,18 @@ def convert(path: str, fmt: str = "png") -> str:
 
 
 def _calls(*calls: dict[str, Any]) -> AIMessage:
-    return AIMessage(content="", tool_calls=[
-        {"name": "convert", "args": c, "id": uuid.uuid4().hex} for c in calls])
+    return AIMessage(
+        content="",
+        tool_calls=[{"name": "convert", "args": c, "id": uuid.uuid4().hex} for c in calls],
+    )
 
 
 def scripted_run() -> list[AIMessage]:
-    return [_calls({"path": "a.tif"}), _calls({"path": "a.tif", "fmt": "jpg"}),
-            AIMessage(content="Converted a.tif to jpg.")]
+    return [
+        _calls({"path": "a.tif"}),
+        _calls({"path": "a.tif", "fmt": "jpg"}),
+        AIMessage(content="Converted a.tif to jpg."),
+    ]
 
 
 def graph_for(checkpointer: Any, answers: list[AIMessage], *extra: tuple[str, Any]) -> Any:
@@ -76,8 +81,9 @@ def graph_for(checkpointer: Any, answers: list[AIMessage], *extra: tuple[str, An
     g.add_edge(START, "recall" if "recall" in names else "agent")
     if "recall" in names:
         g.add_edge("recall", "agent")
-    g.add_conditional_edges("agent", route,
-                            {"tools": "tools", "end": "reflect" if "reflect" in names else END})
+    g.add_conditional_edges(
+        "agent", route, {"tools": "tools", "end": "reflect" if "reflect" in names else END}
+    )
     g.add_edge("tools", "agent")
     if "reflect" in names:
         g.add_edge("reflect", END)
@@ -93,15 +99,25 @@ def saver(memory: Memory) -> Any:
 def test_reflect_thread_turns_history_into_a_lesson(saver: Any, memory: Memory) -> None:
     graph = graph_for(saver, scripted_run())
     tid = uuid.uuid4().hex
-    graph.invoke({"messages": [HumanMessage("convert a.tif for the web")]},
-                 {"configurable": {"thread_id": tid}})
+    graph.invoke(
+        {"messages": [HumanMessage("convert a.tif for the web")]},
+        {"configurable": {"thread_id": tid}},
+    )
 
     trajectory = thread_trajectory(saver, tid, scene="images")
     assert trajectory.goal == "convert a.tif for the web"
     assert [s.kind for s in trajectory.steps] == [
-        "message", "tool_call", "error", "tool_call", "tool_result", "message"]
-    assert trajectory.steps[2].tool == "convert" and "unsupported format" in \
-        trajectory.steps[2].content
+        "message",
+        "tool_call",
+        "error",
+        "tool_call",
+        "tool_result",
+        "message",
+    ]
+    assert (
+        trajectory.steps[2].tool == "convert"
+        and "unsupported format" in trajectory.steps[2].content
+    )
     assert trajectory.steps[3].args == {"path": "a.tif", "fmt": "jpg"}
     assert trajectory.outcome == "success" and trajectory.final_state.startswith("Converted")
     assert trajectory.source == {"agent": "langgraph", "thread": tid}
@@ -114,14 +130,24 @@ def test_reflect_thread_turns_history_into_a_lesson(saver: Any, memory: Memory) 
 
 
 def test_recall_node_puts_lessons_first_and_reflection_node_learns(
-        saver: Any, memory: Memory) -> None:
-    memory.write({"scene": "images", "trigger": "converting CMYK images for the web",
-                  "lesson": "Convert CMYK images to jpg, not png", "confidence": 0.9})
+    saver: Any, memory: Memory
+) -> None:
+    memory.write(
+        {
+            "scene": "images",
+            "trigger": "converting CMYK images for the web",
+            "lesson": "Convert CMYK images to jpg, not png",
+            "confidence": 0.9,
+        }
+    )
     reflect = reflection_node(memory, scene="images")
-    graph = graph_for(saver, scripted_run(), ("recall", recall_node(memory, top_k=2)),
-                      ("reflect", reflect))
-    out = graph.invoke({"messages": [HumanMessage("convert a CMYK image for the web")]},
-                       {"configurable": {"thread_id": uuid.uuid4().hex}})
+    graph = graph_for(
+        saver, scripted_run(), ("recall", recall_node(memory, top_k=2)), ("reflect", reflect)
+    )
+    out = graph.invoke(
+        {"messages": [HumanMessage("convert a CMYK image for the web")]},
+        {"configurable": {"thread_id": uuid.uuid4().hex}},
+    )
     first = out["messages"][0]
     assert isinstance(first, SystemMessage) and first.content.startswith(MEMORY_HEADER)
     assert "Convert CMYK images to jpg, not png" in first.content
@@ -136,31 +162,51 @@ def test_recall_node_puts_lessons_first_and_reflection_node_learns(
 def test_a_model_repeating_the_recalled_lesson_reinforces_it(saver: Any, memory: Memory) -> None:
     """Steps as the model sees them: 1 the question, 2 convert, 3 its error, 4 the call
     with fmt=jpg, 5 its result, 6 the answer (the recalled-lessons message is no step)."""
-    shown = memory.write({"scene": "images", "trigger": "converting CMYK images for the web",
-                          "lesson": "Convert CMYK images to jpg, not png"})
-    repeat = {"lesson": "Convert CMYK images to jpg, not png.", "steps": [3, 4],
-              "trigger": "a CMYK image to convert", "confidence": 0.9}
-    copy = {"lesson": "Write every text field in the language of the run", "steps": [3],
-            "trigger": "any", "confidence": 0.9}
+    shown = memory.write(
+        {
+            "scene": "images",
+            "trigger": "converting CMYK images for the web",
+            "lesson": "Convert CMYK images to jpg, not png",
+        }
+    )
+    repeat = {
+        "lesson": "Convert CMYK images to jpg, not png.",
+        "steps": [3, 4],
+        "trigger": "a CMYK image to convert",
+        "confidence": 0.9,
+    }
+    copy = {
+        "lesson": "Write every text field in the language of the run",
+        "steps": [3],
+        "trigger": "any",
+        "confidence": 0.9,
+    }
     llm = ScriptedLLM([json.dumps({"records": [repeat, copy]})])
     reflect = reflection_node(memory, llm=llm, scene="images")
-    graph = graph_for(saver, scripted_run(), ("recall", recall_node(memory, top_k=2)),
-                      ("reflect", reflect))
-    graph.invoke({"messages": [HumanMessage("convert a CMYK image for the web")]},
-                 {"configurable": {"thread_id": uuid.uuid4().hex}})
+    graph = graph_for(
+        saver, scripted_run(), ("recall", recall_node(memory, top_k=2)), ("reflect", reflect)
+    )
+    graph.invoke(
+        {"messages": [HumanMessage("convert a CMYK image for the web")]},
+        {"configurable": {"thread_id": uuid.uuid4().hex}},
+    )
     (result,) = reflect.reflection.wait(timeout=60)
     reflect.reflection.close()
     assert [r.id for r in result.reinforced] == [shown.id] and result.written == []
     assert [d["reason"][:17] for d in result.dropped] == ["copies the prompt"]
     (only,) = memory.list_records()
     assert only.id == shown.id and only.occurrences == 2
-    assert "6. [message (assistant)] Converted a.tif to jpg." in llm.calls[0]["messages"][1][
-        "content"]
+    assert (
+        "6. [message (assistant)] Converted a.tif to jpg." in llm.calls[0]["messages"][1]["content"]
+    )
 
 
 def test_recall_node_degrades_to_nothing(embedder: Any) -> None:
-    broken = Memory(("t",), settings=Settings(database_url="postgresql://x@127.0.0.1:9/x",
-                                              connect_timeout=1), embedder=embedder)
+    broken = Memory(
+        ("t",),
+        settings=Settings(database_url="postgresql://x@127.0.0.1:9/x", connect_timeout=1),
+        embedder=embedder,
+    )
     node = recall_node(broken)
     state = {"messages": [HumanMessage("anything")]}
     assert node.invoke(state) == {}
@@ -168,14 +214,16 @@ def test_recall_node_degrades_to_nothing(embedder: Any) -> None:
 
 
 async def test_async_reflection_node_and_areflect_thread(
-        settings: Settings, embedder: Any, namespace: tuple[str, str]) -> None:
+    settings: Settings, embedder: Any, namespace: tuple[str, str]
+) -> None:
     amemory = AsyncMemory(namespace, settings=settings, embedder=embedder)
     async with HindsightCheckpointer(amemory) as saver:
         reflect = reflection_node(amemory, scene="images")
         graph = graph_for(saver, scripted_run(), ("reflect", reflect))
         tid = uuid.uuid4().hex
-        await graph.ainvoke({"messages": [HumanMessage("convert a.tif")]},
-                            {"configurable": {"thread_id": tid}})
+        await graph.ainvoke(
+            {"messages": [HumanMessage("convert a.tif")]}, {"configurable": {"thread_id": tid}}
+        )
         results = await reflect.reflection.await_all()
         assert len(results) == 1 and len(results[0].written) == 1
         again = await areflect_thread(saver, tid, memory=amemory, scene="images")
@@ -184,12 +232,18 @@ async def test_async_reflection_node_and_areflect_thread(
 
 
 async def test_langchain_llm_wrapper() -> None:
-    answer = AIMessage(content='{"records": []}', usage_metadata={
-        "input_tokens": 12, "output_tokens": 5, "total_tokens": 17})
+    answer = AIMessage(
+        content='{"records": []}',
+        usage_metadata={"input_tokens": 12, "output_tokens": 5, "total_tokens": 17},
+    )
     llm = LangChainLLM(GenericFakeChatModel(messages=iter([answer, answer])), model_name="fake")
     got = llm.complete([{"role": "system", "content": "s"}, {"role": "user", "content": "u"}])
     assert (got.text, got.prompt_tokens, got.completion_tokens, got.model) == (
-        '{"records": []}', 12, 5, "fake")
+        '{"records": []}',
+        12,
+        5,
+        "fake",
+    )
     got = await llm.acomplete([{"role": "user", "content": "u"}])
     assert got.prompt_tokens == 12
     from hindsight_core.errors import LLMError
@@ -201,8 +255,9 @@ async def test_langchain_llm_wrapper() -> None:
 def test_thread_trajectory_follows_the_current_branch_after_time_travel(saver: Any) -> None:
     """A run resumed from an earlier checkpoint leaves the abandoned branch in the
     thread's history; the trajectory holds only the current branch's messages."""
-    model = GenericFakeChatModel(messages=iter([AIMessage("Book the 9:00 train."),
-                                                AIMessage("Book two seats on the 9:00.")]))
+    model = GenericFakeChatModel(
+        messages=iter([AIMessage("Book the 9:00 train."), AIMessage("Book two seats on the 9:00.")])
+    )
 
     def agent(state: State) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}

@@ -71,8 +71,7 @@ def test_fractional_ttl_refresh_on_read_and_sweeper(settings: Settings, ns) -> N
     hits = store.search(ns, refresh_ttl=False)
     assert sorted(h.key for h in hits) == ["forever", "refreshed"]
     clock.now += timedelta(seconds=1.6)  # no more reads: it expires too
-    assert _eventually(
-        lambda: [h.key for h in store.search(ns, refresh_ttl=False)] == ["forever"])
+    assert _eventually(lambda: [h.key for h in store.search(ns, refresh_ttl=False)] == ["forever"])
     assert store.stop_ttl_sweeper(timeout=5)
     store.close()
 
@@ -92,8 +91,9 @@ def test_omit_expired_hides_unswept_items_and_sweep_ttl(settings: Settings, ns) 
 
 
 async def test_async_sweeper_and_ttl(settings: Settings, ns) -> None:
-    store, clock = _clocked_store(settings, {"default_ttl": 0.003,
-                                             "sweep_interval_minutes": 0.0005})
+    store, clock = _clocked_store(
+        settings, {"default_ttl": 0.003, "sweep_interval_minutes": 0.0005}
+    )
     task = await store.astart_ttl_sweeper()
     await store.aput(ns, "a", {"v": 1})
     assert (await store.aget(ns, "a")) is not None
@@ -113,13 +113,15 @@ async def test_async_sweeper_and_ttl(settings: Settings, ns) -> None:
 # ---------------------------------------------------------------------- hybrid ranking
 
 
-def test_hybrid_ranking_fuses_keyword_semantic_and_recency(settings: Settings, embedder, ns
-                                                           ) -> None:
+def test_hybrid_ranking_fuses_keyword_semantic_and_recency(
+    settings: Settings, embedder, ns
+) -> None:
     now = datetime.now(UTC)
     clock = [now - timedelta(days=400)]
     memory = Memory(settings=settings, embedder=embedder, clock=lambda: clock[0])
-    store = HindsightStore(memory=memory, index={"dims": embedder.dim, "embed": embedder,
-                                                 "fields": ["text"]})
+    store = HindsightStore(
+        memory=memory, index={"dims": embedder.dim, "embed": embedder, "fields": ["text"]}
+    )
     assert store.ranking == "hybrid"
     store.put(ns, "old", {"text": "Rotate the API keys of the billing service"})
     clock[0] = now
@@ -134,7 +136,7 @@ def test_hybrid_ranking_fuses_keyword_semantic_and_recency(settings: Settings, e
         b = h.breakdown
         assert h.score == pytest.approx(b.final)
         assert b.relevance == pytest.approx(0.7 * b.semantic + 0.3 * b.keyword)
-        assert b.final == pytest.approx(b.relevance * b.decay ** settings.score_weight)
+        assert b.final == pytest.approx(b.relevance * b.decay**settings.score_weight)
     # its words are in half the items: a low IDF, so a keyword score well below 1, but
     # the best of all (scores are no longer scaled to the best candidate's)
     assert 0 < hits[0].breakdown.keyword < 0.5
@@ -174,8 +176,9 @@ async def test_hybrid_async_with_langchain_embeddings(settings: Settings, ns) ->
     store = HindsightStore(settings=settings, index={"dims": DIMS, "embed": emb})
     assert isinstance(store.items.embedder, LangChainEmbedder)
     assert store.index_config["embed"] is emb and store.embeddings is emb
-    await store.abatch([PutOp(ns, "a", {"text": "hello world"}),
-                        PutOp(ns, "b", {"text": "goodbye moon"})])
+    await store.abatch(
+        [PutOp(ns, "a", {"text": "hello world"}), PutOp(ns, "b", {"text": "goodbye moon"})]
+    )
     hits = await store.asearch(ns, query="hello")
     assert hits[0].key == "a" and hits[0].breakdown.keyword > 0
     assert emb.calls == 1 and emb.queries == ["hello"]  # stored texts, then the query
@@ -201,7 +204,8 @@ def test_no_argument_constructor_uses_the_configured_database(database_url: str,
 
 
 async def test_async_side_of_a_store_on_a_given_memory_uses_its_database(
-        settings: Settings, fresh_db: str, ns) -> None:
+    settings: Settings, fresh_db: str, ns
+) -> None:
     """A store built on a ``Memory`` with a database URL of its own: the async side
     opened the configured database instead (sync writes were not there), and built a
     second embedder instead of sharing the memory's."""
@@ -219,21 +223,24 @@ async def test_async_side_of_a_store_on_a_given_memory_uses_its_database(
         memory.close()
 
 
-def test_hybrid_search_exact_scan_and_index_scan_agree(settings: Settings, embedder, ns
-                                                       ) -> None:
+def test_hybrid_search_exact_scan_and_index_scan_agree(settings: Settings, embedder, ns) -> None:
     """Hybrid item search finds semantic candidates by an exact scan in small namespace
     prefixes and through the HNSW index elsewhere (decided per prefix, cached); both
     statements rank the same items the same way."""
     memory = Memory(settings=settings, embedder=embedder)
-    store = HindsightStore(memory=memory, index={"dims": embedder.dim, "embed": embedder,
-                                                 "fields": ["text"]})
+    store = HindsightStore(
+        memory=memory, index={"dims": embedder.dim, "embed": embedder, "fields": ["text"]}
+    )
     topics = ["billing", "deploys", "backups", "on-call", "invoices", "search", "caching"]
-    store.batch([PutOp(ns, f"k{i}", {"text": f"Note {i} about {topics[i % 7]} and step {i}"})
-                 for i in range(70)])
+    store.batch(
+        [
+            PutOp(ns, f"k{i}", {"text": f"Note {i} about {topics[i % 7]} and step {i}"})
+            for i in range(70)
+        ]
+    )
     results = []
     for exact in (True, False):
-        store.items._scan_choice._cached[ns_key(ns)] = (time.monotonic(),
-                                                                          exact)
+        store.items._scan_choice._cached[ns_key(ns)] = (time.monotonic(), exact)
         hits = store.search(ns, query="how do we handle invoices", limit=5)
         results.append([(h.key, round(h.score, 6)) for h in hits])
     assert len(store.items._scan_choice._cached) == 1  # the pinned answer was used

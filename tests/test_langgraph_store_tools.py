@@ -23,8 +23,9 @@ with warnings.catch_warnings():  # langmem -> trustcall imports Send from its ol
 
 @pytest.fixture
 async def store(settings: Settings, embedder: Any) -> Any:
-    s = HindsightStore(settings=settings, embedder=embedder,
-                       index={"dims": DIMS, "embed": char_embed})
+    s = HindsightStore(
+        settings=settings, embedder=embedder, index={"dims": DIMS, "embed": char_embed}
+    )
     yield s
     await s.aclose()  # closes the async pool too
 
@@ -33,9 +34,17 @@ def graph(store: Any, tools: list[Any], calls: list[tuple[str, dict[str, Any]]])
     """START -> agent (emits the scripted tool calls) -> ToolNode -> END."""
 
     def agent(state: MessagesState) -> dict[str, Any]:
-        return {"messages": [AIMessage(content="", tool_calls=[
-            {"name": name, "args": args, "id": f"call{i}"} for i, (name, args) in
-            enumerate(calls)])]}
+        return {
+            "messages": [
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        {"name": name, "args": args, "id": f"call{i}"}
+                        for i, (name, args) in enumerate(calls)
+                    ],
+                )
+            ]
+        }
 
     g = StateGraph(MessagesState)
     g.add_node("agent", agent)
@@ -54,46 +63,69 @@ def test_tools_in_a_tool_node_write_search_and_report_usage(store) -> None:
     team = uuid.uuid4().hex[:8]
     tools = create_memory_tools(("lessons", "{team}", "{user_id}"))
     cfg = {"configurable": {"team": team, "user_id": "alice", "thread_id": "t1"}}
-    lesson = {"lesson": "Check the extension before deleting",
-              "trigger": "cleaning up a downloads folder", "scene": "file-cleanup"}
-    (written,) = outputs(graph(store, tools, [("write_memory", lesson)]).invoke(
-        {"messages": [HumanMessage("remember")]}, cfg))
+    lesson = {
+        "lesson": "Check the extension before deleting",
+        "trigger": "cleaning up a downloads folder",
+        "scene": "file-cleanup",
+    }
+    (written,) = outputs(
+        graph(store, tools, [("write_memory", lesson)]).invoke(
+            {"messages": [HumanMessage("remember")]}, cfg
+        )
+    )
     assert written["status"] == "inserted"
 
-    (found,) = outputs(graph(store, tools, [("search_memory", {"query": "delete old files"})])
-                       .invoke({"messages": [HumanMessage("recall")]}, cfg))
+    (found,) = outputs(
+        graph(store, tools, [("search_memory", {"query": "delete old files"})]).invoke(
+            {"messages": [HumanMessage("recall")]}, cfg
+        )
+    )
     assert found["lessons"][0]["id"] == written["id"]
     assert list(found["lessons"][0])[:2] == ["lesson", "trigger"]  # compact, lesson first
 
-    (used,) = outputs(graph(store, tools, [("update_memory_usage",
-                                            {"id": written["id"], "helpful": True})])
-                      .invoke({"messages": [HumanMessage("feedback")]}, cfg))
+    (used,) = outputs(
+        graph(
+            store, tools, [("update_memory_usage", {"id": written["id"], "helpful": True})]
+        ).invoke({"messages": [HumanMessage("feedback")]}, cfg)
+    )
     assert used["use_count"] == 1
     rec = store.memory.get(written["id"], namespace=("lessons", team, "alice"))
     assert rec.source == {"agent": "langgraph", "task": "t1"}
 
     # another user of the same team sees nothing: the namespace comes from the config
     other = {"configurable": {"team": team, "user_id": "bob"}}
-    (none,) = outputs(graph(store, tools, [("search_memory", {"query": "delete old files"})])
-                      .invoke({"messages": [HumanMessage("recall")]}, other))
+    (none,) = outputs(
+        graph(store, tools, [("search_memory", {"query": "delete old files"})]).invoke(
+            {"messages": [HumanMessage("recall")]}, other
+        )
+    )
     assert none["lessons"] == []
-    (err,) = outputs(graph(store, tools, [("update_memory_usage", {"id": written["id"]})])
-                     .invoke({"messages": [HumanMessage("x")]}, other))
+    (err,) = outputs(
+        graph(store, tools, [("update_memory_usage", {"id": written["id"]})]).invoke(
+            {"messages": [HumanMessage("x")]}, other
+        )
+    )
     assert "no record" in err["error"]
 
 
 async def test_tools_async_and_missing_config(store) -> None:
     user = uuid.uuid4().hex[:8]
     search, write, _ = create_memory_tools()
-    app = graph(store, [search, write], [
-        ("write_memory", {"lesson": "Ask before paying invoices", "trigger": "an invoice"}),
-    ])
-    (res,) = outputs(await app.ainvoke({"messages": [HumanMessage("x")]},
-                                       {"configurable": {"user_id": user}}))
+    app = graph(
+        store,
+        [search, write],
+        [
+            ("write_memory", {"lesson": "Ask before paying invoices", "trigger": "an invoice"}),
+        ],
+    )
+    (res,) = outputs(
+        await app.ainvoke({"messages": [HumanMessage("x")]}, {"configurable": {"user_id": user}})
+    )
     assert res["status"] == "inserted"
     app = graph(store, [search], [("search_memory", {"query": "pay the invoice"})])
-    (found,) = outputs(await app.ainvoke({"messages": [HumanMessage("x")]},
-                                         {"configurable": {"user_id": user}}))
+    (found,) = outputs(
+        await app.ainvoke({"messages": [HumanMessage("x")]}, {"configurable": {"user_id": user}})
+    )
     assert found["lessons"][0]["lesson"] == "Ask before paying invoices"
     (err,) = outputs(await app.ainvoke({"messages": [HumanMessage("x")]}))
     assert "user_id" in err["error"]
@@ -104,8 +136,9 @@ def test_tools_need_a_hindsight_store() -> None:
 
     (search, _, _) = create_memory_tools()
     app = graph(InMemoryStore(), [search], [("search_memory", {"query": "x"})])
-    (err,) = outputs(app.invoke({"messages": [HumanMessage("x")]},
-                                {"configurable": {"user_id": "u"}}))
+    (err,) = outputs(
+        app.invoke({"messages": [HumanMessage("x")]}, {"configurable": {"user_id": "u"}})
+    )
     assert "HindsightStore" in err["error"]
     assert "lesson" in search.description and "BEFORE" in search.description
 
@@ -126,8 +159,9 @@ def test_langmem_tools_sync(store) -> None:
     assert store.get(("memories", user), key).value == {"content": "User prefers light mode"}
     manage.invoke({"action": "delete", "id": key}, cfg)
     assert store.get(("memories", user), key) is None
-    other = json.loads(search.invoke({"query": "tea"}, {"configurable": {
-        "langgraph_user_id": "someone-else"}}))
+    other = json.loads(
+        search.invoke({"query": "tea"}, {"configurable": {"langgraph_user_id": "someone-else"}})
+    )
     assert other == []
 
 
@@ -137,8 +171,11 @@ async def test_langmem_tools_async_through_graph_store(store) -> None:
     search = create_search_memory_tool(("memories", "{langgraph_user_id}"))
     cfg = {"configurable": {"langgraph_user_id": user}}
     app = graph(store, [manage], [("manage_memory", {"content": "Meeting notes go to Notion"})])
-    (created,) = [m.content for m in (await app.ainvoke({"messages": [HumanMessage("x")]}, cfg))
-                  ["messages"] if isinstance(m, ToolMessage)]
+    (created,) = [
+        m.content
+        for m in (await app.ainvoke({"messages": [HumanMessage("x")]}, cfg))["messages"]
+        if isinstance(m, ToolMessage)
+    ]
     assert created.startswith("created memory")
     app = graph(store, [search], [("search_memory", {"query": "where do notes go"})])
     (found,) = outputs(await app.ainvoke({"messages": [HumanMessage("x")]}, cfg))

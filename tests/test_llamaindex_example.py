@@ -23,9 +23,14 @@ def test_example_runs_offline(database_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_LLM_")}
     env["HINDSIGHT_DATABASE_URL"] = database_url
     namespace = f"examples/li-{uuid.uuid4().hex[:8]}"
-    proc = subprocess.run([sys.executable, str(EXAMPLE), "--namespace", namespace],
-                          env=env, capture_output=True, text=True, timeout=240,
-                          cwd=EXAMPLE.parents[2])
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), "--namespace", namespace],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=EXAMPLE.parents[2],
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert f"in {namespace}" in out
@@ -38,8 +43,14 @@ def test_example_runs_offline(database_url: str) -> None:
 def test_example_drops_its_fresh_namespace(database_url: str) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HINDSIGHT_LLM_")}
     env["HINDSIGHT_DATABASE_URL"] = database_url
-    proc = subprocess.run([sys.executable, str(EXAMPLE)], env=env, capture_output=True,
-                          text=True, timeout=240, cwd=EXAMPLE.parents[2])
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=EXAMPLE.parents[2],
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (name,) = re.findall(r"dropped namespace (\S+)", proc.stdout)
     with Memory(("x",), settings=Settings(database_url=database_url)) as mem:

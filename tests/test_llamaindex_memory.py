@@ -35,8 +35,11 @@ from hindsight_core import AsyncMemory, Memory  # noqa: E402
 # inspect.getmembers on pydantic models, which touches deprecated pydantic attributes.
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:inspect")
 
-LESSON = {"scene": "file-cleanup", "trigger": "deleting files in the downloads folder",
-          "lesson": "Check the file extension before deleting"}
+LESSON = {
+    "scene": "file-cleanup",
+    "trigger": "deleting files in the downloads folder",
+    "lesson": "Check the file extension before deleting",
+}
 QUESTION = "Please clean up my downloads folder"
 FILES = "report.pdf, setup.exe, notes.txt"
 
@@ -57,8 +60,9 @@ def agent_script(messages: list[ChatMessage]) -> ChatMessage | str:
 
 @pytest.fixture
 async def hmem(amemory: AsyncMemory) -> AsyncIterator[HindsightMemory]:
-    mem = HindsightMemory(memory=amemory, system_prompt="You clean up files.",
-                          tokenizer_fn=str.split)
+    mem = HindsightMemory(
+        memory=amemory, system_prompt="You clean up files.", tokenizer_fn=str.split
+    )
     yield mem
     await mem.aclose()
 
@@ -67,8 +71,7 @@ def roles(messages: Sequence[ChatMessage]) -> list[str]:
     return [m.role.value for m in messages]
 
 
-async def test_function_agent_acts_on_lesson(amemory: AsyncMemory,
-                                             hmem: HindsightMemory) -> None:
+async def test_function_agent_acts_on_lesson(amemory: AsyncMemory, hmem: HindsightMemory) -> None:
     written = await amemory.write(LESSON)
     llm = ScriptedChatLLM(agent_script)
     agent = FunctionAgent(tools=[FunctionTool.from_defaults(list_files)], llm=llm)
@@ -86,11 +89,16 @@ async def test_function_agent_acts_on_lesson(amemory: AsyncMemory,
     assert all("Check the file extension" not in (m.content or "") for m in history)
 
 
-async def test_lessons_merge_into_existing_system_message(amemory: AsyncMemory,
-                                                          hmem: HindsightMemory) -> None:
+async def test_lessons_merge_into_existing_system_message(
+    amemory: AsyncMemory, hmem: HindsightMemory
+) -> None:
     await amemory.write(LESSON)
-    await hmem.aset([ChatMessage(role="system", content="House rules: be brief."),
-                     ChatMessage(role="user", content=QUESTION)])
+    await hmem.aset(
+        [
+            ChatMessage(role="system", content="House rules: be brief."),
+            ChatMessage(role="user", content=QUESTION),
+        ]
+    )
     first = await hmem.aget()
     second = await hmem.aget()
     assert roles(first) == ["system", "user"] and roles(second) == roles(first)
@@ -99,8 +107,9 @@ async def test_lessons_merge_into_existing_system_message(amemory: AsyncMemory,
     assert (await hmem.aget_all())[0].content == "House rules: be brief."  # not persisted
 
 
-async def test_simple_chat_engine_sync_and_async(amemory: AsyncMemory,
-                                                 hmem: HindsightMemory) -> None:
+async def test_simple_chat_engine_sync_and_async(
+    amemory: AsyncMemory, hmem: HindsightMemory
+) -> None:
     await amemory.write(LESSON)
     seen: list[str] = []
 
@@ -141,10 +150,20 @@ async def test_context_round_trip(amemory: AsyncMemory, hmem: HindsightMemory) -
 
 
 async def test_end_task_reflects_with_a_llamaindex_llm(amemory: AsyncMemory) -> None:
-    reply = json.dumps({"records": [{
-        "scene": "file-cleanup", "trigger": "clearing out a downloads folder",
-        "lesson": "Keep PDFs when cleaning downloads", "confidence": 0.9,
-        "steps": [3], "evidence": "report.pdf"}]})  # step 3: list_files' result
+    reply = json.dumps(
+        {
+            "records": [
+                {
+                    "scene": "file-cleanup",
+                    "trigger": "clearing out a downloads folder",
+                    "lesson": "Keep PDFs when cleaning downloads",
+                    "confidence": 0.9,
+                    "steps": [3],
+                    "evidence": "report.pdf",
+                }
+            ]
+        }
+    )  # step 3: list_files' result
     reflection_llm = ScriptedChatLLM([reply])
     mem = HindsightMemory(memory=amemory, reflection_llm=reflection_llm, tokenizer_fn=str.split)
     try:
@@ -183,22 +202,25 @@ def test_end_task_and_feedback_sync(memory: Memory) -> None:
 
 async def test_namespaces_isolated(amemory: AsyncMemory, settings: Any, embedder: Any) -> None:
     await amemory.write(LESSON)
-    async with AsyncMemory(("test", uuid.uuid4().hex[:8]), settings=settings,
-                           embedder=embedder) as other:
+    async with AsyncMemory(
+        ("test", uuid.uuid4().hex[:8]), settings=settings, embedder=embedder
+    ) as other:
         mem = HindsightMemory(memory=other, short_term=_ListMemory())
         await mem.aput(ChatMessage(role="user", content=QUESTION))
         assert roles(await mem.aget()) == ["user"] and mem.shown_ids == []
         await mem.aclose()
 
 
-async def test_recall_failure_keeps_the_agent_running(embedder: Any,
-                                                      caplog: pytest.LogCaptureFixture) -> None:
+async def test_recall_failure_keeps_the_agent_running(
+    embedder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     from hindsight_core import Settings
 
     bad = Settings(database_url="postgresql+psycopg://u@127.0.0.1:1/x", connect_timeout=1)
     async with AsyncMemory(("test", "down"), settings=bad, embedder=embedder) as down:
-        mem = HindsightMemory(memory=down, system_prompt="You clean up files.",
-                              short_term=_ListMemory())
+        mem = HindsightMemory(
+            memory=down, system_prompt="You clean up files.", short_term=_ListMemory()
+        )
         llm = ScriptedChatLLM(agent_script)
         agent = FunctionAgent(tools=[FunctionTool.from_defaults(list_files)], llm=llm)
         with caplog.at_level("WARNING", logger="hindsight"):
@@ -236,10 +258,12 @@ class _STEmbedding(BaseEmbedding):
         return self._inner.embed(texts)
 
 
-async def test_llamaindex_embedder_round_trip(settings: Any, embedder: Any,
-                                              namespace: tuple[str, str]) -> None:
-    wrapped = LlamaIndexEmbedder(_STEmbedding(embedder), model_name="all-MiniLM-L6-v2",
-                                 languages=frozenset({"en"}))
+async def test_llamaindex_embedder_round_trip(
+    settings: Any, embedder: Any, namespace: tuple[str, str]
+) -> None:
+    wrapped = LlamaIndexEmbedder(
+        _STEmbedding(embedder), model_name="all-MiniLM-L6-v2", languages=frozenset({"en"})
+    )
     assert wrapped.dim == 384
     vec = wrapped.embed(["hello world"])[0]
     assert vec == pytest.approx(embedder.embed(["hello world"])[0], abs=1e-5)
@@ -259,8 +283,9 @@ async def test_llamaindex_llm_protocol_and_usage() -> None:
 
     llm = LlamaIndexLLM(ScriptedChatLLM(["one two three", "four"]))
     assert isinstance(llm, LLM) and llm.model_name == "scripted"
-    first = llm.complete([{"role": "system", "content": "be terse"},
-                          {"role": "user", "content": "count to three"}])
+    first = llm.complete(
+        [{"role": "system", "content": "be terse"}, {"role": "user", "content": "count to three"}]
+    )
     assert first.text == "one two three"
     assert (first.prompt_tokens, first.completion_tokens) == (5, 3)
     second = await llm.acomplete([{"role": "user", "content": "next"}])

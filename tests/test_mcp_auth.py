@@ -36,10 +36,13 @@ def test_malformed_tokens_are_configuration_errors(bad: str) -> None:
         parse_tokens(bad)
 
 
-@pytest.mark.parametrize("content", [
-    json.dumps({LONG_A: "acme/agent", LONG_B: ["other", "ns"]}),
-    f"# tokens\n{LONG_A}=acme/agent\n\n{LONG_B}=other/ns  # second\n",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        json.dumps({LONG_A: "acme/agent", LONG_B: ["other", "ns"]}),
+        f"# tokens\n{LONG_A}=acme/agent\n\n{LONG_B}=other/ns  # second\n",
+    ],
+)
 def test_tokens_file_json_or_lines(tmp_path: Path, content: str) -> None:
     path = tmp_path / "tokens"
     path.write_text(content)
@@ -92,10 +95,16 @@ class Recorder:
 
 
 async def call(app: Any, headers: dict[str, str], chunks: list[bytes]) -> tuple[int, bytes]:
-    scope = {"type": "http", "path": "/mcp", "method": "POST",
-             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]}
-    messages = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
-                for i, c in enumerate(chunks)]
+    scope = {
+        "type": "http",
+        "path": "/mcp",
+        "method": "POST",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+    }
+    messages = [
+        {"type": "http.request", "body": c, "more_body": i < len(chunks) - 1}
+        for i, c in enumerate(chunks)
+    ]
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -136,9 +145,17 @@ def test_missing_extra_is_a_clear_error(tmp_path: Path) -> None:
     blocker.mkdir()
     (blocker / "__init__.py").write_text("raise ImportError('no mcp here', name='mcp')\n")
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); "
-         "from hindsight_adapters.cli import main; sys.argv = ['hindsight', 'mcp']; main()",
-         str(tmp_path)], capture_output=True, text=True, timeout=60)
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.path.insert(0, sys.argv[1]); "
+            "from hindsight_adapters.cli import main; sys.argv = ['hindsight', 'mcp']; main()",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert "pip install 'agent-hindsight[mcp]'" in done.stderr
 
@@ -152,8 +169,9 @@ def test_stdio_namespace_from_settings_or_option() -> None:
         _memory(Settings(namespace="acme//agent"), None)
 
 
-def test_blank_tokens_refused_short_ones_warned(tmp_path: Path,
-                                                caplog: pytest.LogCaptureFixture) -> None:
+def test_blank_tokens_refused_short_ones_warned(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     blank = tmp_path / "blank.json"
     blank.write_text(json.dumps({"   ": "acme/agent"}))
     with pytest.raises(ConfigurationError, match="blank"):
@@ -178,15 +196,19 @@ async def test_body_limit_answers_413_even_if_the_app_answers_the_error() -> Non
     assert status == 413 and b"too large" in body
 
 
-@pytest.mark.parametrize("args", [["mcp"], ["mcp", "--http", "--port", "1"],
-                                  ["worker", "--once"]])
+@pytest.mark.parametrize("args", [["mcp"], ["mcp", "--http", "--port", "1"], ["worker", "--once"]])
 def test_malformed_database_url_is_one_line_at_start(args: list[str]) -> None:
     """Not a traceback, and not a server that starts and then cannot work."""
     import os
 
     env = {**os.environ, "HINDSIGHT_DATABASE_URL": "postgresql://u@host:notaport/db"}
-    done = subprocess.run([sys.executable, "-c", "from hindsight_adapters.cli import main; main()",
-                           *args], env=env, capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, "-c", "from hindsight_adapters.cli import main; main()", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 1, done.stderr
     assert done.stderr.count("\n") == 1 and "not a valid URL" in done.stderr, done.stderr

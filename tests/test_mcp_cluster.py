@@ -21,19 +21,26 @@ from _mcp_util import SIGTERM_EXIT, free_port, http_client, start_cli, stop, tex
 
 from hindsight_core import Memory, Settings
 
-LESSONS = ["Pin the Node version in CI", "Back up the database before migrations",
-           "Rotate API keys every month", "Compress images before upload"]
+LESSONS = [
+    "Pin the Node version in CI",
+    "Back up the database before migrations",
+    "Rotate API keys every month",
+    "Compress images before upload",
+]
 SERVERS = 3
 REPEATS = 2  # each server writes each lesson this many times, per tenant
 DEADLINE = 240.0  # seconds for the concurrent part
 
 
 @pytest.fixture(scope="module")
-def cluster(database_url: str, tmp_path_factory: pytest.TempPathFactory
-            ) -> Iterator[tuple[list[str], dict[str, tuple[str, ...]]]]:
+def cluster(
+    database_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[list[str], dict[str, tuple[str, ...]]]]:
     run = uuid.uuid4().hex[:8]
-    tokens = {secrets.token_urlsafe(24): ("cluster", f"a{run}"),
-              secrets.token_urlsafe(24): ("cluster", f"b{run}")}
+    tokens = {
+        secrets.token_urlsafe(24): ("cluster", f"a{run}"),
+        secrets.token_urlsafe(24): ("cluster", f"b{run}"),
+    }
     env = {"HINDSIGHT_MCP_TOKENS": ",".join(f"{t}={'/'.join(ns)}" for t, ns in tokens.items())}
     logs: list[Path] = []
     procs = []
@@ -81,8 +88,13 @@ class RoundRobin(httpx2.AsyncBaseTransport):
 
 
 def _args(lesson: str) -> dict[str, str]:
-    return {"scene": "ci", "trigger": f"before: {lesson.lower()}", "action": "did it",
-            "outcome": "success", "lesson": lesson}
+    return {
+        "scene": "ci",
+        "trigger": f"before: {lesson.lower()}",
+        "action": "did it",
+        "outcome": "success",
+        "lesson": lesson,
+    }
 
 
 async def test_three_servers_concurrent_writers(cluster, settings: Settings) -> None:  # noqa: ANN001
@@ -91,16 +103,23 @@ async def test_three_servers_concurrent_writers(cluster, settings: Settings) -> 
 
     async def writer(url: str, token: str) -> list[str]:
         async with http_client(url, token) as client:
-            calls = [client.call_tool("write_memory", _args(lesson))
-                     for _ in range(REPEATS) for lesson in LESSONS]
+            calls = [
+                client.call_tool("write_memory", _args(lesson))
+                for _ in range(REPEATS)
+                for lesson in LESSONS
+            ]
             results = await asyncio.gather(*calls)
         assert not any(r.is_error for r in results), [text(r) for r in results]
         return [r.structured_content["id"] for r in results]
 
     async def marker(url: str, token: str, rid: str, times: int) -> list[bool]:
         async with http_client(url, token) as client:
-            results = await asyncio.gather(*(client.call_tool(
-                "update_memory_usage", {"id": rid, "helpful": True}) for _ in range(times)))
+            results = await asyncio.gather(
+                *(
+                    client.call_tool("update_memory_usage", {"id": rid, "helpful": True})
+                    for _ in range(times)
+                )
+            )
         return [r.is_error for r in results]
 
     async def run() -> None:
@@ -132,8 +151,10 @@ async def test_three_servers_concurrent_writers(cluster, settings: Settings) -> 
         assert not any(r.use_count for r in core_b.list_records(limit=100))
 
 
-async def test_one_client_session_spread_over_all_servers(cluster, settings: Settings  # noqa: ANN001
-                                                        ) -> None:
+async def test_one_client_session_spread_over_all_servers(
+    cluster,
+    settings: Settings,  # noqa: ANN001
+) -> None:
     """The servers keep no session state: one MCP session whose every request goes to
     another server (initialize on one, calls on the others) works."""
     from mcp import Client
@@ -142,17 +163,23 @@ async def test_one_client_session_spread_over_all_servers(cluster, settings: Set
     urls, tokens = cluster
     token, ns = next(iter(tokens.items()))
     balancer = RoundRobin([u.removesuffix("/mcp") for u in urls])
-    hc = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, transport=balancer,
-                            timeout=httpx2.Timeout(30, read=120))
+    hc = httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {token}"},
+        transport=balancer,
+        timeout=httpx2.Timeout(30, read=120),
+    )
 
     async def session() -> list[str]:
         async with hc, Client(streamable_http_client(urls[0], http_client=hc)) as client:
             wrote = await client.call_tool("write_memory", _args("Tag releases after CI"))
-            found = [await client.call_tool("search_memory", {"query": "tag the release"})
-                     for _ in range(SERVERS)]
+            found = [
+                await client.call_tool("search_memory", {"query": "tag the release"})
+                for _ in range(SERVERS)
+            ]
         assert not wrote.is_error, text(wrote)
         return [wrote.structured_content["id"]] + [
-            f.structured_content["results"][0]["id"] for f in found]
+            f.structured_content["results"][0]["id"] for f in found
+        ]
 
     ids = await asyncio.wait_for(session(), DEADLINE)
     assert len(set(ids)) == 1

@@ -21,8 +21,14 @@ from mcp import MCPError
 
 from hindsight_core import Memory, Settings
 
-TOOLS = {"search_memory", "write_memory", "update_memory_usage", "forget_memory",
-         "reflect_task", "review_task"}
+TOOLS = {
+    "search_memory",
+    "write_memory",
+    "update_memory_usage",
+    "forget_memory",
+    "reflect_task",
+    "review_task",
+}
 
 
 class Server:
@@ -35,21 +41,27 @@ class Server:
 @pytest.fixture(scope="module")
 def server(database_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     run = uuid.uuid4().hex[:8]
-    tokens = {secrets.token_urlsafe(24): ("mcp", f"a{run}"),
-              secrets.token_urlsafe(24): ("mcp", f"b{run}")}
+    tokens = {
+        secrets.token_urlsafe(24): ("mcp", f"a{run}"),
+        secrets.token_urlsafe(24): ("mcp", f"b{run}"),
+    }
     port = free_port()
     log = tmp_path_factory.mktemp("mcp-http") / "server.log"
-    env = {"HINDSIGHT_MCP_TOKENS": ",".join(f"{t}={'/'.join(ns)}" for t, ns in tokens.items()),
-           "HINDSIGHT_MCP_MAX_BODY_BYTES": "200000"}
+    env = {
+        "HINDSIGHT_MCP_TOKENS": ",".join(f"{t}={'/'.join(ns)}" for t, ns in tokens.items()),
+        "HINDSIGHT_MCP_MAX_BODY_BYTES": "200000",
+    }
     proc = start_cli(["mcp", "--http", "--port", str(port), "--json"], env, log)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, base, log)
         # --json: one JSON line saying where it listens (stdout and stderr share the log)
-        announced = [json.loads(line) for line in log.read_text().splitlines()
-                     if line.startswith("{")]
-        assert announced == [{"server": "mcp", "transport": "http", "url": f"{base}/mcp",
-                              "tokens": 2}], log.read_text()
+        announced = [
+            json.loads(line) for line in log.read_text().splitlines() if line.startswith("{")
+        ]
+        assert announced == [
+            {"server": "mcp", "transport": "http", "url": f"{base}/mcp", "tokens": 2}
+        ], log.read_text()
         yield Server(f"{base}/mcp", proc.pid, tokens)
     finally:
         assert stop(proc) == SIGTERM_EXIT, log.read_text()  # uvicorn re-raises it
@@ -65,9 +77,14 @@ def core(settings: Settings, server: Server) -> Iterator[Memory]:
 
 
 def lesson_args(lesson: str, **extra: Any) -> dict[str, Any]:
-    return {"scene": "deploy", "trigger": "deploying the web app on Friday",
-            "action": "ran migrations before the deploy", "outcome": "success, no downtime",
-            "lesson": lesson, **extra}
+    return {
+        "scene": "deploy",
+        "trigger": "deploying the web app on Friday",
+        "action": "ran migrations before the deploy",
+        "outcome": "success, no downtime",
+        "lesson": lesson,
+        **extra,
+    }
 
 
 async def test_tools_have_input_and_output_schemas(server: Server) -> None:
@@ -82,7 +99,9 @@ async def test_tools_have_input_and_output_schemas(server: Server) -> None:
     write = tools["write_memory"].input_schema
     assert set(write["required"]) == {"scene", "trigger", "action", "outcome", "lesson"}
     assert tools["write_memory"].output_schema["properties"]["status"]["enum"] == [
-        "inserted", "merged"]
+        "inserted",
+        "merged",
+    ]
     hit = tools["search_memory"].output_schema
     assert "results" in hit["properties"] and "warning" in hit["properties"]
     assert tools["search_memory"].input_schema["properties"]["top_k"]["maximum"] == 50
@@ -92,8 +111,9 @@ async def test_tools_have_input_and_output_schemas(server: Server) -> None:
 
 async def test_write_search_use_forget_round_trip(server: Server, core: Memory) -> None:
     async with http_client(server.url, server.token_a) as client:
-        wrote = await client.call_tool("write_memory", lesson_args(
-            "Run DB migrations before deploying", importance=0.7))
+        wrote = await client.call_tool(
+            "write_memory", lesson_args("Run DB migrations before deploying", importance=0.7)
+        )
         assert not wrote.is_error, text(wrote)
         rid = wrote.structured_content["id"]
         assert wrote.structured_content["status"] == "inserted"
@@ -119,10 +139,12 @@ async def test_write_search_use_forget_round_trip(server: Server, core: Memory) 
 
 async def test_near_duplicate_write_reports_merge(server: Server, core: Memory) -> None:
     async with http_client(server.url, server.token_a) as client:
-        first = await client.call_tool("write_memory", lesson_args(
-            "Back up the database before schema changes"))
-        second = await client.call_tool("write_memory", lesson_args(
-            "Back up the database before a schema change"))
+        first = await client.call_tool(
+            "write_memory", lesson_args("Back up the database before schema changes")
+        )
+        second = await client.call_tool(
+            "write_memory", lesson_args("Back up the database before a schema change")
+        )
     assert first.structured_content["status"] == "inserted"
     assert second.structured_content["status"] == "merged"
     assert second.structured_content["id"] == first.structured_content["id"]
@@ -134,8 +156,11 @@ async def test_wrong_or_missing_token_is_rejected(server: Server) -> None:
     with pytest.raises(BaseException) as excinfo:  # noqa: B017 - an ExceptionGroup
         async with http_client(server.url, "not-a-token") as client:
             await client.list_tools()
-    assert excinfo.group_contains(MCPError) if isinstance(
-        excinfo.value, BaseExceptionGroup) else isinstance(excinfo.value, MCPError)
+    assert (
+        excinfo.group_contains(MCPError)
+        if isinstance(excinfo.value, BaseExceptionGroup)
+        else isinstance(excinfo.value, MCPError)
+    )
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     for headers in ({}, {"Authorization": "Bearer nope"}, {"Authorization": server.token_a}):
         response = httpx.post(server.url, json=body, headers=headers)
@@ -145,8 +170,9 @@ async def test_wrong_or_missing_token_is_rejected(server: Server) -> None:
 
 async def test_token_a_cannot_touch_namespace_b(server: Server, settings: Settings) -> None:
     async with http_client(server.url, server.token_b) as b:
-        wrote = await b.call_tool("write_memory", lesson_args(
-            "Tenant B secret: rotate keys on Mondays", scene="secrets"))
+        wrote = await b.call_tool(
+            "write_memory", lesson_args("Tenant B secret: rotate keys on Mondays", scene="secrets")
+        )
         rid = wrote.structured_content["id"]
     async with http_client(server.url, server.token_a) as a:
         found = await a.call_tool("search_memory", {"query": "rotate keys on Mondays"})
@@ -161,20 +187,27 @@ async def test_token_a_cannot_touch_namespace_b(server: Server, settings: Settin
     assert record.use_count == 0 and record.namespace == server.ns_b
 
 
-@pytest.mark.parametrize(("tool", "args", "field"), [
-    ("write_memory", lesson_args("Fine lesson", importance="high"), "importance"),
-    ("write_memory", lesson_args("Fine lesson", importance=3), "importance"),
-    ("write_memory", lesson_args("x" * 300), "lesson"),
-    ("write_memory", {k: v for k, v in lesson_args("Fine").items() if k != "trigger"},
-     "trigger"),
-    ("write_memory", lesson_args("Fine lesson", critical="maybe"), "critical"),
-    ("search_memory", {"query": "deploy", "top_k": 0}, "top_k"),
-    ("search_memory", {"query": ""}, "query"),
-    ("update_memory_usage", {"id": "not-a-uuid"}, "id"),
-    ("forget_memory", {"id": str(uuid.uuid4())}, "id"),
-])
-async def test_bad_arguments_are_clear_tool_errors(server: Server, core: Memory, tool: str,
-                                                   args: dict[str, Any], field: str) -> None:
+@pytest.mark.parametrize(
+    ("tool", "args", "field"),
+    [
+        ("write_memory", lesson_args("Fine lesson", importance="high"), "importance"),
+        ("write_memory", lesson_args("Fine lesson", importance=3), "importance"),
+        ("write_memory", lesson_args("x" * 300), "lesson"),
+        (
+            "write_memory",
+            {k: v for k, v in lesson_args("Fine").items() if k != "trigger"},
+            "trigger",
+        ),
+        ("write_memory", lesson_args("Fine lesson", critical="maybe"), "critical"),
+        ("search_memory", {"query": "deploy", "top_k": 0}, "top_k"),
+        ("search_memory", {"query": ""}, "query"),
+        ("update_memory_usage", {"id": "not-a-uuid"}, "id"),
+        ("forget_memory", {"id": str(uuid.uuid4())}, "id"),
+    ],
+)
+async def test_bad_arguments_are_clear_tool_errors(
+    server: Server, core: Memory, tool: str, args: dict[str, Any], field: str
+) -> None:
     before = core.stats(namespace=server.ns_a).records
     async with http_client(server.url, server.token_a) as client:
         result = await client.call_tool(tool, args)
@@ -185,8 +218,10 @@ async def test_bad_arguments_are_clear_tool_errors(server: Server, core: Memory,
 
 async def test_numbers_as_strings_are_coerced(server: Server, core: Memory) -> None:
     async with http_client(server.url, server.token_a) as client:
-        result = await client.call_tool("write_memory", lesson_args(
-            "Pin the Node version in CI", importance="0.8", critical="true"))
+        result = await client.call_tool(
+            "write_memory",
+            lesson_args("Pin the Node version in CI", importance="0.8", critical="true"),
+        )
         assert not result.is_error, text(result)
         found = await client.call_tool("search_memory", {"query": "node version", "top_k": "3"})
     record = core.get(result.structured_content["id"])
@@ -197,15 +232,24 @@ async def test_numbers_as_strings_are_coerced(server: Server, core: Memory) -> N
 async def test_oversized_or_malformed_payload_is_rejected(server: Server, core: Memory) -> None:
     before = core.stats(namespace=server.ns_a).records
     big = lesson_args("Huge", action="x" * 300_000)
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "write_memory", "arguments": big}}
-    headers = {"Authorization": f"Bearer {server.token_a}",
-               "Accept": "application/json, text/event-stream"}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "write_memory", "arguments": big},
+    }
+    headers = {
+        "Authorization": f"Bearer {server.token_a}",
+        "Accept": "application/json, text/event-stream",
+    }
     response = httpx.post(server.url, json=body, headers=headers)
     assert response.status_code == 413
     assert "too large" in response.json()["error"]["message"]
-    malformed = httpx.post(server.url, content=b'{"jsonrpc": "2.0", "id": 1, "method"',
-                           headers={**headers, "Content-Type": "application/json"})
+    malformed = httpx.post(
+        server.url,
+        content=b'{"jsonrpc": "2.0", "id": 1, "method"',
+        headers={**headers, "Content-Type": "application/json"},
+    )
     assert malformed.status_code == 400 and malformed.json()["error"]["code"] == -32700
     async with http_client(server.url, server.token_a) as client:
         with pytest.raises(MCPError):
@@ -248,23 +292,31 @@ async def test_server_memory_does_not_grow_with_requests(server: Server) -> None
 
 
 def failed_then_fixed_run(**extra: Any) -> dict[str, Any]:
-    return {"goal": "list the reports folder", "outcome": "success", "steps": [
-        {"kind": "tool_call", "tool": "list_files", "args": {"path": "/data/report"}},
-        {"kind": "error", "tool": "list_files", "content": "Error: no such directory"},
-        {"kind": "tool_call", "tool": "list_files", "args": {"path": "/data/reports"}},
-        {"kind": "tool_result", "tool": "list_files", "content": "3 files"},
-    ], **extra}
+    return {
+        "goal": "list the reports folder",
+        "outcome": "success",
+        "steps": [
+            {"kind": "tool_call", "tool": "list_files", "args": {"path": "/data/report"}},
+            {"kind": "error", "tool": "list_files", "content": "Error: no such directory"},
+            {"kind": "tool_call", "tool": "list_files", "args": {"path": "/data/reports"}},
+            {"kind": "tool_result", "tool": "list_files", "content": "3 files"},
+        ],
+        **extra,
+    }
 
 
-async def test_reflect_task_without_llm_uses_rule_based_distiller(server: Server,
-                                                                  core: Memory) -> None:
+async def test_reflect_task_without_llm_uses_rule_based_distiller(
+    server: Server, core: Memory
+) -> None:
     async with http_client(server.url, server.token_a) as client:
-        result = await client.call_tool("reflect_task",
-                                        {"trajectory": failed_then_fixed_run(scene="files")})
+        result = await client.call_tool(
+            "reflect_task", {"trajectory": failed_then_fixed_run(scene="files")}
+        )
         assert not result.is_error, text(result)
         out = result.structured_content
-        bad = await client.call_tool("reflect_task", {"trajectory": {"goal": "x",
-                                                                     "outcome": "won"}})
+        bad = await client.call_tool(
+            "reflect_task", {"trajectory": {"goal": "x", "outcome": "won"}}
+        )
     assert out["distiller"] == "rule-based" and "no LLM configured" in out["note"]
     assert len(out["written"]) == len(out["lessons"]) >= 1
     assert out["dropped"] == len(out["dropped_reasons"]) == 0 and out["reinforced"] == []
@@ -272,18 +324,19 @@ async def test_reflect_task_without_llm_uses_rule_based_distiller(server: Server
     assert bad.is_error and "outcome" in text(bad)
 
 
-async def test_review_task_reinforces_used_and_decays_unused(server: Server,
-                                                             core: Memory) -> None:
+async def test_review_task_reinforces_used_and_decays_unused(server: Server, core: Memory) -> None:
     async with http_client(server.url, server.token_a) as client:
         ids = []
         for lesson in ("Cache API tokens between calls", "Prefer UTC in all logs"):
             wrote = await client.call_tool("write_memory", lesson_args(lesson, scene="review"))
             ids.append(wrote.structured_content["id"])
-        result = await client.call_tool("review_task", {
-            "goal": "ship the release", "outcome": "success", "recalled": ids,
-            "used": ids[:1]})
-        bad = await client.call_tool("review_task", {"goal": "g", "outcome": "success",
-                                                     "recalled": ["nope"]})
+        result = await client.call_tool(
+            "review_task",
+            {"goal": "ship the release", "outcome": "success", "recalled": ids, "used": ids[:1]},
+        )
+        bad = await client.call_tool(
+            "review_task", {"goal": "g", "outcome": "success", "recalled": ["nope"]}
+        )
     assert not result.is_error, text(result)
     out = result.structured_content
     assert out["llm"] is False and "not merged" in out["note"]
@@ -294,31 +347,49 @@ async def test_review_task_reinforces_used_and_decays_unused(server: Server,
 
 async def test_concurrent_tenants_never_mix(server: Server) -> None:
     """Interleaved requests of two tokens each see only their own namespace."""
-    async with http_client(server.url, server.token_a) as a, \
-            http_client(server.url, server.token_b) as b:
-        calls = [(client.read_resource("memory://stats"), ns)
-                 for _ in range(8) for client, ns in ((a, server.ns_a), (b, server.ns_b))]
+    async with (
+        http_client(server.url, server.token_a) as a,
+        http_client(server.url, server.token_b) as b,
+    ):
+        calls = [
+            (client.read_resource("memory://stats"), ns)
+            for _ in range(8)
+            for client, ns in ((a, server.ns_a), (b, server.ns_b))
+        ]
         results = await asyncio.gather(*(call for call, _ in calls))
     seen = [tuple(json.loads(r.contents[0].text)["namespace"]) for r in results]
     assert seen == [ns for _, ns in calls]
 
 
-async def test_nul_byte_is_a_validation_error_naming_the_field(server: Server,
-                                                              core: Memory) -> None:
+async def test_nul_byte_is_a_validation_error_naming_the_field(
+    server: Server, core: Memory
+) -> None:
     """Not "memory unavailable" (which blamed the database and leaked its message)."""
     before = core.stats(namespace=server.ns_a).records
     calls = {
         "scene": ("search_memory", {"query": "deploy", "scene": "de\x00ploy"}),
         "query": ("search_memory", {"query": "dep\x00loy"}),
         "lesson": ("write_memory", lesson_args("Pin\x00 the version")),
-        "trajectory.goal": ("reflect_task", {"trajectory": failed_then_fixed_run(
-            goal="list\x00 the reports")}),
-        "trajectory.steps.1.content": ("reflect_task", {"trajectory": {
-            **failed_then_fixed_run(), "steps": [
-                {"kind": "tool_call", "tool": "ls", "args": {"path": "/x"}},
-                {"kind": "error", "tool": "ls", "content": "no such\x00 dir"}]}}),
-        "trajectory.scene": ("review_task", {"goal": "g", "outcome": "success",
-                                             "recalled": [], "scene": "s\x00"}),
+        "trajectory.goal": (
+            "reflect_task",
+            {"trajectory": failed_then_fixed_run(goal="list\x00 the reports")},
+        ),
+        "trajectory.steps.1.content": (
+            "reflect_task",
+            {
+                "trajectory": {
+                    **failed_then_fixed_run(),
+                    "steps": [
+                        {"kind": "tool_call", "tool": "ls", "args": {"path": "/x"}},
+                        {"kind": "error", "tool": "ls", "content": "no such\x00 dir"},
+                    ],
+                }
+            },
+        ),
+        "trajectory.scene": (
+            "review_task",
+            {"goal": "g", "outcome": "success", "recalled": [], "scene": "s\x00"},
+        ),
     }
     async with http_client(server.url, server.token_a) as client:
         for field, (tool, args) in calls.items():
@@ -333,17 +404,32 @@ async def test_nul_byte_is_a_validation_error_naming_the_field(server: Server,
 def test_oversized_chunked_body_is_413(server: Server, core: Memory) -> None:
     """Streamed without Content-Length (chunked): 413, not the SDK's 500."""
     before = core.stats(namespace=server.ns_a).records
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-        "name": "write_memory", "arguments": lesson_args("Huge", action="x" * 300_000)}})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {
+                "name": "write_memory",
+                "arguments": lesson_args("Huge", action="x" * 300_000),
+            },
+        }
+    )
 
     def chunks() -> Iterator[bytes]:
         data = body.encode()
         for start in range(0, len(data), 16_384):
-            yield data[start:start + 16_384]
+            yield data[start : start + 16_384]
 
-    response = httpx.post(server.url, content=chunks(), headers={
-        "Authorization": f"Bearer {server.token_a}", "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream"})
+    response = httpx.post(
+        server.url,
+        content=chunks(),
+        headers={
+            "Authorization": f"Bearer {server.token_a}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
     assert response.request.headers.get("transfer-encoding") == "chunked"
     assert response.status_code == 413, response.text
     assert "too large" in response.json()["error"]["message"]

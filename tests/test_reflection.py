@@ -38,28 +38,43 @@ def answer(*records: dict) -> str:
     return json.dumps({"records": list(records)})
 
 
-def rec(lesson: str, confidence: float | str = 0.9, trigger: str = "cleaning downloads",
-        **extra: object) -> dict:
+def rec(
+    lesson: str, confidence: float | str = 0.9, trigger: str = "cleaning downloads", **extra: object
+) -> dict:
     """A record grounded in CLEANUP: it cites the delete (4) and the complaint (6)."""
-    return {"scene": "file-cleanup", "trigger": trigger, "action": "deleted by date",
-            "outcome": "failure", "lesson": lesson, "confidence": confidence,
-            "steps": [4, 6], "evidence": "That was the installer I still need!", **extra}
+    return {
+        "scene": "file-cleanup",
+        "trigger": trigger,
+        "action": "deleted by date",
+        "outcome": "failure",
+        "lesson": lesson,
+        "confidence": confidence,
+        "steps": [4, 6],
+        "evidence": "That was the installer I still need!",
+        **extra,
+    }
 
 
 def test_three_good_records_are_written(memory: Memory) -> None:
-    llm = ScriptedLLM([answer(
-        rec("Check the extension before deleting files"),
-        rec("Ask the user before deleting an installer", trigger="deleting installers"),
-        rec("Dates in names do not make setup files old", trigger="files named by date"),
-    )])
+    llm = ScriptedLLM(
+        [
+            answer(
+                rec("Check the extension before deleting files"),
+                rec("Ask the user before deleting an installer", trigger="deleting installers"),
+                rec("Dates in names do not make setup files old", trigger="files named by date"),
+            )
+        ]
+    )
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert not result.skipped and result.error is None
     assert result.distiller == "llm:scripted"
     assert [w.status for w in result.written] == ["inserted"] * 3
     stored = {r.lesson: r for r in memory.list_records()}
-    assert set(stored) == {"Check the extension before deleting files",
-                           "Ask the user before deleting an installer",
-                           "Dates in names do not make setup files old"}
+    assert set(stored) == {
+        "Check the extension before deleting files",
+        "Ask the user before deleting an installer",
+        "Dates in names do not make setup files old",
+    }
     one = stored["Check the extension before deleting files"]
     assert one.scene == "file-cleanup"  # the trajectory's scene wins
     assert one.source["agent"] == "cleanup-bot" and one.source["distiller"] == "llm:scripted"
@@ -77,19 +92,28 @@ def test_three_good_records_are_written(memory: Memory) -> None:
 
 
 def test_low_confidence_is_dropped(memory: Memory) -> None:
-    llm = ScriptedLLM([answer(rec("Check the extension before deleting files", "0.5"),
-                              rec("Ask before deleting files the user downloaded", "0.8"))])
+    llm = ScriptedLLM(
+        [
+            answer(
+                rec("Check the extension before deleting files", "0.5"),
+                rec("Ask before deleting files the user downloaded", "0.8"),
+            )
+        ]
+    )
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert len(result.written) == 1
     assert [d["record"]["lesson"] for d in result.dropped] == [
-        "Check the extension before deleting files"]
+        "Check the extension before deleting files"
+    ]
     assert "below 0.6" in result.dropped[0]["reason"]
     assert [r.lesson for r in memory.list_records()] == [
-        "Ask before deleting files the user downloaded"]
+        "Ask before deleting files the user downloaded"
+    ]
 
 
-@pytest.mark.parametrize("text", ['{"records": []}', "```json\n{\"records\": []}\n```",
-                                  "No new lesson.", "[]"])
+@pytest.mark.parametrize(
+    "text", ['{"records": []}', '```json\n{"records": []}\n```', "No new lesson.", "[]"]
+)
 def test_no_new_lesson_writes_nothing(memory: Memory, text: str) -> None:
     result = Reflector(memory, ScriptedLLM([text])).reflect(CLEANUP)
     assert result.written == [] and not result.skipped and result.error is None
@@ -97,8 +121,11 @@ def test_no_new_lesson_writes_nothing(memory: Memory, text: str) -> None:
 
 
 def test_malformed_then_valid_is_retried_once(memory: Memory) -> None:
-    good = "```json\n" + answer(rec("Check the extension before deleting files")) + \
-        "\n```\nHope this helps!"
+    good = (
+        "```json\n"
+        + answer(rec("Check the extension before deleting files"))
+        + "\n```\nHope this helps!"
+    )
     llm = ScriptedLLM(['Sure! {"records": [{"lesson": "Check the ext', good])
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert len(llm.calls) == 2
@@ -109,8 +136,9 @@ def test_malformed_then_valid_is_retried_once(memory: Memory) -> None:
     assert memory.get(result.written[0].id).lesson == "Check the extension before deleting files"
 
 
-def test_malformed_twice_is_skipped_and_logged(memory: Memory,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_malformed_twice_is_skipped_and_logged(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
     llm = ScriptedLLM(["I think the agent should be careful.", "{'records': oops"])
     with caplog.at_level(logging.WARNING, logger="hindsight.reflection"):
         result = Reflector(memory, llm).reflect(CLEANUP)
@@ -131,8 +159,12 @@ def test_model_errors_are_retried_then_skipped(memory: Memory) -> None:
 
 def test_over_long_lesson_is_sent_back_once_then_dropped(memory: Memory) -> None:
     long = "Before deleting anything in a downloads folder always check the extension first"
-    llm = ScriptedLLM([answer(rec(long), rec("Check the extension before deleting files")),
-                       answer(rec(long + " of every file"))])
+    llm = ScriptedLLM(
+        [
+            answer(rec(long), rec("Check the extension before deleting files")),
+            answer(rec(long + " of every file")),
+        ]
+    )
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert len(result.written) == 1 and result.asked_again == 1
     (dropped,) = result.dropped
@@ -161,10 +193,23 @@ def test_string_numbers_and_extra_records(memory: Memory) -> None:
 
 
 def test_duplicate_lesson_merges_through_dedup(memory: Memory) -> None:
-    existing = memory.write({"scene": "file-cleanup", "trigger": "cleaning downloads",
-                             "lesson": "Check the extension before deleting files"})
-    llm = ScriptedLLM([answer(rec("Check file extensions before deleting old files",
-                                  trigger="cleaning the downloads folder"))])
+    existing = memory.write(
+        {
+            "scene": "file-cleanup",
+            "trigger": "cleaning downloads",
+            "lesson": "Check the extension before deleting files",
+        }
+    )
+    llm = ScriptedLLM(
+        [
+            answer(
+                rec(
+                    "Check file extensions before deleting old files",
+                    trigger="cleaning the downloads folder",
+                )
+            )
+        ]
+    )
     result = Reflector(memory, llm).reflect(CLEANUP)
     (written,) = result.written
     assert written.status == "merged" and written.id == existing.id
@@ -175,8 +220,14 @@ def test_duplicate_lesson_merges_through_dedup(memory: Memory) -> None:
 
 def test_token_usage_is_recorded(memory: Memory) -> None:
     before = memory.stats()
-    llm = ScriptedLLM(["not json", LLMResponse(text='{"records": []}', prompt_tokens=120,
-                                               completion_tokens=7, model="m-1")])
+    llm = ScriptedLLM(
+        [
+            "not json",
+            LLMResponse(
+                text='{"records": []}', prompt_tokens=120, completion_tokens=7, model="m-1"
+            ),
+        ]
+    )
     Reflector(memory, llm).reflect(CLEANUP)
     after = memory.stats()
     assert after.llm_calls == before.llm_calls + 2
@@ -192,8 +243,11 @@ FIXED_RUN = Trajectory(
     scene="python-setup",
     steps=[
         Step(kind="tool_call", tool="shell", args={"cmd": "pip install requests"}),
-        Step(kind="tool_result", tool="shell",
-             content="ERROR: Could not install packages: Permission denied"),
+        Step(
+            kind="tool_result",
+            tool="shell",
+            content="ERROR: Could not install packages: Permission denied",
+        ),
         Step(kind="thought", content="No root; install for the user."),
         Step(kind="tool_call", tool="shell", args={"cmd": "pip install --user requests"}),
         Step(kind="tool_result", tool="shell", content="Successfully installed requests"),
@@ -216,22 +270,31 @@ def test_rule_based_distiller_on_failed_then_fixed_run(memory: Memory) -> None:
 
 
 def test_rule_based_without_a_correction_learns_nothing(memory: Memory) -> None:
-    run = Trajectory(goal="x", steps=[Step(kind="tool_call", tool="a", args={"n": 1}),
-                                      Step(kind="error", tool="a", content="boom")])
+    run = Trajectory(
+        goal="x",
+        steps=[
+            Step(kind="tool_call", tool="a", args={"n": 1}),
+            Step(kind="error", tool="a", content="boom"),
+        ],
+    )
     assert Reflector(memory).reflect(run).written == []
-    ok = Trajectory(goal="x", steps=[Step(kind="tool_call", tool="a"),
-                                     Step(kind="tool_result", content="fine")])
+    ok = Trajectory(
+        goal="x", steps=[Step(kind="tool_call", tool="a"), Step(kind="tool_result", content="fine")]
+    )
     assert RuleBasedDistiller().distill(ok) == []
 
 
 @pytest.mark.parametrize("max_chars", [20, 30, 50, 80])
 def test_rule_based_lessons_fit_the_limit(max_chars: int) -> None:
-    run = Trajectory(goal="Read the quarterly report", steps=[
-        Step(kind="tool_call", tool="read_pdf_document_with_ocr", args={"path": "q3.pdf"}),
-        Step(kind="error", tool="read_pdf_document_with_ocr", content="encrypted PDF"),
-        Step(kind="tool_call", tool="pdftotext_with_password", args={"path": "q3.pdf"}),
-        Step(kind="tool_result", content="Revenue grew 12%"),
-    ])
+    run = Trajectory(
+        goal="Read the quarterly report",
+        steps=[
+            Step(kind="tool_call", tool="read_pdf_document_with_ocr", args={"path": "q3.pdf"}),
+            Step(kind="error", tool="read_pdf_document_with_ocr", content="encrypted PDF"),
+            Step(kind="tool_call", tool="pdftotext_with_password", args={"path": "q3.pdf"}),
+            Step(kind="tool_result", content="Revenue grew 12%"),
+        ],
+    )
     (record,) = RuleBasedDistiller(max_chars=max_chars).distill(run)
     assert 0 < len(record["lesson"]) <= max_chars
     assert record["lesson"].startswith(("When", "If", "Use", "pdf", "read"))
@@ -247,17 +310,30 @@ def test_chinese_trajectory_keeps_chinese_lessons(memory: Memory) -> None:
         outcome="partial",
         steps=[
             Step(kind="tool_call", tool="delete", args={"pattern": "*2024*"}),
-            Step(kind="tool_result", tool="delete",
-                 content="已删除 setup-2024.exe 和 报告-2024.pdf"),
+            Step(
+                kind="tool_result", tool="delete", content="已删除 setup-2024.exe 和 报告-2024.pdf"
+            ),
             Step(kind="message", role="user", content="报告还要用，安装包也不该删！"),
         ],
         final_state="误删了报告，已从回收站恢复",
     )
     lesson = "删除前先检查扩展名，文件名带日期不代表可以删"
-    llm = ScriptedLLM([answer({"scene": "文件清理", "trigger": "按日期批量删除下载文件",
-                               "action": "按文件名中的日期删除", "outcome": "失败：误删报告",
-                               "lesson": lesson, "confidence": 0.85, "steps": [1, 3],
-                               "evidence": "安装包也不该删"})])
+    llm = ScriptedLLM(
+        [
+            answer(
+                {
+                    "scene": "文件清理",
+                    "trigger": "按日期批量删除下载文件",
+                    "action": "按文件名中的日期删除",
+                    "outcome": "失败：误删报告",
+                    "lesson": lesson,
+                    "confidence": 0.85,
+                    "steps": [1, 3],
+                    "evidence": "安装包也不该删",
+                }
+            )
+        ]
+    )
     result = Reflector(memory, llm).reflect(run)
     system, user = llm.calls[0]["messages"]
     assert "in Chinese" in system["content"] and "清理下载文件夹" in user["content"]
@@ -269,12 +345,16 @@ def test_chinese_trajectory_keeps_chinese_lessons(memory: Memory) -> None:
 
 
 def test_rule_based_chinese_run_gives_chinese_lesson(memory: Memory) -> None:
-    run = Trajectory(goal="清理下载文件夹里的旧安装包", outcome="success", steps=[
-        Step(kind="tool_call", tool="delete", args={"pattern": "*2024*"}),
-        Step(kind="tool_result", content="错误：匹配到了文档"),
-        Step(kind="tool_call", tool="delete", args={"pattern": "*2024*.exe"}),
-        Step(kind="tool_result", content="已删除 3 个安装包"),
-    ])
+    run = Trajectory(
+        goal="清理下载文件夹里的旧安装包",
+        outcome="success",
+        steps=[
+            Step(kind="tool_call", tool="delete", args={"pattern": "*2024*"}),
+            Step(kind="tool_result", content="错误：匹配到了文档"),
+            Step(kind="tool_call", tool="delete", args={"pattern": "*2024*.exe"}),
+            Step(kind="tool_result", content="已删除 3 个安装包"),
+        ],
+    )
     (written,) = Reflector(memory).reflect(run).written
     lesson = memory.get(written.id).lesson
     assert lesson == "调用delete时用*2024*.exe而不是*2024*"

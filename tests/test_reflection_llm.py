@@ -26,12 +26,25 @@ from hindsight_core.reflection import (
 
 chat = pytest.fixture(serve)
 
-LESSON = {"records": [{"trigger": "cleaning downloads", "lesson":
-                       "Check the extension before deleting files", "confidence": 0.8,
-                       "steps": [1, 2], "evidence": "I still need that installer"}]}
-RUN = Trajectory(goal="Clean up the Downloads folder", outcome="partial",
-                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"}),
-                        Step(kind="message", role="user", content="I still need that installer")])
+LESSON = {
+    "records": [
+        {
+            "trigger": "cleaning downloads",
+            "lesson": "Check the extension before deleting files",
+            "confidence": 0.8,
+            "steps": [1, 2],
+            "evidence": "I still need that installer",
+        }
+    ]
+}
+RUN = Trajectory(
+    goal="Clean up the Downloads folder",
+    outcome="partial",
+    steps=[
+        Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"}),
+        Step(kind="message", role="user", content="I still need that installer"),
+    ],
+)
 
 
 def test_openai_client_round_trip(chat: ChatServer) -> None:
@@ -39,7 +52,11 @@ def test_openai_client_round_trip(chat: ChatServer) -> None:
     llm = OpenAICompatibleLLM(chat.url + "/", "tiny", api_key="sk-test", timeout=5)
     resp = llm.complete([{"role": "user", "content": "hi"}], json_schema={"type": "object"})
     assert (resp.text, resp.prompt_tokens, resp.completion_tokens, resp.model) == (
-        "hello", 12, 3, "tiny-1")
+        "hello",
+        12,
+        3,
+        "tiny-1",
+    )
     (req,) = chat.requests
     assert req["path"] == "/v1/chat/completions" and req["auth"] == "Bearer sk-test"
     assert req["body"]["model"] == "tiny" and req["body"]["messages"][0]["content"] == "hi"
@@ -53,7 +70,9 @@ def test_openai_client_falls_back_when_json_schema_is_rejected(chat: ChatServer)
     llm = OpenAICompatibleLLM(chat.url, "tiny")
     assert llm.complete([{"role": "user", "content": "x"}], json_schema={}).text == "{}"
     assert [r["body"]["response_format"]["type"] for r in chat.requests] == [
-        "json_schema", "json_object"]
+        "json_schema",
+        "json_object",
+    ]
     assert llm.response_format == "json_object"  # remembered for the next call
 
 
@@ -72,7 +91,8 @@ def test_openai_client_errors(chat: ChatServer) -> None:
 async def test_openai_client_async(chat: ChatServer) -> None:
     chat.completion("async hello")
     resp = await OpenAICompatibleLLM(chat.url, "tiny").acomplete(
-        [{"role": "user", "content": "hi"}])
+        [{"role": "user", "content": "hi"}]
+    )
     assert resp.text == "async hello" and "response_format" not in chat.requests[0]["body"]
 
 
@@ -89,8 +109,11 @@ def test_reflect_through_http_model_records_usage(chat: ChatServer, memory: Memo
 
 def test_llm_from_settings(database_url: str) -> None:
     assert llm_from_settings(Settings(database_url=database_url)) is None
-    llm = llm_from_settings(Settings(database_url=database_url, llm_base_url="http://x/v1",
-                                     llm_model="m", llm_api_key="k"))
+    llm = llm_from_settings(
+        Settings(
+            database_url=database_url, llm_base_url="http://x/v1", llm_model="m", llm_api_key="k"
+        )
+    )
     assert isinstance(llm, OpenAICompatibleLLM) and llm.model_name == "m"
     assert isinstance(llm, reflection.LLM)
 
@@ -98,29 +121,43 @@ def test_llm_from_settings(database_url: str) -> None:
 # ---------------------------------------------------------------------- parsing
 
 
-@pytest.mark.parametrize("text", [
-    '{"records": [{"lesson": "a", "confidence": 0.7}]}',
-    'Here you go:\n```json\n{"records": [{"lesson": "a", "confidence": "0.7"}]}\n```\nDone.',
-    '{"records": [{"lesson": "a", "confidence": "70%"}]} I hope this helps [1].',
-    '[{"lesson": "a", "confidence": 70}]',
-    'Answer: {"lesson": "a", "confidence": 0.7}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"records": [{"lesson": "a", "confidence": 0.7}]}',
+        'Here you go:\n```json\n{"records": [{"lesson": "a", "confidence": "0.7"}]}\n```\nDone.',
+        '{"records": [{"lesson": "a", "confidence": "70%"}]} I hope this helps [1].',
+        '[{"lesson": "a", "confidence": 70}]',
+        'Answer: {"lesson": "a", "confidence": 0.7}',
+    ],
+)
 def test_parse_records_is_lenient(text: str) -> None:
     records, dropped = parse_records(text)
     assert records == [{"lesson": "a", "confidence": pytest.approx(0.7)}] and dropped == []
 
 
-@pytest.mark.parametrize("text", ["", "be careful", '{"records": ', '{"answer": 1}',
-                                  '{"records": "none"}'])
+@pytest.mark.parametrize(
+    "text", ["", "be careful", '{"records": ', '{"answer": 1}', '{"records": "none"}']
+)
 def test_parse_records_rejects(text: str) -> None:
     with pytest.raises(ParseError):
         parse_records(text)
 
 
 def test_parse_records_drops_bad_entries() -> None:
-    records, dropped = parse_records(json.dumps({"records": [
-        {"lesson": "ok", "confidence": 0.9}, {"lesson": "x", "confidence": "very"},
-        {"lesson": "", "confidence": 0.9}, "text", {"lesson": "no confidence"}]}))
+    records, dropped = parse_records(
+        json.dumps(
+            {
+                "records": [
+                    {"lesson": "ok", "confidence": 0.9},
+                    {"lesson": "x", "confidence": "very"},
+                    {"lesson": "", "confidence": 0.9},
+                    "text",
+                    {"lesson": "no confidence"},
+                ]
+            }
+        )
+    )
     assert [r["lesson"] for r in records] == ["ok"]
     assert len(dropped) == 4
 
@@ -133,10 +170,13 @@ def test_extract_json_skips_prose_brackets() -> None:
 
 
 def test_boundaries() -> None:
-    steps = [Step(kind="tool_call", tool="t"), Step(kind="tool_result", content="ok"),
-             Step(kind="message", role="assistant", content="done?"),
-             Step(kind="message", role="user", content="hm"),
-             Step(kind="thought", content="waiting")]
+    steps = [
+        Step(kind="tool_call", tool="t"),
+        Step(kind="tool_result", content="ok"),
+        Step(kind="message", role="assistant", content="done?"),
+        Step(kind="message", role="user", content="hm"),
+        Step(kind="thought", content="waiting"),
+    ]
     run = Trajectory(goal="g", steps=steps)
     assert idle_rounds(steps) == 2
     assert Boundary(idle_rounds=3).reached(run) is None
@@ -150,13 +190,29 @@ def test_boundaries() -> None:
 
 
 def test_all_is_complete() -> None:
-    public = {n for n in dir(reflection) if not n.startswith("_")
-              and not isinstance(getattr(reflection, n), type(reflection))}
+    public = {
+        n
+        for n in dir(reflection)
+        if not n.startswith("_") and not isinstance(getattr(reflection, n), type(reflection))
+    }
     assert public - {"annotations"} <= set(reflection.__all__)
-    for name in ("Step", "Trajectory", "LLMResponse", "LLM", "OpenAICompatibleLLM",
-                 "llm_from_settings", "ScriptedLLM", "ReflectionResult", "Reflector",
-                 "AsyncReflector", "BackgroundReflector", "TaskLog", "AsyncTaskLog",
-                 "RuleBasedDistiller", "ReviewResult"):
+    for name in (
+        "Step",
+        "Trajectory",
+        "LLMResponse",
+        "LLM",
+        "OpenAICompatibleLLM",
+        "llm_from_settings",
+        "ScriptedLLM",
+        "ReflectionResult",
+        "Reflector",
+        "AsyncReflector",
+        "BackgroundReflector",
+        "TaskLog",
+        "AsyncTaskLog",
+        "RuleBasedDistiller",
+        "ReviewResult",
+    ):
         assert name in reflection.__all__
 
 
@@ -184,11 +240,24 @@ def cli(memory: Memory, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-unt
 def test_cli_reflect_rule_based(cli, memory: Memory, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     runner, app = cli
     path = tmp_path / "run.json"
-    path.write_text(json.dumps({"goal": "Install requests", "outcome": "success", "steps": [
-        {"kind": "tool_call", "tool": "shell", "args": {"cmd": "pip install requests"}},
-        {"kind": "error", "tool": "shell", "content": "Permission denied"},
-        {"kind": "tool_call", "tool": "shell", "args": {"cmd": "pip install --user requests"}},
-        {"kind": "tool_result", "tool": "shell", "content": "Successfully installed"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "goal": "Install requests",
+                "outcome": "success",
+                "steps": [
+                    {"kind": "tool_call", "tool": "shell", "args": {"cmd": "pip install requests"}},
+                    {"kind": "error", "tool": "shell", "content": "Permission denied"},
+                    {
+                        "kind": "tool_call",
+                        "tool": "shell",
+                        "args": {"cmd": "pip install --user requests"},
+                    },
+                    {"kind": "tool_result", "tool": "shell", "content": "Successfully installed"},
+                ],
+            }
+        )
+    )
     ns = "/".join(memory.namespace)
     res = runner.invoke(app, ["reflect", str(path), "-n", ns])
     assert res.exit_code == 0, res.output
@@ -204,15 +273,22 @@ def test_cli_reflect_rule_based(cli, memory: Memory, tmp_path: Path) -> None:  #
     assert res.exit_code == 0, res.output
     assert f"reinforced {shown}" in res.output and "no new lesson" not in res.output
     assert memory.get(shown).occurrences == 3
-    res = runner.invoke(app, ["reflect", "-", "-n", ns, "--rule-based"],
-                        input='{"goal": "nothing went wrong", "outcome": "success"}')
+    res = runner.invoke(
+        app,
+        ["reflect", "-", "-n", ns, "--rule-based"],
+        input='{"goal": "nothing went wrong", "outcome": "success"}',
+    )
     assert res.exit_code == 0, res.output
     assert "--rule-based" in res.output and "no new lesson" in res.output
 
 
-def test_cli_reflect_with_http_model_and_review(cli, chat: ChatServer, memory: Memory,  # type: ignore[no-untyped-def]
-                                                tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_reflect_with_http_model_and_review(
+    cli,
+    chat: ChatServer,
+    memory: Memory,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     runner, app = cli
     monkeypatch.setenv("HINDSIGHT_LLM_BASE_URL", chat.url)
     monkeypatch.setenv("HINDSIGHT_LLM_MODEL", "tiny")

@@ -14,32 +14,59 @@ SCENE = "file-cleanup"
 
 
 def seed(memory: Memory) -> dict[str, object]:
-    w = memory.write_many([
-        {"scene": SCENE, "trigger": "calling a rate-limited API",
-         "lesson": "Retry with backoff on HTTP 429"},
-        {"scene": SCENE, "trigger": "installing python packages",
-         "lesson": "Use pip install --user without root"},
-        {"scene": SCENE, "trigger": "cleaning downloads",
-         "lesson": "Check the extension before deleting files"},
-        {"scene": SCENE, "trigger": "cleaning downloads",
-         "lesson": "Look at the file extension before you delete"},
-    ])
+    w = memory.write_many(
+        [
+            {
+                "scene": SCENE,
+                "trigger": "calling a rate-limited API",
+                "lesson": "Retry with backoff on HTTP 429",
+            },
+            {
+                "scene": SCENE,
+                "trigger": "installing python packages",
+                "lesson": "Use pip install --user without root",
+            },
+            {
+                "scene": SCENE,
+                "trigger": "cleaning downloads",
+                "lesson": "Check the extension before deleting files",
+            },
+            {
+                "scene": SCENE,
+                "trigger": "cleaning downloads",
+                "lesson": "Look at the file extension before you delete",
+            },
+        ]
+    )
     assert [r.status for r in w] == ["inserted"] * 4  # 0.83 similar: below dedup's 0.92
     return {"used": w[0].id, "unused": w[1].id, "dup1": w[2].id, "dup2": w[3].id}
 
 
-MERGE = json.dumps({"merge": True, "reason": "both say: check the extension",
-                    "record": {"trigger": "deleting files while cleaning downloads",
-                               "lesson": "Check each file's extension before deleting it",
-                               "confidence": "0.9"}})
+MERGE = json.dumps(
+    {
+        "merge": True,
+        "reason": "both say: check the extension",
+        "record": {
+            "trigger": "deleting files while cleaning downloads",
+            "lesson": "Check each file's extension before deleting it",
+            "confidence": "0.9",
+        },
+    }
+)
 
 
-def test_review_reinforces_decays_and_merges(memory: Memory,
-                                             caplog: pytest.LogCaptureFixture) -> None:
+def test_review_reinforces_decays_and_merges(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
     ids = seed(memory)
     llm = ScriptedLLM([MERGE])
-    run = Trajectory(goal="clean downloads", scene=SCENE, outcome="success",
-                     recalled=[ids["used"], ids["unused"]], used=[ids["used"]])
+    run = Trajectory(
+        goal="clean downloads",
+        scene=SCENE,
+        outcome="success",
+        recalled=[ids["used"], ids["unused"]],
+        used=[ids["used"]],
+    )
     with caplog.at_level(logging.INFO, logger="hindsight.reflection"):
         result = Reflector(memory, llm).review(run)
 
@@ -102,14 +129,23 @@ def test_review_with_broken_merge_answer_skips(memory: Memory) -> None:
 
 
 async def test_async_review_matches(amemory: AsyncMemory) -> None:
-    w = await amemory.write_many([
-        {"scene": SCENE, "trigger": "cleaning downloads",
-         "lesson": "Check the extension before deleting files"},
-        {"scene": SCENE, "trigger": "cleaning downloads",
-         "lesson": "Look at the file extension before you delete"},
-    ])
+    w = await amemory.write_many(
+        [
+            {
+                "scene": SCENE,
+                "trigger": "cleaning downloads",
+                "lesson": "Check the extension before deleting files",
+            },
+            {
+                "scene": SCENE,
+                "trigger": "cleaning downloads",
+                "lesson": "Look at the file extension before you delete",
+            },
+        ]
+    )
     result = await AsyncReflector(amemory, ScriptedLLM([MERGE])).review(
-        Trajectory(goal="x", scene=SCENE, recalled=[w[0].id], used=[w[0].id]))
+        Trajectory(goal="x", scene=SCENE, recalled=[w[0].id], used=[w[0].id])
+    )
     assert result.reinforced == [w[0].id]
     (merged,) = result.merged
     assert set(merged.merged_from) == {w[0].id, w[1].id}
@@ -117,22 +153,32 @@ async def test_async_review_matches(amemory: AsyncMemory) -> None:
 
 
 def merge_answer(lesson: str) -> str:
-    return json.dumps({"merge": True, "reason": "same point", "record": {
-        "trigger": "cleaning downloads", "lesson": lesson, "confidence": 0.9}})
+    return json.dumps(
+        {
+            "merge": True,
+            "reason": "same point",
+            "record": {"trigger": "cleaning downloads", "lesson": lesson, "confidence": 0.9},
+        }
+    )
 
 
-@pytest.mark.parametrize(("lesson", "why"), [
-    ("Check extensions before deleting and back up to a vault first", "adds claims"),
-    ("Check the extension before deleting 3 files", "adds a number"),
-    ("Never check the extension before deleting files", "contradicts lesson 1"),
-    ("Be careful with your downloads folder", "drops what lesson 1 says"),
-    ("Write one lesson that says what every one of them says", "copies the prompt"),
-])
-def test_a_merge_that_changes_what_the_lessons_say_is_skipped(memory: Memory, lesson: str,
-                                                              why: str) -> None:
+@pytest.mark.parametrize(
+    ("lesson", "why"),
+    [
+        ("Check extensions before deleting and back up to a vault first", "adds claims"),
+        ("Check the extension before deleting 3 files", "adds a number"),
+        ("Never check the extension before deleting files", "contradicts lesson 1"),
+        ("Be careful with your downloads folder", "drops what lesson 1 says"),
+        ("Write one lesson that says what every one of them says", "copies the prompt"),
+    ],
+)
+def test_a_merge_that_changes_what_the_lessons_say_is_skipped(
+    memory: Memory, lesson: str, why: str
+) -> None:
     ids = seed(memory)
     result = Reflector(memory, ScriptedLLM([merge_answer(lesson)])).review(
-        Trajectory(goal="clean downloads", scene=SCENE))
+        Trajectory(goal="clean downloads", scene=SCENE)
+    )
     assert result.merged == []
     (decision,) = result.decisions
     assert decision.action == "skip" and why in decision.reason, decision.reason

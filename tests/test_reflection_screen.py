@@ -26,33 +26,55 @@ from hindsight_core.reflection.distiller import distill_messages
 from hindsight_core.reflection.evidence import analyse
 from hindsight_core.reflection.screen import copies_prompt, prompt_fragments, screen
 
-NOTHING = Trajectory(goal="List the files in ~/Documents", outcome="success", steps=[
-    Step(kind="tool_call", tool="shell", args={"cmd": "ls ~/Documents"}),
-    Step(kind="tool_result", tool="shell", content="12 files: cv.pdf notes.txt plan.md ..."),
-    Step(kind="message", role="assistant", content="There are 12 files in ~/Documents."),
-])
-PIP = Trajectory(goal="Install the requests package", outcome="success", steps=[
-    Step(kind="tool_call", tool="shell", args={"cmd": "pip install requests"}),
-    Step(kind="tool_result", tool="shell",
-         content="ERROR: Could not install packages: Permission denied"),
-    Step(kind="tool_call", tool="shell", args={"cmd": "pip install --user requests"}),
-    Step(kind="tool_result", tool="shell", content="Successfully installed requests"),
-])
-LOCKFILE = Trajectory(goal="清理项目里没用的文件", outcome="partial", steps=[
-    Step(kind="tool_call", tool="shell", args={"cmd": "rm package-lock.json"}),
-    Step(kind="tool_result", tool="shell", content="已删除"),
-    Step(kind="tool_call", tool="shell", args={"cmd": "npm ci"}),
-    Step(kind="error", tool="shell",
-         content="npm ERR! 找不到 package-lock.json，npm ci 需要锁文件"),
-    Step(kind="message", role="user", content="依赖文件不要删除，快恢复它"),
-    Step(kind="tool_call", tool="shell", args={"cmd": "git checkout package-lock.json"}),
-    Step(kind="tool_result", tool="shell", content="已恢复"),
-])
+NOTHING = Trajectory(
+    goal="List the files in ~/Documents",
+    outcome="success",
+    steps=[
+        Step(kind="tool_call", tool="shell", args={"cmd": "ls ~/Documents"}),
+        Step(kind="tool_result", tool="shell", content="12 files: cv.pdf notes.txt plan.md ..."),
+        Step(kind="message", role="assistant", content="There are 12 files in ~/Documents."),
+    ],
+)
+PIP = Trajectory(
+    goal="Install the requests package",
+    outcome="success",
+    steps=[
+        Step(kind="tool_call", tool="shell", args={"cmd": "pip install requests"}),
+        Step(
+            kind="tool_result",
+            tool="shell",
+            content="ERROR: Could not install packages: Permission denied",
+        ),
+        Step(kind="tool_call", tool="shell", args={"cmd": "pip install --user requests"}),
+        Step(kind="tool_result", tool="shell", content="Successfully installed requests"),
+    ],
+)
+LOCKFILE = Trajectory(
+    goal="清理项目里没用的文件",
+    outcome="partial",
+    steps=[
+        Step(kind="tool_call", tool="shell", args={"cmd": "rm package-lock.json"}),
+        Step(kind="tool_result", tool="shell", content="已删除"),
+        Step(kind="tool_call", tool="shell", args={"cmd": "npm ci"}),
+        Step(
+            kind="error",
+            tool="shell",
+            content="npm ERR! 找不到 package-lock.json，npm ci 需要锁文件",
+        ),
+        Step(kind="message", role="user", content="依赖文件不要删除，快恢复它"),
+        Step(kind="tool_call", tool="shell", args={"cmd": "git checkout package-lock.json"}),
+        Step(kind="tool_result", tool="shell", content="已恢复"),
+    ],
+)
 
 
 def rec(lesson: str, steps: Any = (2, 3), confidence: float = 0.9, **extra: Any) -> dict:
-    out = {"trigger": "installing a python package", "lesson": lesson,
-           "confidence": confidence, **extra}
+    out = {
+        "trigger": "installing a python package",
+        "lesson": lesson,
+        "confidence": confidence,
+        **extra,
+    }
     if steps is not None:
         out["steps"] = list(steps)
     return out
@@ -75,8 +97,9 @@ def test_a_copy_of_the_prompt_is_dropped(memory: Memory) -> None:
     prompt = distill_messages(PIP, memory.settings)[0]["content"]
     sentence = "Do not write general advice, do not restate what a tool is for"
     assert sentence in prompt
-    result, _ = reflect(memory, PIP, answer(rec(sentence), rec(
-        "One actionable sentence of at most 50 characters.")))
+    result, _ = reflect(
+        memory, PIP, answer(rec(sentence), rec("One actionable sentence of at most 50 characters."))
+    )
     assert result.written == [] and len(result.dropped) == 2
     assert all(r.startswith("copies the prompt") for r in reasons(result))
     assert memory.list_records() == []
@@ -84,20 +107,26 @@ def test_a_copy_of_the_prompt_is_dropped(memory: Memory) -> None:
 
 def test_the_old_example_lesson_on_an_unrelated_run_is_dropped(memory: Memory) -> None:
     # what Qwen2.5-Coder 1.5B answered an unrelated run with (distill_v1's example)
-    result, _ = reflect(memory, PIP, answer(rec("Check the extension before deleting dated files",
-                                                steps=[2])))
+    result, _ = reflect(
+        memory, PIP, answer(rec("Check the extension before deleting dated files", steps=[2]))
+    )
     assert result.written == []
     assert reasons(result) == ["shares no content with the steps it cites (2)"]
 
 
-@pytest.mark.parametrize("record", [
-    rec("Use the `ls` command to list files in a directory", steps=[1]),
-    rec("Use the `ls` command to list files in a directory", steps=None),
-    rec("Be careful", steps=[1, 2]),
-    rec("Summarise how many files ~/Documents holds", steps=[1, 2]),
-], ids=["ls", "ls-uncited", "careful", "uncited-learning"])
-def test_nothing_to_learn_gives_no_lesson_even_at_confidence_09(memory: Memory,
-                                                                 record: dict) -> None:
+@pytest.mark.parametrize(
+    "record",
+    [
+        rec("Use the `ls` command to list files in a directory", steps=[1]),
+        rec("Use the `ls` command to list files in a directory", steps=None),
+        rec("Be careful", steps=[1, 2]),
+        rec("Summarise how many files ~/Documents holds", steps=[1, 2]),
+    ],
+    ids=["ls", "ls-uncited", "careful", "uncited-learning"],
+)
+def test_nothing_to_learn_gives_no_lesson_even_at_confidence_09(
+    memory: Memory, record: dict
+) -> None:
     assert analyse(NOTHING).signals == []
     result, _ = reflect(memory, NOTHING, answer(record))
     assert result.written == [] and not result.skipped
@@ -107,15 +136,26 @@ def test_nothing_to_learn_gives_no_lesson_even_at_confidence_09(memory: Memory,
 
 
 def test_a_clean_run_may_teach_what_a_step_showed(memory: Memory) -> None:
-    run = Trajectory(goal="Report yesterday's orders", outcome="success", steps=[
-        Step(kind="tool_call", tool="orders_api", args={"day": "2026-11-30"}),
-        Step(kind="tool_result", tool="orders_api",
-             content="42 orders; note: timestamps are in UTC, not local time"),
-    ])
-    good = rec("Convert orders_api timestamps from UTC first", steps=[2],
-               evidence="timestamps are in UTC, not local time")
-    made_up = rec("Convert orders_api prices from cents first", steps=[2],
-                  evidence="prices are in cents")
+    run = Trajectory(
+        goal="Report yesterday's orders",
+        outcome="success",
+        steps=[
+            Step(kind="tool_call", tool="orders_api", args={"day": "2026-11-30"}),
+            Step(
+                kind="tool_result",
+                tool="orders_api",
+                content="42 orders; note: timestamps are in UTC, not local time",
+            ),
+        ],
+    )
+    good = rec(
+        "Convert orders_api timestamps from UTC first",
+        steps=[2],
+        evidence="timestamps are in UTC, not local time",
+    )
+    made_up = rec(
+        "Convert orders_api prices from cents first", steps=[2], evidence="prices are in cents"
+    )
     result, _ = reflect(memory, run, answer(good, made_up))
     assert [r["lesson"] for r in result.records] == [good["lesson"]]
     assert reasons(result) == ["its evidence is not a quote of the steps it cites"]
@@ -131,41 +171,64 @@ def test_opposite_of_the_run_chinese_lesson_is_dropped(memory: Memory) -> None:
 
 
 def test_repeating_the_failed_call_is_dropped(memory: Memory) -> None:
-    run = Trajectory(goal="Fetch the report", outcome="success", steps=[
-        Step(kind="tool_call", tool="http_get", args={"url": "http://intra/report", "timeout": 5}),
-        Step(kind="error", tool="http_get", content="timed out after 5 s"),
-        Step(kind="tool_call", tool="http_get", args={"url": "http://intra/report",
-                                                      "timeout": 60}),
-        Step(kind="tool_result", tool="http_get", content="200 OK, 3 MB"),
-    ])
-    result, _ = reflect(memory, run, answer(rec("Fetch intra reports with timeout 5", [1, 2]),
-                                            rec("Give intra reports a 60 s timeout", [2, 3])))
+    run = Trajectory(
+        goal="Fetch the report",
+        outcome="success",
+        steps=[
+            Step(
+                kind="tool_call", tool="http_get", args={"url": "http://intra/report", "timeout": 5}
+            ),
+            Step(kind="error", tool="http_get", content="timed out after 5 s"),
+            Step(
+                kind="tool_call",
+                tool="http_get",
+                args={"url": "http://intra/report", "timeout": 60},
+            ),
+            Step(kind="tool_result", tool="http_get", content="200 OK, 3 MB"),
+        ],
+    )
+    result, _ = reflect(
+        memory,
+        run,
+        answer(
+            rec("Fetch intra reports with timeout 5", [1, 2]),
+            rec("Give intra reports a 60 s timeout", [2, 3]),
+        ),
+    )
     assert [r["lesson"] for r in result.records] == ["Give intra reports a 60 s timeout"]
     assert reasons(result) == ["recommends the failed call's arguments, not the correction's"]
 
 
-@pytest.mark.parametrize(("steps", "why"), [
-    (None, "cites no step of the run"),
-    ([], "cites no step of the run"),
-    ([7, 9], "cites step 7, 9, but the run has 4 steps"),
-    ([4], "cites none of the run's failures"),  # only the result of the fix
-])
+@pytest.mark.parametrize(
+    ("steps", "why"),
+    [
+        (None, "cites no step of the run"),
+        ([], "cites no step of the run"),
+        ([7, 9], "cites step 7, 9, but the run has 4 steps"),
+        ([4], "cites none of the run's failures"),  # only the result of the fix
+    ],
+)
 def test_citations_are_checked(memory: Memory, steps: Any, why: str) -> None:
-    result, _ = reflect(memory, PIP, answer(rec("Pass --user to pip install without root",
-                                                steps=steps)))
+    result, _ = reflect(
+        memory, PIP, answer(rec("Pass --user to pip install without root", steps=steps))
+    )
     assert result.written == []
     assert reasons(result)[0].startswith(why), reasons(result)
 
 
 def test_citing_the_call_that_failed_counts_as_citing_its_failure(memory: Memory) -> None:
-    result, _ = reflect(memory, PIP, answer(rec("Pass --user to pip install without root",
-                                                steps=[1])))
+    result, _ = reflect(
+        memory, PIP, answer(rec("Pass --user to pip install without root", steps=[1]))
+    )
     assert len(result.written) == 1 and result.dropped == []
 
 
 def test_citations_as_strings_and_a_code_fence_are_accepted(memory: Memory) -> None:
-    text = "```json\n" + answer(rec("Pass --user to pip install without root",
-                                    steps=["step 2", "3"])) + "\n```"
+    text = (
+        "```json\n"
+        + answer(rec("Pass --user to pip install without root", steps=["step 2", "3"]))
+        + "\n```"
+    )
     result, _ = reflect(memory, PIP, text)
     assert [w.status for w in result.written] == ["inserted"] and result.dropped == []
 
@@ -175,9 +238,12 @@ def test_over_long_chinese_lesson_counts_characters_and_is_asked_again(memory: M
     at_limit = ("package-lock.json是npm ci需要的依赖锁文件，不要删除" + "它" * limit)[:limit]
     too_long = at_limit + "它"  # one CJK character over: counted as one, not as 3 bytes
     fits = "不要删除package-lock.json"
-    result, llm = reflect(memory, LOCKFILE, answer(rec(at_limit, steps=[4, 5]),
-                                                   rec(too_long, steps=[4, 5])),
-                          answer({"lesson": fits}))
+    result, llm = reflect(
+        memory,
+        LOCKFILE,
+        answer(rec(at_limit, steps=[4, 5]), rec(too_long, steps=[4, 5])),
+        answer({"lesson": fits}),
+    )
     assert result.asked_again == 1 and result.dropped == []
     assert [r["lesson"] for r in result.records] == [at_limit, fits]
     fix = llm.calls[1]["messages"][-1]["content"]
@@ -190,8 +256,9 @@ def test_wrong_language_is_asked_again_once_then_dropped(memory: Memory) -> None
     result, llm = reflect(memory, LOCKFILE, answer(english), answer(english))
     assert len(llm.calls) == 2 and result.written == []
     (reason,) = reasons(result)
-    assert reason == ("after being asked again: the run is in Chinese: write the lesson in "
-                      "Chinese (asked once)")
+    assert reason == (
+        "after being asked again: the run is in Chinese: write the lesson in Chinese (asked once)"
+    )
     assert "write the lesson in Chinese" in llm.calls[1]["messages"][-1]["content"]
 
 
@@ -205,11 +272,19 @@ def test_a_failed_rewrite_drops_the_lesson_and_keeps_the_rest(memory: Memory) ->
 
 
 def test_a_repeat_of_a_recalled_lesson_reinforces_it(memory: Memory) -> None:
-    shown = memory.write({"scene": "python-setup", "trigger": "pip permission errors",
-                          "lesson": "Pass --user to pip install without root"})
+    shown = memory.write(
+        {
+            "scene": "python-setup",
+            "trigger": "pip permission errors",
+            "lesson": "Pass --user to pip install without root",
+        }
+    )
     run = PIP.model_copy(update={"recalled": [shown.id]})
-    result, _ = reflect(memory, run, answer(rec("Pass --user to pip install without root.",
-                                                trigger="a brand new trigger text")))
+    result, _ = reflect(
+        memory,
+        run,
+        answer(rec("Pass --user to pip install without root.", trigger="a brand new trigger text")),
+    )
     assert result.written == [] and result.records == []
     (again,) = result.reinforced
     assert again.id == shown.id and again.status == "merged" and again.similarity >= 0.92
@@ -233,8 +308,12 @@ def test_prompt_fragments_and_near_copies() -> None:
 
 
 async def test_async_reflector_screens_the_same(amemory: AsyncMemory, memory: Memory) -> None:
-    script = [answer(rec("检查依赖文件是否存在，如果存在则删除", steps=[1, 5]),
-                     rec("Use the `ls` command to list files", steps=[1]))]
+    script = [
+        answer(
+            rec("检查依赖文件是否存在，如果存在则删除", steps=[1, 5]),
+            rec("Use the `ls` command to list files", steps=[1]),
+        )
+    ]
     a = await AsyncReflector(amemory, ScriptedLLM(script)).reflect(LOCKFILE)
     s = Reflector(memory, ScriptedLLM(script)).reflect(LOCKFILE)
     assert reasons(a) == reasons(s) and len(reasons(a)) == 2 and a.written == s.written == []

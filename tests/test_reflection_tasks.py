@@ -32,13 +32,16 @@ def clocked(settings: Settings, embedder, namespace):  # type: ignore[no-untyped
 def test_task_log_start_log_end_then_reflect_drops_it(clocked) -> None:  # type: ignore[no-untyped-def]
     memory, _ = clocked
     log = TaskLog(memory)
-    tid = log.start_task("Install the requests package", scene="python-setup",
-                         source={"agent": "setup-bot"})
-    log.log_step(tid, {"kind": "tool_call", "tool": "shell",
-                       "args": {"cmd": "pip install requests"}})
+    tid = log.start_task(
+        "Install the requests package", scene="python-setup", source={"agent": "setup-bot"}
+    )
+    log.log_step(
+        tid, {"kind": "tool_call", "tool": "shell", "args": {"cmd": "pip install requests"}}
+    )
     log.log_step(tid, Step(kind="tool_result", tool="shell", content="ERROR: Permission denied"))
-    log.log_step(tid, {"kind": "tool_call", "tool": "shell",
-                       "args": {"cmd": "pip install --user requests"}})
+    log.log_step(
+        tid, {"kind": "tool_call", "tool": "shell", "args": {"cmd": "pip install --user requests"}}
+    )
     log.log_step(tid, {"kind": "tool_result", "tool": "shell", "content": "Successfully installed"})
     rid = memory.write({"trigger": "python packages", "lesson": "Prefer virtualenvs"}).id
     log.note_recall(tid, recalled=[rid], used=[rid])
@@ -94,12 +97,28 @@ def test_task_log_validates(memory: Memory) -> None:
         TaskLog(memory).get_trajectory(tid, namespace=("someone", "else"))
 
 
-GOOD = json.dumps({"records": [{"trigger": "cleaning downloads", "lesson":
-                                "Check the extension before deleting files", "confidence": 0.9,
-                                "steps": [1, 2], "evidence": "I still need that installer"}]})
-RUN = Trajectory(goal="Clean up the Downloads folder", scene="file-cleanup", outcome="partial",
-                 steps=[Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"}),
-                        Step(kind="message", role="user", content="I still need that installer")])
+GOOD = json.dumps(
+    {
+        "records": [
+            {
+                "trigger": "cleaning downloads",
+                "lesson": "Check the extension before deleting files",
+                "confidence": 0.9,
+                "steps": [1, 2],
+                "evidence": "I still need that installer",
+            }
+        ]
+    }
+)
+RUN = Trajectory(
+    goal="Clean up the Downloads folder",
+    scene="file-cleanup",
+    outcome="partial",
+    steps=[
+        Step(kind="tool_call", tool="delete", args={"path": "setup-2024.exe"}),
+        Step(kind="message", role="user", content="I still need that installer"),
+    ],
+)
 
 
 def test_background_reflector(memory: Memory) -> None:
@@ -128,12 +147,18 @@ def test_background_reflector(memory: Memory) -> None:
     late = bg.submit(RUN).result(0)
     assert late.skipped and "closed" in (late.error or "")
     assert [r.lesson for r in memory.list_records()] == [
-        "Check the extension before deleting files"]
+        "Check the extension before deleting files"
+    ]
 
 
 def test_background_reflector_survives_storage_errors(settings: Settings, embedder) -> None:  # type: ignore[no-untyped-def]
-    broken = Memory(("t", "x"), settings=Settings(database_url="postgresql+psycopg://nobody@127.0.0.1:1/none",
-                                                  connect_timeout=1), embedder=embedder)
+    broken = Memory(
+        ("t", "x"),
+        settings=Settings(
+            database_url="postgresql+psycopg://nobody@127.0.0.1:1/none", connect_timeout=1
+        ),
+        embedder=embedder,
+    )
     with BackgroundReflector(Reflector(broken, ScriptedLLM([GOOD, GOOD]))) as bg:
         future = bg.submit(RUN)
     result = future.result(0)
@@ -154,10 +179,15 @@ async def test_async_reflect_matches_sync(settings: Settings, embedder, answers)
         s = await asyncio.to_thread(Reflector(sync_mem, ScriptedLLM(answers)).reflect, RUN)
         a = await AsyncReflector(async_mem, ScriptedLLM(answers)).reflect(RUN)
         assert (a.skipped, a.distiller, a.records, a.dropped) == (
-            s.skipped, s.distiller, s.records, s.dropped)
+            s.skipped,
+            s.distiller,
+            s.records,
+            s.dropped,
+        )
         assert [w.status for w in a.written] == [w.status for w in s.written]
         assert [r.lesson for r in await async_mem.list_records()] == [
-            r.lesson for r in sync_mem.list_records()]
+            r.lesson for r in sync_mem.list_records()
+        ]
     finally:
         sync_mem.close()
         await async_mem.aclose()

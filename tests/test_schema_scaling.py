@@ -20,8 +20,7 @@ from hindsight_core import Memory, Settings
 
 STORAGE = Path(__file__).resolve().parents[1] / "hindsight_core" / "storage"
 REFERENCE = {"hindsight_meta", "hindsight_alembic_version"}  # tiny, global: reference tables
-BY_THREAD = {"hindsight_checkpoints", "hindsight_checkpoint_blobs",
-             "hindsight_checkpoint_writes"}
+BY_THREAD = {"hindsight_checkpoints", "hindsight_checkpoint_blobs", "hindsight_checkpoint_writes"}
 # Set-up locks, not tenant data: one-time migration and model check.
 GLOBAL_LOCKS = {"hindsight:meta", "_LOCK_KEY"}
 
@@ -70,8 +69,12 @@ def test_every_table_has_a_not_null_distribution_column(catalog: sa.Connection) 
     columns: dict[str, dict[str, bool]] = {}
     for row in catalog.execute(TABLES).mappings():
         columns.setdefault(row["tbl"], {})[row["col"]] = row["notnull"]
-    assert {"hindsight_experiences", "hindsight_items", "hindsight_events",
-            "hindsight_llm_usage"} <= set(columns)
+    assert {
+        "hindsight_experiences",
+        "hindsight_items",
+        "hindsight_events",
+        "hindsight_llm_usage",
+    } <= set(columns)
     for table, cols in columns.items():
         if table in REFERENCE:
             continue
@@ -83,8 +86,11 @@ def test_primary_and_unique_keys_lead_with_the_namespace(catalog: sa.Connection)
     keys = list(catalog.execute(KEYS).mappings())
     tables = {k["tbl"] for k in keys if k["pk"]}
     assert "hindsight_events" in tables and "hindsight_llm_usage" in tables
-    bad = [f"{k['name']} {k['cols']}" for k in keys
-           if k["tbl"] not in REFERENCE and k["cols"][0] != distribution_column(k["tbl"])]
+    bad = [
+        f"{k['name']} {k['cols']}"
+        for k in keys
+        if k["tbl"] not in REFERENCE and k["cols"][0] != distribution_column(k["tbl"])
+    ]
     assert not bad, f"keys that do not lead with the distribution column: {bad}"
 
 
@@ -95,7 +101,8 @@ def test_foreign_keys_stay_inside_a_namespace(catalog: sa.Connection) -> None:
         dist = distribution_column(fk["tbl"])
         assert dist == distribution_column(fk["ref"]), fk["conname"]
         assert dist in fk["cols"] and fk["cols"].index(dist) == fk["ref_cols"].index(dist), (
-            f"{fk['conname']} {fk['cols']} -> {fk['ref_cols']}")
+            f"{fk['conname']} {fk['cols']} -> {fk['ref_cols']}"
+        )
 
 
 def _sql_sources() -> dict[str, str]:
@@ -103,8 +110,12 @@ def _sql_sources() -> dict[str, str]:
 
 
 def test_advisory_locks_are_per_namespace() -> None:
-    locks = [(name, line.strip()) for name, src in _sql_sources().items()
-             for line in src.splitlines() if "pg_advisory" in line and "lock(" in line]
+    locks = [
+        (name, line.strip())
+        for name, src in _sql_sources().items()
+        for line in src.splitlines()
+        if "pg_advisory" in line and "lock(" in line
+    ]
     assert len(locks) >= 3
     for name, line in locks:
         per_ns = re.search(r"hashtextextended\('hindsight:[^']*'\s*\|\|\s*\S*ns", line)
@@ -121,11 +132,13 @@ def test_joins_match_on_the_distribution_column() -> None:
             joins += 1
             on = match.group(1)
             assert re.search(r"\b\w+\.(ns|thread_id)\s*=", on) or "e.ns = {ns}" in on, (
-                f"{name}: JOIN ... ON {on}")
+                f"{name}: JOIN ... ON {on}"
+            )
         for match in re.finditer(r"JOIN LATERAL \((.{0,700})", src, re.S):
             body = match.group(1)
             if re.search(r"FROM \{[A-Z]\}", body):  # a subquery over one of our tables
                 joins += 1
                 assert re.search(r"\.(ns|thread_id) = (:ns|\w+\.(ns|thread_id))", body), (
-                    f"{name}: LATERAL {body[:200]}")
+                    f"{name}: LATERAL {body[:200]}"
+                )
     assert joins >= 8

@@ -4,10 +4,20 @@ from hindsight_core import AsyncMemory, Memory
 
 
 def test_write_merge_search(memory: Memory) -> None:
-    first = memory.write({"scene": "file-cleanup", "trigger": "cleaning downloads",
-                          "lesson": "Check the extension before deleting files"})
-    again = memory.write({"scene": "file-cleanup", "trigger": "cleaning downloads",
-                          "lesson": "Check file extensions before deleting files"})
+    first = memory.write(
+        {
+            "scene": "file-cleanup",
+            "trigger": "cleaning downloads",
+            "lesson": "Check the extension before deleting files",
+        }
+    )
+    again = memory.write(
+        {
+            "scene": "file-cleanup",
+            "trigger": "cleaning downloads",
+            "lesson": "Check file extensions before deleting files",
+        }
+    )
     assert first.status == "inserted"
     assert again.status == "merged" and again.id == first.id
     hits = memory.search("remove old installers from the downloads folder")

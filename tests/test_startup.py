@@ -80,14 +80,16 @@ def recorded(memory: Memory) -> Memory:
 
 def remote_env(base_url: str, namespace: tuple[str, ...]) -> dict[str, str]:
     """A remote embedder of the recorded model, dimension not configured."""
-    env = {"HINDSIGHT_EMBEDDER": "openai", "HINDSIGHT_EMBEDDING_BASE_URL": base_url,
-           "HINDSIGHT_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
-           "HINDSIGHT_NAMESPACE": "/".join(namespace)}
+    env = {
+        "HINDSIGHT_EMBEDDER": "openai",
+        "HINDSIGHT_EMBEDDING_BASE_URL": base_url,
+        "HINDSIGHT_EMBEDDING_MODEL": "all-MiniLM-L6-v2",
+        "HINDSIGHT_NAMESPACE": "/".join(namespace),
+    }
     return env
 
 
-def health(base: str, until: Any, proc: Any, log: Path, timeout: float = 90.0
-           ) -> dict[str, Any]:
+def health(base: str, until: Any, proc: Any, log: Path, timeout: float = 90.0) -> dict[str, Any]:
     """Poll ``/healthz`` until ``until(body)`` holds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -102,8 +104,9 @@ def health(base: str, until: Any, proc: Any, log: Path, timeout: float = 90.0
         time.sleep(0.05)
 
 
-def test_database_gives_the_dimension_when_the_endpoint_is_down(recorded: Memory,
-                                                                settings: Settings) -> None:
+def test_database_gives_the_dimension_when_the_endpoint_is_down(
+    recorded: Memory, settings: Settings
+) -> None:
     embedder = OpenAIEmbedder(base_url=DEAD, model="all-MiniLM-L6-v2")
     with Memory(recorded.namespace, settings=settings, embedder=embedder) as mem:
         mem.setup()  # before: the dimension probe hit the dead endpoint and raised
@@ -112,16 +115,24 @@ def test_database_gives_the_dimension_when_the_endpoint_is_down(recorded: Memory
 
 
 async def test_mcp_http_answers_before_the_model_is_loaded(
-        recorded: Memory, embedder: Any, tmp_path: Path) -> None:
+    recorded: Memory, embedder: Any, tmp_path: Path
+) -> None:
     port, log = free_port(), tmp_path / "mcp.log"
     base = f"http://127.0.0.1:{port}"
     with GatedEndpoint(embedder) as endpoint:
-        proc = start_cli(["mcp", "--http", "--port", str(port)],
-                         remote_env(endpoint.url, recorded.namespace), log)
+        proc = start_cli(
+            ["mcp", "--http", "--port", str(port)],
+            remote_env(endpoint.url, recorded.namespace),
+            log,
+        )
         try:
             body = health(base, lambda b: b.get("database") != "loading", proc, log)
-            assert body == {"status": "ok", "server": "hindsight", "embedder": "loading",
-                            "database": "ready"}, body
+            assert body == {
+                "status": "ok",
+                "server": "hindsight",
+                "embedder": "loading",
+                "database": "ready",
+            }, body
             assert endpoint.waiting.wait(60)  # the warm-up request arrives and is held
             async with http_client(f"{base}/mcp", None) as client:  # initialize
                 tools = {t.name for t in (await client.list_tools()).tools}
@@ -129,24 +140,34 @@ async def test_mcp_http_answers_before_the_model_is_loaded(
                 assert not endpoint.gate.is_set()  # answered while the model was not ready
                 endpoint.gate.set()
                 health(base, lambda b: b.get("embedder") == "ready", proc, log)
-                wrote = await client.call_tool("write_memory", {
-                    "scene": "deploy", "trigger": "deploying on a Friday", "action": "a",
-                    "outcome": "success", "lesson": "Run migrations before the deploy"})
+                wrote = await client.call_tool(
+                    "write_memory",
+                    {
+                        "scene": "deploy",
+                        "trigger": "deploying on a Friday",
+                        "action": "a",
+                        "outcome": "success",
+                        "lesson": "Run migrations before the deploy",
+                    },
+                )
                 assert not wrote.is_error, text(wrote)
-                found = await client.call_tool("search_memory",
-                                               {"query": "friday deployment"})
+                found = await client.call_tool("search_memory", {"query": "friday deployment"})
                 assert [r["id"] for r in found.structured_content["results"]] == [
-                    wrote.structured_content["id"]]
+                    wrote.structured_content["id"]
+                ]
         finally:
             stop(proc)
 
 
 async def test_mcp_stdio_starts_and_degrades_with_the_remote_embedder_down(
-        recorded: Memory) -> None:
+    recorded: Memory,
+) -> None:
     """Before: ``hindsight mcp`` exited 1 (the dimension probe at start-up failed)."""
     params = StdioServerParameters(
-        command=CLI[0], args=[*CLI[1:], "mcp"],
-        env={**os.environ, **remote_env(DEAD, recorded.namespace)})
+        command=CLI[0],
+        args=[*CLI[1:], "mcp"],
+        env={**os.environ, **remote_env(DEAD, recorded.namespace)},
+    )
     async with Client(params) as client:
         tools = {t.name for t in (await client.list_tools()).tools}
         assert "search_memory" in tools
@@ -158,13 +179,17 @@ async def test_mcp_stdio_starts_and_degrades_with_the_remote_embedder_down(
         assert stats["embedding_dim"] == 384
 
 
-def test_ui_answers_before_the_model_is_loaded(recorded: Memory, embedder: Any,
-                                               tmp_path: Path) -> None:
+def test_ui_answers_before_the_model_is_loaded(
+    recorded: Memory, embedder: Any, tmp_path: Path
+) -> None:
     port, log = free_port(), tmp_path / "ui.log"
     base = f"http://127.0.0.1:{port}"
     with GatedEndpoint(embedder) as endpoint:
-        proc = start_cli(["ui", "--port", str(port), "-n", "/".join(recorded.namespace)],
-                         remote_env(endpoint.url, recorded.namespace), log)
+        proc = start_cli(
+            ["ui", "--port", str(port), "-n", "/".join(recorded.namespace)],
+            remote_env(endpoint.url, recorded.namespace),
+            log,
+        )
         try:
             body = health(base, lambda b: b.get("database") != "loading", proc, log)
             assert body["embedder"] == "loading" and body["database"] == "ready", body

@@ -29,8 +29,9 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
-    pytest.skip("Chromium is not installed: run scripts/install-browser.sh",
-                allow_module_level=True)
+    pytest.skip(
+        "Chromium is not installed: run scripts/install-browser.sh", allow_module_level=True
+    )
 
 import uvicorn  # noqa: E402
 
@@ -42,33 +43,76 @@ SHOTS = ROOT / "test-artifacts" / "ui"
 DOCS_SHOT = ROOT / "docs" / "inspector.png"
 TOKEN = "test-token-8c1f"
 DEMO_NS = ("acme-ui-demo", "support-agent")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 SEED = [
-    {"scene": "file-cleanup", "trigger": "deleting old files in downloads",
-     "lesson": "Check the file extension before deleting", "outcome": "success",
-     "source": {"agent": "cleaner", "task": "task-17", "tool": "shell.rm"}},
-    {"scene": "file-cleanup", "trigger": "moving large folders between disks",
-     "lesson": "Copy first; delete only after verifying", "outcome": "success: 40 GB moved"},
-    {"scene": "web", "trigger": "calling a flaky HTTP API",
-     "lesson": "Retry with exponential backoff", "outcome": "partial: 2 of 3 calls"},
-    {"scene": "web", "trigger": "scraping product pages",
-     "lesson": "Respect robots.txt and rate limits", "critical": True},
-    {"scene": "taxes", "trigger": "yearly tax filing",
-     "lesson": "File before April 30 to avoid penalties", "critical": True},
+    {
+        "scene": "file-cleanup",
+        "trigger": "deleting old files in downloads",
+        "lesson": "Check the file extension before deleting",
+        "outcome": "success",
+        "source": {"agent": "cleaner", "task": "task-17", "tool": "shell.rm"},
+    },
+    {
+        "scene": "file-cleanup",
+        "trigger": "moving large folders between disks",
+        "lesson": "Copy first; delete only after verifying",
+        "outcome": "success: 40 GB moved",
+    },
+    {
+        "scene": "web",
+        "trigger": "calling a flaky HTTP API",
+        "lesson": "Retry with exponential backoff",
+        "outcome": "partial: 2 of 3 calls",
+    },
+    {
+        "scene": "web",
+        "trigger": "scraping product pages",
+        "lesson": "Respect robots.txt and rate limits",
+        "critical": True,
+    },
+    {
+        "scene": "taxes",
+        "trigger": "yearly tax filing",
+        "lesson": "File before April 30 to avoid penalties",
+        "critical": True,
+    },
 ]
 DEMO_EXTRA = [
-    {"scene": "support", "trigger": "customer asks for a refund after 30 days",
-     "lesson": "Offer store credit; refunds need a manager", "outcome": "success",
-     "source": {"agent": "support-bot", "task": "ticket-4412", "tool": "crm.lookup"}},
-    {"scene": "support", "trigger": "order shows delivered but customer has nothing",
-     "lesson": "Open a carrier claim before reshipping", "outcome": "partial"},
-    {"scene": "code-review", "trigger": "tests pass locally but fail in CI",
-     "lesson": "Pin the timezone and locale in CI", "outcome": "success"},
-    {"scene": "数据抓取", "trigger": "抓取商品页面时被封禁", "lesson": "降低请求频率并轮换代理",
-     "outcome": "success"},
+    {
+        "scene": "support",
+        "trigger": "customer asks for a refund after 30 days",
+        "lesson": "Offer store credit; refunds need a manager",
+        "outcome": "success",
+        "source": {"agent": "support-bot", "task": "ticket-4412", "tool": "crm.lookup"},
+    },
+    {
+        "scene": "support",
+        "trigger": "order shows delivered but customer has nothing",
+        "lesson": "Open a carrier claim before reshipping",
+        "outcome": "partial",
+    },
+    {
+        "scene": "code-review",
+        "trigger": "tests pass locally but fail in CI",
+        "lesson": "Pin the timezone and locale in CI",
+        "outcome": "success",
+    },
+    {
+        "scene": "数据抓取",
+        "trigger": "抓取商品页面时被封禁",
+        "lesson": "降低请求频率并轮换代理",
+        "outcome": "success",
+    },
 ]
 
 
@@ -83,8 +127,9 @@ class Server:
         self.sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
 
     def __enter__(self) -> Server:
         self.thread.start()
@@ -101,8 +146,9 @@ class Server:
         self.sock.close()
 
 
-def _serve(settings: Settings, embedder: Any, token: str | None, **options: Any
-           ) -> Iterator[Server]:
+def _serve(
+    settings: Settings, embedder: Any, token: str | None, **options: Any
+) -> Iterator[Server]:
     # The app creates its AsyncMemory and closes it on shutdown, on the server's loop.
     options.setdefault("namespace", ("ui", "default"))
     app = create_app(settings=settings, embedder=embedder, token=token, **options)
@@ -140,8 +186,14 @@ def page(browser: Any) -> Iterator[Any]:
     errors: list[str] = []  # script errors and assets that did not load (4xx pages are fine)
     pg.on("pageerror", lambda exc: errors.append(str(exc)))
     pg.on("requestfailed", lambda r: errors.append(f"{r.url}: {r.failure}"))
-    pg.on("response", lambda r: errors.append(f"{r.url}: {r.status}")
-          if "/static/" in r.url and r.status != 200 else None)
+    pg.on(
+        "response",
+        lambda r: (
+            errors.append(f"{r.url}: {r.status}")
+            if "/static/" in r.url and r.status != 200
+            else None
+        ),
+    )
     yield pg
     context.close()
     assert not errors, f"errors in the page: {errors}"
@@ -154,8 +206,13 @@ def seeded(memory: Memory) -> dict[str, Any]:
     memory.mark_used(ids[0])
     memory.mark_used(ids[2])
     memory.mark_used(ids[2], helpful=False)
-    old = memory.write({"scene": "web", "trigger": "parsing HTML",
-                        "lesson": "Use a parser, not regular expressions"})
+    old = memory.write(
+        {
+            "scene": "web",
+            "trigger": "parsing HTML",
+            "lesson": "Use a parser, not regular expressions",
+        }
+    )
     memory.archive(old.id)
     return {"ids": ids, "archived": old.id}
 
@@ -172,13 +229,16 @@ def shot(pg: Any, name: str, *, docs: bool = False) -> None:
 
 
 def test_overview_namespaces_scenes_and_sortable_table(
-        page: Any, server: Server, memory: Memory, seeded: dict[str, Any]) -> None:
+    page: Any, server: Server, memory: Memory, seeded: dict[str, Any]
+) -> None:
     ns = memory.namespace
     page.goto(f"{server.url}/?{nsq(ns)}")
     current = page.locator("#namespaces li.current")
     assert re.search(rf"{ns[1]}\s+5\s*\+1", current.inner_text())
-    scenes = {li.locator("a").inner_text(): li.locator(".count").inner_text()
-              for li in page.locator("#scenes li").all()[1:]}
+    scenes = {
+        li.locator("a").inner_text(): li.locator(".count").inner_text()
+        for li in page.locator("#scenes li").all()[1:]
+    }
     assert scenes == {"file-cleanup": "2", "web": "2 +1", "taxes": "1"}
     rows = page.locator("#records tbody tr")
     assert "5 live records" in page.locator("h1").inner_text()
@@ -206,7 +266,8 @@ def test_overview_namespaces_scenes_and_sortable_table(
 
 
 def test_search_shows_the_score_breakdown(
-        page: Any, server: Server, memory: Memory, seeded: dict[str, Any]) -> None:
+    page: Any, server: Server, memory: Memory, seeded: dict[str, Any]
+) -> None:
     page.goto(f"{server.url}/?{nsq(memory.namespace)}")
     page.fill("#q", "remove stale files from the downloads folder")
     page.press("#q", "Enter")
@@ -216,8 +277,10 @@ def test_search_shows_the_score_breakdown(
     top = hits.first
     assert top.locator("a.lesson").inner_text() == SEED[0]["lesson"]
     expected = memory.search("remove stale files from the downloads folder", top_k=10)[0]
-    parts = {p: float(top.locator(f'[data-part="{p}"]').inner_text())
-             for p in ("semantic", "keyword", "relevance", "decay")}
+    parts = {
+        p: float(top.locator(f'[data-part="{p}"]').inner_text())
+        for p in ("semantic", "keyword", "relevance", "decay")
+    }
     assert parts["semantic"] == pytest.approx(expected.breakdown.semantic, abs=1e-3)
     assert parts["keyword"] == pytest.approx(expected.breakdown.keyword, abs=1e-3)
     assert parts["decay"] == pytest.approx(expected.breakdown.decay, abs=1e-3)
@@ -232,7 +295,8 @@ def test_search_shows_the_score_breakdown(
 
 
 def test_archive_and_restore_reach_the_database(
-        page: Any, server: Server, memory: Memory, seeded: dict[str, Any]) -> None:
+    page: Any, server: Server, memory: Memory, seeded: dict[str, Any]
+) -> None:
     rid = seeded["ids"][1]
     page.goto(f"{server.url}/records/{rid}?{nsq(memory.namespace)}")
     assert page.locator("#state").inner_text() == "live"
@@ -253,7 +317,8 @@ def test_archive_and_restore_reach_the_database(
 
 
 def test_edit_lesson_shows_validation_error_then_saves(
-        page: Any, server: Server, memory: Memory, seeded: dict[str, Any]) -> None:
+    page: Any, server: Server, memory: Memory, seeded: dict[str, Any]
+) -> None:
     rid = seeded["ids"][2]
     page.goto(f"{server.url}/records/{rid}?{nsq(memory.namespace)}")
     page.click("#edit summary")
@@ -276,10 +341,17 @@ def test_edit_lesson_shows_validation_error_then_saves(
 
 
 def test_critical_merge_links_and_delete_with_confirmation(
-        page: Any, server: Server, memory: Memory, seeded: dict[str, Any]) -> None:
+    page: Any, server: Server, memory: Memory, seeded: dict[str, Any]
+) -> None:
     a, b = seeded["ids"][0], seeded["ids"][1]
-    merged = memory.merge([a, b], into={"scene": "file-cleanup", "trigger": "cleaning disks",
-                                        "lesson": "Verify before deleting anything"})
+    merged = memory.merge(
+        [a, b],
+        into={
+            "scene": "file-cleanup",
+            "trigger": "cleaning disks",
+            "lesson": "Verify before deleting anything",
+        },
+    )
     ns = memory.namespace
     page.goto(f"{server.url}/records/{merged.id}?{nsq(ns)}")
     merges = page.locator("#merges").inner_text()
@@ -306,7 +378,8 @@ def test_critical_merge_links_and_delete_with_confirmation(
 
 
 def test_token_is_required_when_configured(
-        page: Any, secured: Server, memory: Memory, seeded: dict[str, Any]) -> None:
+    page: Any, secured: Server, memory: Memory, seeded: dict[str, Any]
+) -> None:
     url = f"{secured.url}/?{nsq(memory.namespace)}"
     assert httpx.get(url).status_code == 401
     assert httpx.get(url, headers={"Authorization": "Bearer wrong"}).status_code == 401
@@ -331,7 +404,8 @@ def test_token_is_required_when_configured(
 
 
 def test_cross_site_posts_and_foreign_hosts_are_refused(
-        server: Server, memory: Memory, seeded: dict[str, Any]) -> None:
+    server: Server, memory: Memory, seeded: dict[str, Any]
+) -> None:
     rid = seeded["ids"][0]
     target = f"{server.url}/records/{rid}/archive?{nsq(memory.namespace)}"
     refused = httpx.post(target, headers={"Origin": "https://evil.example"})
@@ -344,7 +418,8 @@ def test_cross_site_posts_and_foreign_hosts_are_refused(
 
 
 def test_scope_and_the_readme_screenshot(
-        browser: Any, scoped: Server, settings: Settings, embedder: Any, memory: Memory) -> None:
+    browser: Any, scoped: Server, settings: Settings, embedder: Any, memory: Memory
+) -> None:
     """A month of history in a scoped inspector; its overview is docs/inspector.png."""
     start = datetime.now(UTC) - timedelta(days=26)
     day = [start]

@@ -27,19 +27,26 @@ from _mcp_util import free_port  # noqa: E402
 from hindsight_adapters.ui import create_app  # noqa: E402
 
 TOKEN = "ui-server-test-token-0123456789"
-CLI = [sys.executable, "-c", "import sys; sys.path[:0] = sys.argv[1:2]; del sys.argv[1]; "
-       "from hindsight_adapters.cli import main; main()"]
+CLI = [
+    sys.executable,
+    "-c",
+    "import sys; sys.path[:0] = sys.argv[1:2]; del sys.argv[1]; "
+    "from hindsight_adapters.cli import main; main()",
+]
 
 
 @pytest.fixture(scope="module")
 def base(database_url: str, embedder: object) -> Iterator[str]:
     settings = Settings(database_url=database_url, ui_max_body_bytes=10_000)
     # Owned by the app (closed on shutdown, on the server's loop).
-    app = create_app(settings=settings, embedder=embedder, namespace=("ui-server", "t"),  # type: ignore[arg-type]
-                     token=TOKEN)
+    app = create_app(
+        settings=settings,
+        embedder=embedder,
+        namespace=("ui-server", "t"),  # type: ignore[arg-type]
+        token=TOKEN,
+    )
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -60,8 +67,9 @@ def record_id(settings: Settings, embedder: object) -> str:
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def test_oversized_body_is_413_declared_or_chunked(base: str, record_id: str,
-                                                   settings: Settings) -> None:
+def test_oversized_body_is_413_declared_or_chunked(
+    base: str, record_id: str, settings: Settings
+) -> None:
     url = f"{base}/records/{record_id}/edit?ns=ui-server&ns=t"
     form = b"lesson=" + b"x" * 20_000
     headers = {**AUTH, "Content-Type": "application/x-www-form-urlencoded"}
@@ -70,7 +78,7 @@ def test_oversized_body_is_413_declared_or_chunked(base: str, record_id: str,
 
     def chunks() -> Iterator[bytes]:
         for start in range(0, len(form), 4096):
-            yield form[start:start + 4096]
+            yield form[start : start + 4096]
 
     chunked = httpx.post(url, content=chunks(), headers=headers)
     assert chunked.request.headers.get("transfer-encoding") == "chunked"
@@ -88,8 +96,9 @@ def test_page_out_of_range_is_400(base: str, page: str) -> None:
     assert "page must be an integer from 1 to" in response.text
 
 
-def test_blank_token_refused_short_token_warned(caplog: pytest.LogCaptureFixture,
-                                               settings: Settings) -> None:
+def test_blank_token_refused_short_token_warned(
+    caplog: pytest.LogCaptureFixture, settings: Settings
+) -> None:
     for blank in ("", "   ", "\t\n"):
         with pytest.raises(ConfigurationError, match="blank"):
             create_app(settings=settings, token=blank)
@@ -100,8 +109,9 @@ def test_blank_token_refused_short_token_warned(caplog: pytest.LogCaptureFixture
 
 def _cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_UI_TOKEN"} | env
-    return subprocess.run([*CLI, str(tmp_path), *args], env=environ, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [*CLI, str(tmp_path), *args], env=environ, capture_output=True, text=True, timeout=120
+    )
 
 
 def test_cli_refuses_a_blank_token_in_one_line(tmp_path: Path) -> None:
@@ -116,7 +126,8 @@ def test_cli_without_the_ui_extra_says_which_to_install(tmp_path: Path) -> None:
     blocker = tmp_path / "starlette"
     blocker.mkdir()
     (blocker / "__init__.py").write_text(
-        "raise ImportError('no starlette here', name='starlette')\n")
+        "raise ImportError('no starlette here', name='starlette')\n"
+    )
     done = _cli(tmp_path, "ui")
     assert done.returncode == 1, done.stderr
     assert "[ui]'" in done.stderr and "pip install" in done.stderr
@@ -133,15 +144,21 @@ def test_cli_malformed_database_url_is_one_line(tmp_path: Path) -> None:
 
 def test_cli_json_announces_where_it_listens(tmp_path: Path, database_url: str) -> None:
     port = free_port()
-    proc = subprocess.Popen([*CLI, str(tmp_path), "ui", "--port", str(port), "--json"],
-                            env={k: v for k, v in os.environ.items()
-                                 if k != "HINDSIGHT_UI_TOKEN"},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [*CLI, str(tmp_path), "ui", "--port", str(port), "--json"],
+        env={k: v for k, v in os.environ.items() if k != "HINDSIGHT_UI_TOKEN"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert json.loads(line) == {"server": "ui", "url": f"http://127.0.0.1:{port}/",
-                                    "token_required": False}, line
+        assert json.loads(line) == {
+            "server": "ui",
+            "url": f"http://127.0.0.1:{port}/",
+            "token_required": False,
+        }, line
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -42,19 +42,31 @@ def ids() -> object:
 
 
 def rec(lesson: str, scene: str = "general", **fields: object):  # type: ignore[no-untyped-def]
-    return parse_experience({"lesson": lesson, "trigger": "t", "scene": scene, **fields},
-                            lesson_max_chars=50, field_max_chars=2000)
+    return parse_experience(
+        {"lesson": lesson, "trigger": "t", "scene": scene, **fields},
+        lesson_max_chars=50,
+        field_max_chars=2000,
+    )
 
 
 def plan(records, sims, neighbours=None):  # type: ignore[no-untyped-def]
-    return plan_write(records, neighbours or {}, np.asarray(sims, dtype=np.float32),
-                      threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids())
+    return plan_write(
+        records,
+        neighbours or {},
+        np.asarray(sims, dtype=np.float32),
+        threshold=THRESHOLD,
+        same_meaning=same_meaning,
+        new_id=ids(),
+    )
 
 
 def test_duplicates_inside_a_batch_merge_into_the_first() -> None:
-    records = [rec("Check the extension first"), rec("Verify the extension first"),
-               rec("Use UTC timestamps")]
-    p = plan(records, [[1, .95, .1], [.95, 1, .1], [.1, .1, 1]])
+    records = [
+        rec("Check the extension first"),
+        rec("Verify the extension first"),
+        rec("Use UTC timestamps"),
+    ]
+    p = plan(records, [[1, 0.95, 0.1], [0.95, 1, 0.1], [0.1, 0.1, 1]])
     assert [r.status for r in p.results] == ["inserted", "merged", "inserted"]
     assert p.results[1].id == p.results[0].id and p.results[1].similarity == 0.95
     rows = insert_params(p, records, ns="ns", now=NOW, vectors=lambda i: {"embedding": i})
@@ -66,21 +78,23 @@ def test_duplicates_inside_a_batch_merge_into_the_first() -> None:
 
 def test_the_lexical_veto_keeps_opposites_apart() -> None:
     records = [rec("Increase the timeout"), rec("Decrease the timeout")]
-    p = plan(records, [[1, .99], [.99, 1]])
+    p = plan(records, [[1, 0.99], [0.99, 1]])
     assert [r.status for r in p.results] == ["inserted", "inserted"]
     assert len(set(p.ids.values())) == 2
-    near = [{"id": uuid.uuid4(), "lesson": "Increase the timeout", "similarity": .99}]
-    p = plan(records, [[1, .99], [.99, 1]], {0: near, 1: near})
+    near = [{"id": uuid.uuid4(), "lesson": "Increase the timeout", "similarity": 0.99}]
+    p = plan(records, [[1, 0.99], [0.99, 1]], {0: near, 1: near})
     assert p.results[0].status == "merged" and p.results[0].id == near[0]["id"]
     assert p.results[1].status == "inserted", "the veto also guards stored records"
 
 
 def test_a_scene_is_added_to_a_merged_stored_record() -> None:
     target = uuid.uuid4()
-    near = [{"id": target, "lesson": "Check the extension first", "similarity": .96}]
-    records = [rec("Verify the extension first", "other-scene", critical=True),
-               rec("Check the extension first!", "file-cleanup", importance=0.4),
-               rec("Check the extension first", "other-scene", importance=0.7)]
+    near = [{"id": target, "lesson": "Check the extension first", "similarity": 0.96}]
+    records = [
+        rec("Verify the extension first", "other-scene", critical=True),
+        rec("Check the extension first!", "file-cleanup", importance=0.4),
+        rec("Check the extension first", "other-scene", importance=0.7),
+    ]
     p = plan(records, np.eye(3), {0: near, 1: near, 2: near})
     assert all(r.id == target and r.status == "merged" for r in p.results)
     assert not p.inserts
@@ -88,15 +102,27 @@ def test_a_scene_is_added_to_a_merged_stored_record() -> None:
     assert (m.added, m.critical, m.importance) == (3, True, 0.7)
     assert m.scenes == ["other-scene", "file-cleanup"], "each scene once, in order"
     updates, events = merge_params(p, ns="ns", now=NOW)
-    assert updates == [{"ns": "ns", "id": target, "now": NOW, "added": 3, "critical": True,
-                        "importance": 0.7, "scenes": ["other-scene", "file-cleanup"]}]
+    assert updates == [
+        {
+            "ns": "ns",
+            "id": target,
+            "now": NOW,
+            "added": 3,
+            "critical": True,
+            "importance": 0.7,
+            "scenes": ["other-scene", "file-cleanup"],
+        }
+    ]
     assert [json.loads(e["detail"]) for e in events] == [{"added": 3}]
     assert events[0]["kind"] == "merged" and events[0]["record_id"] == target
 
 
 def test_a_scene_is_added_to_a_batch_insert() -> None:
-    records = [rec("Check the extension first", "a"), rec("Verify the extension first", "b"),
-               rec("Check the extension first.", "a")]
+    records = [
+        rec("Check the extension first", "a"),
+        rec("Verify the extension first", "b"),
+        rec("Check the extension first.", "a"),
+    ]
     sims = np.full((3, 3), 0.97)
     p = plan(records, sims)
     assert p.inserts == [0]
@@ -108,45 +134,54 @@ def test_a_scene_is_added_to_a_batch_insert() -> None:
 def test_the_more_similar_of_stored_and_batch_wins() -> None:
     stored_id = uuid.uuid4()
     records = [rec("Check the extension first"), rec("Verify the extension first")]
-    near = {1: [{"id": stored_id, "lesson": "Check the extension first", "similarity": .93}]}
-    p = plan(records, [[1, .98], [.98, 1]], near)
+    near = {1: [{"id": stored_id, "lesson": "Check the extension first", "similarity": 0.93}]}
+    p = plan(records, [[1, 0.98], [0.98, 1]], near)
     assert p.results[1].id == p.ids[0], "the batch record at .98 beats the stored one at .93"
-    near[1][0]["similarity"] = .99
-    p = plan(records, [[1, .98], [.98, 1]], near)
+    near[1][0]["similarity"] = 0.99
+    p = plan(records, [[1, 0.98], [0.98, 1]], near)
     assert p.results[1].id == stored_id and stored_id in p.merges
     assert p.absorbed[0] == 0
 
 
 def test_of_two_equally_similar_batch_records_the_earlier_wins() -> None:
-    records = [rec("Check the extension first"), rec("Verify the extension first"),
-               rec("Check the extension first.")]
-    sims = [[1, .5, .95], [.5, 1, .95], [.95, .95, 1]]
+    records = [
+        rec("Check the extension first"),
+        rec("Verify the extension first"),
+        rec("Check the extension first."),
+    ]
+    sims = [[1, 0.5, 0.95], [0.5, 1, 0.95], [0.95, 0.95, 1]]
     p = plan(records, sims)
     assert p.inserts == [0, 1] and p.results[2].id == p.ids[0]
-    sims[2][1] = sims[1][2] = .96
+    sims[2][1] = sims[1][2] = 0.96
     assert plan(records, sims).results[2].id == plan(records, sims).ids[1], "the closer wins"
 
 
 def test_below_the_threshold_nothing_merges() -> None:
     records = [rec("Check the extension first"), rec("Verify the extension first")]
-    near = {1: [{"id": uuid.uuid4(), "lesson": "Check the extension first", "similarity": .91}]}
-    p = plan(records, [[1, .919], [.919, 1]], near)
+    near = {1: [{"id": uuid.uuid4(), "lesson": "Check the extension first", "similarity": 0.91}]}
+    p = plan(records, [[1, 0.919], [0.919, 1]], near)
     assert [r.status for r in p.results] == ["inserted", "inserted"]
 
 
 def test_created_at_of_a_record_is_kept() -> None:
     when = datetime(2025, 5, 1, tzinfo=UTC)
     records = [rec("Use UTC timestamps", created_at=when.isoformat())]
-    (row,) = insert_params(plan(records, [[1]]), records, ns="ns", now=NOW,
-                           vectors=lambda i: {})
+    (row,) = insert_params(plan(records, [[1]]), records, ns="ns", now=NOW, vectors=lambda i: {})
     assert (row["created_at"], row["updated_at"]) == (when, NOW)
 
 
 def test_record_row_state_overrides_the_defaults() -> None:
     r = rec("Use UTC timestamps", "time", source={"agent": "a1"})
     rid = uuid.uuid4()
-    row = record_row(r, ns="ns", id=rid, vector={"embedding": "[1]", "embed_key": "k"},
-                     critical=True, score=0.5, merged_from=[rid])
+    row = record_row(
+        r,
+        ns="ns",
+        id=rid,
+        vector={"embedding": "[1]", "embed_key": "k"},
+        critical=True,
+        score=0.5,
+        merged_from=[rid],
+    )
     assert (row["critical"], row["score"], row["merged_from"]) == (True, 0.5, [rid])
     assert (row["use_count"], row["occurrences"], row["also_scenes"]) == (0, 1, [])
     assert json.loads(row["source"]) == {"agent": "a1"}
@@ -156,8 +191,7 @@ def test_record_row_state_overrides_the_defaults() -> None:
 
 def _blob(vectors: list[list[float]]) -> bytes:
     """Vectors in pgvector's binary form (2-byte dim, 2 unused bytes, big-endian floats)."""
-    return b"".join(struct.pack(">hh", len(v), 0) + np.asarray(v, ">f4").tobytes()
-                    for v in vectors)
+    return b"".join(struct.pack(">hh", len(v), 0) + np.asarray(v, ">f4").tobytes() for v in vectors)
 
 
 def test_exact_neighbours_keeps_those_at_the_threshold_most_similar_first() -> None:
@@ -170,24 +204,33 @@ def test_exact_neighbours_keeps_those_at_the_threshold_most_similar_first() -> N
     assert found[0][0]["similarity"] == pytest.approx(1.0)
     assert found[0][1]["similarity"] == pytest.approx(0.95, abs=1e-3)
     assert 1 not in found, "a record with no stored record at the threshold has none"
-    assert [n["id"] for n in exact_neighbours(matrix, row, threshold=THRESHOLD, most=1)[0]] \
-        == [a]
+    assert [n["id"] for n in exact_neighbours(matrix, row, threshold=THRESHOLD, most=1)[0]] == [a]
     empty = {"ids": [], "lessons": [], "vectors": b""}
     assert exact_neighbours(matrix, empty, threshold=THRESHOLD, most=3) == {}
 
 
-@pytest.mark.parametrize(("n", "parts"), [
-    (1, [(0, 1)]), (199, [(0, 199)]), (200, [(0, 100), (100, 200)]),
-    (201, [(0, 100), (100, 201)]),
-])
+@pytest.mark.parametrize(
+    ("n", "parts"),
+    [
+        (1, [(0, 1)]),
+        (199, [(0, 199)]),
+        (200, [(0, 100), (100, 200)]),
+        (201, [(0, 100), (100, 201)]),
+    ],
+)
 def test_lookup_parts(n: int, parts: list[tuple[int, int]]) -> None:
     assert lookup_parts(n, 200) == parts
 
 
-@pytest.mark.parametrize(("text", "cjk"), [
-    ("用 pandas 读取 CSV 文件", True), ("清理下载文件夹", True),
-    ("Use the 数据 module for reading", False), ("Check the extension", False),
-])
+@pytest.mark.parametrize(
+    ("text", "cjk"),
+    [
+        ("用 pandas 读取 CSV 文件", True),
+        ("清理下载文件夹", True),
+        ("Use the 数据 module for reading", False),
+        ("Check the extension", False),
+    ],
+)
 def test_which_text_counts_as_cjk_for_the_dedup_coverage(text: str, cjk: bool) -> None:
     assert is_cjk_text(text) is cjk
     assert (cjk_share(text) > CJK_TEXT_SHARE) is cjk

@@ -49,8 +49,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Hindsight: lessons your agents learned, in PostgreSQL + pgvector."""
 
@@ -67,9 +68,10 @@ def unknown_namespace(mem: Memory, namespace: Namespace) -> NotFoundError | None
         return None
     known = [show_namespace(n.namespace) for n in mem.namespaces(limit=KNOWN_SHOWN + 1)]
     listed = ", ".join(known[:KNOWN_SHOWN]) + (", ..." if len(known) > KNOWN_SHOWN else "")
-    return NotFoundError(f"no namespace {show_namespace(namespace)}: "
-                         + (f"known namespaces are {listed}" if known else
-                            "no lessons are stored yet"))
+    return NotFoundError(
+        f"no namespace {show_namespace(namespace)}: "
+        + (f"known namespaces are {listed}" if known else "no lessons are stored yet")
+    )
 
 
 def load_server_settings() -> Settings:
@@ -133,8 +135,11 @@ def cli_errors() -> Iterator[None]:
 
 def settings_error(exc: pydantic.ValidationError) -> str:
     """A settings error on one line, naming the environment variables."""
-    parts = [f"HINDSIGHT_{'_'.join(str(p) for p in e['loc']).upper()}: "
-             f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors()]
+    parts = [
+        f"HINDSIGHT_{'_'.join(str(p) for p in e['loc']).upper()}: "
+        f"{e['msg'].removeprefix('Value error, ')}"
+        for e in exc.errors()
+    ]
     return "invalid setting " + "; ".join(parts)
 
 

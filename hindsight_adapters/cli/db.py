@@ -34,8 +34,13 @@ def status(as_json: bool = JsonOpt) -> None:
         revision = migrate.current_revision(conn)
         url = mem.engine.url.render_as_string(hide_password=True)
     head = migrate.head_revision()
-    info = {"database": url, "revision": revision, "head": head, "up_to_date": revision == head,
-            "embedded": mem.settings.database_url is None}
+    info = {
+        "database": url,
+        "revision": revision,
+        "head": head,
+        "up_to_date": revision == head,
+        "embedded": mem.settings.database_url is None,
+    }
     if as_json:
         emit_json(info)
         return

@@ -9,9 +9,13 @@ from ._app import JsonOpt, app, cli_errors, console, emit_json
 
 @app.command()
 def demo(
-    keep: bool = typer.Option(False, "--keep", help="Keep the demo's namespace (demo/<hex>) "
-                              "instead of dropping it at the end, e.g. to browse it in "
-                              "`hindsight ui`."),
+    keep: bool = typer.Option(
+        False,
+        "--keep",
+        help="Keep the demo's namespace (demo/<hex>) "
+        "instead of dropping it at the end, e.g. to browse it in "
+        "`hindsight ui`.",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Show the point of Hindsight in under a minute, offline, on the embedded database."""
@@ -28,9 +32,11 @@ def demo(
     with cli_errors(), Memory(("demo",)) as mem:
         if not as_json:
             where = "embedded PostgreSQL" if mem.settings.database_url is None else "configured"
-            console.print("Hindsight demo: a file-cleanup agent learns from its mistake.\n"
-                          f"(embedding model: {mem.embedder.model_name}; database: {where})",
-                          highlight=False)
+            console.print(
+                "Hindsight demo: a file-cleanup agent learns from its mistake.\n"
+                f"(embedding model: {mem.embedder.model_name}; database: {where})",
+                highlight=False,
+            )
         summary = run_demo(say, mem, keep=keep)
     if as_json:
         emit_json({**summary, "log": lines})

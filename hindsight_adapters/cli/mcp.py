@@ -19,20 +19,26 @@ def mcp(
         None, "--port", help="HTTP port (default: HINDSIGHT_MCP_PORT or 8765)."
     ),
     namespace: str | None = typer.Option(
-        None, "--namespace", "-n",
+        None,
+        "--namespace",
+        "-n",
         help="stdio namespace, labels joined by '/' (default: HINDSIGHT_NAMESPACE or default). "
         "Over HTTP each token's namespace applies (HINDSIGHT_MCP_TOKENS).",
     ),
     as_json: bool = typer.Option(
-        False, "--json", help="With --http: print one JSON line saying where the server "
-        "listens (over stdio, stdout is the MCP protocol itself)."),
+        False,
+        "--json",
+        help="With --http: print one JSON line saying where the server "
+        "listens (over stdio, stdout is the MCP protocol itself).",
+    ),
 ) -> None:
     """Serve Hindsight to any MCP client (stdio for one local agent, HTTP for many)."""
     if not http and (host is not None or port is not None):
         raise typer.BadParameter("--host and --port apply to --http only")
     if not http and as_json:
-        raise typer.BadParameter("--json applies to --http only: over stdio, stdout carries "
-                                 "the MCP protocol")
+        raise typer.BadParameter(
+            "--json applies to --http only: over stdio, stdout carries the MCP protocol"
+        )
     with cli_errors():
         try:
             from hindsight_adapters.mcp import serve_http, serve_stdio
@@ -42,7 +48,12 @@ def mcp(
             raise missing_extra("the MCP SDK", "mcp") from None
         settings = load_server_settings()
         if http:
-            serve_http(settings, host=host, port=port, namespace=namespace,
-                       announce=emit_json_line if as_json else None)
+            serve_http(
+                settings,
+                host=host,
+                port=port,
+                namespace=namespace,
+                announce=emit_json_line if as_json else None,
+            )
         else:
             serve_stdio(settings, namespace=namespace)

@@ -31,8 +31,14 @@ from ._app import (
 
 def progress_bar(description: str) -> Progress:
     """A rich progress bar on stderr (stdout stays clean for ``--json``)."""
-    return Progress(TextColumn(description), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err_console, transient=False)
+    return Progress(
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    )
 
 
 @app.command()
@@ -44,14 +50,21 @@ def write(
     outcome: str = typer.Option("", "--outcome", help="success / failure / partial, figures."),
     importance: str | None = typer.Option(None, "--importance", help="0..1"),
     confidence: str | None = typer.Option(
-        None, "--confidence", help="0..1, how sure the lesson is (default 1.0)."),
+        None, "--confidence", help="0..1, how sure the lesson is (default 1.0)."
+    ),
     critical: bool = typer.Option(False, "--critical", help="Never decays or gets evicted."),
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Write one lesson (merged into a near-duplicate if there is one)."""
-    record: dict[str, Any] = {"lesson": lesson, "trigger": trigger, "scene": scene,
-                              "action": action, "outcome": outcome, "critical": critical}
+    record: dict[str, Any] = {
+        "lesson": lesson,
+        "trigger": trigger,
+        "scene": scene,
+        "action": action,
+        "outcome": outcome,
+        "critical": critical,
+    }
     if importance is not None:
         record["importance"] = importance
     if confidence is not None:
@@ -83,8 +96,11 @@ def search(
         emit_json([{**h.compact(), "breakdown": h.breakdown.model_dump()} for h in hits])
         return
     if not hits:
-        console.print(f"no lessons found in {escape(namespace)}"
-                      + (f" (scene {escape(scene)})" if scene else ""), highlight=False)
+        console.print(
+            f"no lessons found in {escape(namespace)}"
+            + (f" (scene {escape(scene)})" if scene else ""),
+            highlight=False,
+        )
         return
     # One block per hit rather than a table: at 80 columns (or piped) a table cut the
     # ids to "dbe4744c…", and they must stay whole to be pasted into `hindsight used`.
@@ -95,7 +111,9 @@ def search(
             f"(scene {escape(h.record.scene)})\n"
             f"       when: {escape(h.record.trigger)}\n"
             f"       semantic {b.semantic:.2f}, keyword {b.keyword:.2f}, decay {b.decay:.2f}"
-            f"  id {h.record.id}", highlight=False)
+            f"  id {h.record.id}",
+            highlight=False,
+        )
 
 
 @app.command()
@@ -115,8 +133,9 @@ def used(
 
 
 @app.command()
-def forget(record_id: str = typer.Argument(...), namespace: str = NamespaceOpt,
-           as_json: bool = JsonOpt) -> None:
+def forget(
+    record_id: str = typer.Argument(...), namespace: str = NamespaceOpt, as_json: bool = JsonOpt
+) -> None:
     """Delete a lesson for good."""
     with cli_errors(), open_memory(namespace) as mem:
         mem.forget(record_id)
@@ -127,8 +146,9 @@ def forget(record_id: str = typer.Argument(...), namespace: str = NamespaceOpt,
 
 
 @app.command()
-def stats(namespace: str | None = typer.Option(None, "--namespace", "-n"),
-          as_json: bool = JsonOpt) -> None:
+def stats(
+    namespace: str | None = typer.Option(None, "--namespace", "-n"), as_json: bool = JsonOpt
+) -> None:
     """Counts of records, namespaces, scenes, items and LLM token usage."""
     with cli_errors(), open_memory(namespace or "default") as mem:
         ns = parse_namespace(namespace) if namespace else None
@@ -140,23 +160,29 @@ def stats(namespace: str | None = typer.Option(None, "--namespace", "-n"),
         return
     table = Table("what", "value", show_header=False)
     for key, value in result.model_dump().items():
-        table.add_row(key, json.dumps(value, ensure_ascii=False) if isinstance(value, dict)
-                      else str(value))
+        table.add_row(
+            key, json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
+        )
     console.print(table)
 
 
 @app.command()
-def maintain(namespace: str | None = typer.Option(None, "--namespace", "-n",
-                                                   help="Default: every namespace."),
-             as_json: bool = JsonOpt) -> None:
+def maintain(
+    namespace: str | None = typer.Option(
+        None, "--namespace", "-n", help="Default: every namespace."
+    ),
+    as_json: bool = JsonOpt,
+) -> None:
     """Archive decayed lessons (below the eviction score) and sweep expired items."""
     with cli_errors(), open_memory(namespace or "default") as mem:
         report = mem.maintain(namespace=parse_namespace(namespace) if namespace else None)
     if as_json:
         emit_json(report)
     else:
-        console.print(f"archived {report.archived} decayed lessons, swept "
-                      f"{report.expired_items} expired items and {report.expired_tasks} tasks")
+        console.print(
+            f"archived {report.archived} decayed lessons, swept "
+            f"{report.expired_items} expired items and {report.expired_tasks} tasks"
+        )
 
 
 @app.command()
@@ -164,8 +190,9 @@ def export(
     path: Path = typer.Argument(..., help="JSON-lines file to write ('-' for stdout)."),
     namespace: str = NamespaceOpt,
     all_namespaces: bool = typer.Option(False, "--all", help="Every namespace."),
-    as_json: bool = typer.Option(False, "--json", help="Print the count as JSON (with '-' "
-                                 "the JSON lines are the output)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the count as JSON (with '-' the JSON lines are the output)."
+    ),
 ) -> None:
     """Export lessons (archived too) as JSON lines."""
     to_stdout = str(path) == "-"
@@ -183,13 +210,20 @@ def export(
 
 @app.command("import")
 def import_(
-    path: Path = typer.Argument(..., help="JSON-lines file: written by `hindsight export`, "
-                                "or one record per line (lesson, trigger, ...)."),
+    path: Path = typer.Argument(
+        ...,
+        help="JSON-lines file: written by `hindsight export`, "
+        "or one record per line (lesson, trigger, ...).",
+    ),
     namespace: str = typer.Option(
-        "default", "--namespace", "-n",
-        help="Namespace of lines that name none (labels joined by '/')."),
-    skip_invalid: bool = typer.Option(False, "--skip-invalid",
-                                      help="Import the good lines, report the bad ones."),
+        "default",
+        "--namespace",
+        "-n",
+        help="Namespace of lines that name none (labels joined by '/').",
+    ),
+    skip_invalid: bool = typer.Option(
+        False, "--skip-invalid", help="Import the good lines, report the bad ones."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Import lessons from JSON lines (nothing is imported if a line is bad).
@@ -204,7 +238,8 @@ def import_(
     with cli_errors(), open_memory(namespace) as mem, progress_bar("importing") as bar:
         task = bar.add_task("import", total=None)
         report = mem.import_records(
-            path, skip_invalid=skip_invalid,
+            path,
+            skip_invalid=skip_invalid,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     if as_json:
@@ -222,19 +257,22 @@ def import_(
 
 @app.command()
 def reindex(
-    force: bool = typer.Option(False, "--force",
-                               help="Re-embed every record, even those already up to date."),
+    force: bool = typer.Option(
+        False, "--force", help="Re-embed every record, even those already up to date."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Re-embed the lessons whose vector came from another model or other text."""
     with cli_errors(), open_memory() as mem, progress_bar("re-embedding") as bar:
         task = bar.add_task("reindex", total=None)
         report = mem.reindex(
-            force=force,
-            progress=lambda done, total: bar.update(task, completed=done, total=total))
+            force=force, progress=lambda done, total: bar.update(task, completed=done, total=total)
+        )
     model = mem.embedder.model_name
     if as_json:
         emit_json({"reembedded": report.reembedded, "skipped": report.skipped, "model": model})
     else:
-        console.print(f"re-embedded {report.reembedded} records with {model}; "
-                      f"{report.skipped} were up to date (--force re-embeds them too)")
+        console.print(
+            f"re-embedded {report.reembedded} records with {model}; "
+            f"{report.skipped} were up to date (--force re-embeds them too)"
+        )

@@ -28,8 +28,9 @@ from . import _app
 from ._app import JsonOpt, NamespaceOpt, app, cli_errors, console, emit_json, err_console
 
 FileArg = typer.Argument(..., help="Trajectory JSON file ('-' for standard input).")
-RuleOpt = typer.Option(False, "--rule-based", help="Use the rule-based distiller even if an "
-                       "LLM is configured.")
+RuleOpt = typer.Option(
+    False, "--rule-based", help="Use the rule-based distiller even if an LLM is configured."
+)
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -40,8 +41,9 @@ def _load(path: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValidationError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}",
-                              field="FILE") from None
+        raise ValidationError(
+            f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}", field="FILE"
+        ) from None
     if not isinstance(data, dict):
         raise ValidationError(f"{path} must hold one trajectory object", field="FILE")
     return data
@@ -57,13 +59,16 @@ def _reflector(namespace: str, rule_based: bool) -> tuple[Any, str]:
     elif rule_based:
         note = "distiller: rule-based (--rule-based)"
     else:
-        note = ("distiller: rule-based (no LLM configured; set HINDSIGHT_LLM_BASE_URL and "
-                "HINDSIGHT_LLM_MODEL to distill with a model)")
+        note = (
+            "distiller: rule-based (no LLM configured; set HINDSIGHT_LLM_BASE_URL and "
+            "HINDSIGHT_LLM_MODEL to distill with a model)"
+        )
     return Reflector(memory, llm), note
 
 
-def _run(file: str, namespace: str, rule_based: bool,
-         action: Callable[[Any, dict[str, Any]], Any]) -> tuple[Any, str]:
+def _run(
+    file: str, namespace: str, rule_based: bool, action: Callable[[Any, dict[str, Any]], Any]
+) -> tuple[Any, str]:
     """Load FILE's trajectory, call ``action(reflector, trajectory)``, close the memory.
 
     Returns:
@@ -79,8 +84,12 @@ def _run(file: str, namespace: str, rule_based: bool,
 
 
 @app.command()
-def reflect(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool = RuleOpt,
-            as_json: bool = JsonOpt) -> None:
+def reflect(
+    file: str = FileArg,
+    namespace: str = NamespaceOpt,
+    rule_based: bool = RuleOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Distill a finished run (trajectory JSON) into 0-3 lessons and store them."""
     result, note = _run(file, namespace, rule_based, lambda r, data: r.reflect(data))
     if as_json:
@@ -101,8 +110,12 @@ def reflect(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool
 
 
 @app.command()
-def review(file: str = FileArg, namespace: str = NamespaceOpt, rule_based: bool = RuleOpt,
-           as_json: bool = JsonOpt) -> None:
+def review(
+    file: str = FileArg,
+    namespace: str = NamespaceOpt,
+    rule_based: bool = RuleOpt,
+    as_json: bool = JsonOpt,
+) -> None:
     """Review a run: reinforce used records, decay unused ones, merge near-duplicates."""
     result, note = _run(file, namespace, rule_based, lambda r, data: r.review(data))
     if as_json:

@@ -41,8 +41,7 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
         return
 
     def handler(signum: int, _frame: Any) -> None:
-        log.warning("received %s: stopping after the current step",
-                    signal.Signals(signum).name)
+        log.warning("received %s: stopping after the current step", signal.Signals(signum).name)
         stop.set()
 
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -53,8 +52,9 @@ def _stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def sweep(memory: Memory, settings: Settings, *, grace: float = 60.0,
-          skip: set[uuid.UUID] | None = None) -> dict[str, Any]:
+def sweep(
+    memory: Memory, settings: Settings, *, grace: float = 60.0, skip: set[uuid.UUID] | None = None
+) -> dict[str, Any]:
     """One bounded round of work: maintenance, then at most ``worker_batch`` reflections."""
     from hindsight_core.reflection import llm_from_settings
     from hindsight_core.worker import reflect_pending
@@ -63,8 +63,12 @@ def sweep(memory: Memory, settings: Settings, *, grace: float = 60.0,
     report: dict[str, Any] = {"maintenance": memory.maintain().model_dump()}
     try:
         report["reflections"] = reflect_pending(
-            memory, llm=llm_from_settings(settings), limit=settings.worker_batch,
-            grace=timedelta(seconds=grace), skip=skip)
+            memory,
+            llm=llm_from_settings(settings),
+            limit=settings.worker_batch,
+            grace=timedelta(seconds=grace),
+            skip=skip,
+        )
     except HindsightError as exc:  # reflection trouble must not stop maintenance
         log.warning("pending reflections failed: %s", exc)
         report["reflection_error"] = str(exc)
@@ -76,18 +80,23 @@ def sweep(memory: Memory, settings: Settings, *, grace: float = 60.0,
 def worker(
     once: bool = typer.Option(False, "--once", help="Run one sweep and exit."),
     interval: float | None = typer.Option(
-        None, "--interval", min=0.01,
+        None,
+        "--interval",
+        min=0.01,
         help="Seconds between sweeps (default: HINDSIGHT_WORKER_INTERVAL or 300).",
     ),
     max_sweeps: int | None = typer.Option(
         None, "--max-sweeps", min=1, help="Stop after this many sweeps."
     ),
     grace: float = typer.Option(
-        60.0, "--grace", min=0,
+        60.0,
+        "--grace",
+        min=0,
         help="Reflect on ended tasks only this many seconds after they ended.",
     ),
     as_json: bool = typer.Option(  # noqa: ARG001 - the output is JSON lines either way
-        False, "--json", help="One JSON line per sweep (the output is that either way)."),
+        False, "--json", help="One JSON line per sweep (the output is that either way)."
+    ),
 ) -> None:
     """Run scheduled maintenance (decay/eviction sweep) and pending reflections."""
     with cli_errors():

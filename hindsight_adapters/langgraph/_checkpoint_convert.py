@@ -63,7 +63,8 @@ def put_args(
     ]
     row = {**checkpoint, "channel_values": inline}
     meta = _encode_metadata(get_serializable_checkpoint_metadata(config, metadata)).replace(
-        "\\u0000", "")
+        "\\u0000", ""
+    )
     args = (
         str(thread_id),
         ns,

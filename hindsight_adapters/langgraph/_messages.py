@@ -11,6 +11,9 @@ def message_text(content: Any) -> str:
     list (plain strings and ``{"type": "text", "text": ...}`` blocks), joined."""
     if isinstance(content, str):
         return content
-    parts = [b if isinstance(b, str) else str(b.get("text", "")) for b in content or []
-             if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")]
+    parts = [
+        b if isinstance(b, str) else str(b.get("text", ""))
+        for b in content or []
+        if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text")
+    ]
     return "".join(parts)

@@ -59,8 +59,16 @@ def _core_ops(ops: list[Op]) -> list[ItemOp]:
         elif isinstance(op, PutOp):
             out.append(PutItem(tuple(op.namespace), str(op.key), op.value, op.index, op.ttl))
         elif isinstance(op, SearchOp):
-            out.append(SearchItems(tuple(op.namespace_prefix), op.query, op.filter, op.limit,
-                                   op.offset, op.refresh_ttl))
+            out.append(
+                SearchItems(
+                    tuple(op.namespace_prefix),
+                    op.query,
+                    op.filter,
+                    op.limit,
+                    op.offset,
+                    op.refresh_ttl,
+                )
+            )
         elif isinstance(op, ListNamespacesOp):
             conds = tuple((c.match_type, tuple(c.path)) for c in op.match_conditions or ())
             out.append(ListNamespaces(conds, op.max_depth, op.limit, op.offset))
@@ -70,8 +78,13 @@ def _core_ops(ops: list[Op]) -> list[ItemOp]:
 
 
 def _item(item: CoreItem) -> Item:
-    return Item(value=item.value, key=item.key, namespace=item.namespace,
-                created_at=item.created_at, updated_at=item.updated_at)
+    return Item(
+        value=item.value,
+        key=item.key,
+        namespace=item.namespace,
+        created_at=item.created_at,
+        updated_at=item.updated_at,
+    )
 
 
 def _result(res: Any) -> Result:
@@ -79,9 +92,17 @@ def _result(res: Any) -> Result:
         return _item(res)
     if isinstance(res, list) and res and isinstance(res[0], ItemHit):
         hits: list[SearchItem] = [
-            HindsightSearchItem(h.item.namespace, h.item.key, h.item.value, h.item.created_at,
-                                h.item.updated_at, h.score, breakdown=h.breakdown)
-            for h in res]
+            HindsightSearchItem(
+                h.item.namespace,
+                h.item.key,
+                h.item.value,
+                h.item.created_at,
+                h.item.updated_at,
+                h.score,
+                breakdown=h.breakdown,
+            )
+            for h in res
+        ]
         return hits
     return res  # type: ignore[no-any-return]
 
@@ -95,24 +116,46 @@ class DirectAsyncCalls:
     def _queue_one(self, op: ItemOp) -> asyncio.Future[Any]:  # pragma: no cover
         raise NotImplementedError  # provided by the store
 
-    async def aget(self, namespace: tuple[str, ...], key: str, *,
-                   refresh_ttl: bool | None = None) -> Item | None:
+    async def aget(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
         _validate_namespace_labels(namespace)
-        return await self._queue_one(GetItem(  # type: ignore[no-any-return]
-            tuple(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl)))
+        return await self._queue_one(  # type: ignore[no-any-return]
+            GetItem(tuple(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
+        )
 
-    async def asearch(self, namespace_prefix: tuple[str, ...], /, *, query: str | None = None,
-                      filter: dict[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                      refresh_ttl: bool | None = None) -> list[SearchItem]:
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
         _validate_namespace_labels(namespace_prefix)
-        return await self._queue_one(SearchItems(  # type: ignore[no-any-return]
-            tuple(namespace_prefix), query, filter, limit, offset,
-            _ensure_refresh(self.ttl_config, refresh_ttl)))
+        return await self._queue_one(  # type: ignore[no-any-return]
+            SearchItems(
+                tuple(namespace_prefix),
+                query,
+                filter,
+                limit,
+                offset,
+                _ensure_refresh(self.ttl_config, refresh_ttl),
+            )
+        )
 
-    async def alist_namespaces(self, *, prefix: tuple[str, ...] | None = None,
-                               suffix: tuple[str, ...] | None = None,
-                               max_depth: int | None = None, limit: int = 100,
-                               offset: int = 0) -> list[tuple[str, ...]]:
+    async def alist_namespaces(
+        self,
+        *,
+        prefix: tuple[str, ...] | None = None,
+        suffix: tuple[str, ...] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
         _validate_namespace_labels(prefix or ())
         _validate_namespace_labels(suffix or ())
         conds: list[tuple[Literal["prefix", "suffix"], tuple[str, ...]]] = []
@@ -121,14 +164,22 @@ class DirectAsyncCalls:
         if suffix:
             conds.append(("suffix", tuple(suffix)))
         return await self._queue_one(  # type: ignore[no-any-return]
-            ListNamespaces(tuple(conds), max_depth, limit, offset))
+            ListNamespaces(tuple(conds), max_depth, limit, offset)
+        )
 
-    async def aput(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any],
-                   index: Literal[False] | list[str] | None = None, *,
-                   ttl: float | None | NotProvided = NOT_PROVIDED) -> None:
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | None | NotProvided = NOT_PROVIDED,
+    ) -> None:
         _validate_namespace(namespace)
-        await self._queue_one(PutItem(tuple(namespace), str(key), value, index,
-                                      _ensure_ttl(self.ttl_config, ttl)))
+        await self._queue_one(
+            PutItem(tuple(namespace), str(key), value, index, _ensure_ttl(self.ttl_config, ttl))
+        )
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         _validate_namespace_labels(namespace)

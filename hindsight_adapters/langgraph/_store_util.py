@@ -31,7 +31,6 @@ class Stopped(int):
         return repr(bool(self))
 
 
-
 class Coalescer:
     """Runs the op lists submitted in one event-loop tick as a single batch.
 
@@ -42,8 +41,7 @@ class Coalescer:
     def __init__(self, run: Callable[[list[ItemOp]], Awaitable[list[Any]]]) -> None:
         self._run = run
         # (ops, future): a list of ops gets a list of results, a single op its result
-        self._pending: dict[asyncio.AbstractEventLoop,
-                            list[tuple[list[ItemOp] | ItemOp, Any]]] = {}
+        self._pending: dict[asyncio.AbstractEventLoop, list[tuple[list[ItemOp] | ItemOp, Any]]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
     def enqueue(self, ops: list[ItemOp] | ItemOp) -> asyncio.Future[Any]:
@@ -90,8 +88,7 @@ class Coalescer:
                 return
             for ops, fut in entries:
                 try:
-                    result = await (self._run(ops) if isinstance(ops, list) else
-                                    self._one(ops))
+                    result = await (self._run(ops) if isinstance(ops, list) else self._one(ops))
                 except Exception as one:  # noqa: BLE001 - handed to the caller
                     if not fut.done():
                         fut.set_exception(one)
@@ -107,7 +104,7 @@ class Coalescer:
                 start += 1
                 continue
             if not fut.done():
-                fut.set_result(results[start:start + len(ops)])
+                fut.set_result(results[start : start + len(ops)])
             start += len(ops)
 
     async def _run_unique(self, ops: list[ItemOp]) -> list[Any]:

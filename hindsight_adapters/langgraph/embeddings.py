@@ -27,13 +27,20 @@ class LangChainEmbedder:
             known models (``profile_for``), else English only.
     """
 
-    def __init__(self, embeddings: Any, *, dims: int, model_name: str | None = None,
-                 languages: frozenset[str] | None | Literal["profile"] = "profile") -> None:
+    def __init__(
+        self,
+        embeddings: Any,
+        *,
+        dims: int,
+        model_name: str | None = None,
+        languages: frozenset[str] | None | Literal["profile"] = "profile",
+    ) -> None:
         self.embeddings = embeddings
         self.dim = int(dims)
         model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
         self.model_name = model_name or (
-            f"langchain:{type(embeddings).__name__}" + (f":{model}" if model else ""))
+            f"langchain:{type(embeddings).__name__}" + (f":{model}" if model else "")
+        )
         profile = profile_for(str(model or self.model_name))
         self.languages = profile.languages if languages == "profile" else languages
         self.dedup_threshold = profile.dedup_threshold
@@ -43,7 +50,8 @@ class LangChainEmbedder:
         if len(out) != n or any(len(v) != self.dim for v in out):
             raise EmbeddingError(
                 f"{self.model_name} returned {len(out)} vectors of dimension "
-                f"{sorted({len(v) for v in out})}; expected {n} of {self.dim} (index dims)")
+                f"{sorted({len(v) for v in out})}; expected {n} of {self.dim} (index dims)"
+            )
         return out
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:

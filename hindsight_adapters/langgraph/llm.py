@@ -21,8 +21,13 @@ from ._messages import message_text
 
 __all__ = ["LangChainLLM"]
 
-_ROLES = {"system": SystemMessage, "user": HumanMessage, "human": HumanMessage,
-          "assistant": AIMessage, "ai": AIMessage}
+_ROLES = {
+    "system": SystemMessage,
+    "user": HumanMessage,
+    "human": HumanMessage,
+    "assistant": AIMessage,
+    "ai": AIMessage,
+}
 
 
 def to_langchain(messages: list[dict[str, str]]) -> list[BaseMessage]:
@@ -45,8 +50,13 @@ class LangChainLLM:
             Off by default: the answer is parsed defensively either way.
     """
 
-    def __init__(self, chat_model: BaseChatModel, *, model_name: str | None = None,
-                 use_json_mode: bool = False) -> None:
+    def __init__(
+        self,
+        chat_model: BaseChatModel,
+        *,
+        model_name: str | None = None,
+        use_json_mode: bool = False,
+    ) -> None:
         self.chat_model = chat_model
         self.use_json_mode = use_json_mode
         self.model_name = model_name or _model_name(chat_model)
@@ -56,8 +66,9 @@ class LangChainLLM:
             return self.chat_model.bind(response_format={"type": "json_object"})
         return self.chat_model
 
-    def complete(self, messages: list[dict[str, str]], *,
-                 json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def complete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         """One chat completion; token counts from the message's ``usage_metadata``."""
         try:
             answer = self._model(json_schema).invoke(to_langchain(messages))
@@ -65,8 +76,9 @@ class LangChainLLM:
             raise LLMError(f"{self.model_name}: {type(exc).__name__}: {exc}") from exc
         return self._response(answer)
 
-    async def acomplete(self, messages: list[dict[str, str]], *,
-                        json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    async def acomplete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         """Async :meth:`complete` (the model's native ``ainvoke``)."""
         try:
             answer = await self._model(json_schema).ainvoke(to_langchain(messages))

@@ -43,7 +43,8 @@ RECALLED_KEY = "hindsight_recalled"  # the recalled record ids, in additional_kw
 def is_memory_message(message: BaseMessage) -> bool:
     """Whether a message is the recalled-lessons message that :func:`recall_node` adds."""
     return isinstance(message, SystemMessage) and (
-        message.id == MEMORY_MESSAGE_ID or message_text(message.content).startswith(MEMORY_HEADER))
+        message.id == MEMORY_MESSAGE_ID or message_text(message.content).startswith(MEMORY_HEADER)
+    )
 
 
 def lessons_message(hits: Sequence[SearchHit]) -> SystemMessage | None:
@@ -54,12 +55,21 @@ def lessons_message(hits: Sequence[SearchHit]) -> SystemMessage | None:
     for hit in hits:
         r = hit.record
         lines.append(f"- {r.lesson} (when: {r.trigger[:160]}) [id {r.id}]")
-    return SystemMessage(content="\n".join(lines), id=MEMORY_MESSAGE_ID,
-                         additional_kwargs={RECALLED_KEY: [str(h.record.id) for h in hits]})
+    return SystemMessage(
+        content="\n".join(lines),
+        id=MEMORY_MESSAGE_ID,
+        additional_kwargs={RECALLED_KEY: [str(h.record.id) for h in hits]},
+    )
 
 
-def recall_lessons(memory: Memory, task: str, *, namespace: Namespace | str | None = None,
-                   top_k: int = 3, scene: str | None = None) -> SystemMessage | None:
+def recall_lessons(
+    memory: Memory,
+    task: str,
+    *,
+    namespace: Namespace | str | None = None,
+    top_k: int = 3,
+    scene: str | None = None,
+) -> SystemMessage | None:
     """The lessons for ``task`` as a system message, or None (also when recall fails).
 
     ``Memory.recall`` degrades by itself (database, embedder, timeout); what it raises
@@ -71,9 +81,14 @@ def recall_lessons(memory: Memory, task: str, *, namespace: Namespace | str | No
     return lessons_message(result.hits)
 
 
-async def arecall_lessons(memory: AsyncMemory, task: str, *,
-                          namespace: Namespace | str | None = None, top_k: int = 3,
-                          scene: str | None = None) -> SystemMessage | None:
+async def arecall_lessons(
+    memory: AsyncMemory,
+    task: str,
+    *,
+    namespace: Namespace | str | None = None,
+    top_k: int = 3,
+    scene: str | None = None,
+) -> SystemMessage | None:
     """Async :func:`recall_lessons`."""
     result = await memory.recall(task, namespace=namespace, top_k=top_k, scene=scene)
     if result.warning:
@@ -92,10 +107,15 @@ def _inject(messages: list[BaseMessage], lesson: SystemMessage) -> list[BaseMess
     return [RemoveMessage(id=REMOVE_ALL_MESSAGES), lesson, *rest]
 
 
-def recall_node(memory: Memory | AsyncMemory, *, namespace: Namespace | str | None = None,
-                top_k: int = 3, scene: str | None = None, messages_key: str = "messages",
-                query: Callable[[dict[str, Any]], str] | None = None
-                ) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
+def recall_node(
+    memory: Memory | AsyncMemory,
+    *,
+    namespace: Namespace | str | None = None,
+    top_k: int = 3,
+    scene: str | None = None,
+    messages_key: str = "messages",
+    query: Callable[[dict[str, Any]], str] | None = None,
+) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
     """A node to put after ``START``: recalls lessons for the task and puts them first.
 
     The task is the last human message (or ``query(state)``). The lessons arrive as
@@ -110,7 +130,8 @@ def recall_node(memory: Memory | AsyncMemory, *, namespace: Namespace | str | No
     """
     if not isinstance(memory, Memory | AsyncMemory):
         raise ConfigurationError(
-            f"recall_node needs a Memory or an AsyncMemory, got {type(memory).__name__}")
+            f"recall_node needs a Memory or an AsyncMemory, got {type(memory).__name__}"
+        )
 
     def task(state: dict[str, Any]) -> str:
         return query(state) if query else _task_of(state.get(messages_key) or [])
@@ -119,10 +140,14 @@ def recall_node(memory: Memory | AsyncMemory, *, namespace: Namespace | str | No
         if not isinstance(memory, Memory):
             raise ConfigurationError(
                 "recall_node was given an AsyncMemory but the graph runs synchronously "
-                "(invoke/stream): run it with ainvoke/astream, or pass a Memory")
+                "(invoke/stream): run it with ainvoke/astream, or pass a Memory"
+            )
         text = task(state)
-        lesson = recall_lessons(memory, text, namespace=namespace, top_k=top_k,
-                                scene=scene) if text else None
+        lesson = (
+            recall_lessons(memory, text, namespace=namespace, top_k=top_k, scene=scene)
+            if text
+            else None
+        )
         if lesson is None:
             return {}
         return {messages_key: _inject(list(state.get(messages_key) or []), lesson)}
@@ -131,8 +156,11 @@ def recall_node(memory: Memory | AsyncMemory, *, namespace: Namespace | str | No
         if not isinstance(memory, AsyncMemory):  # blocking recall: keep it off the loop
             return await asyncio.get_running_loop().run_in_executor(None, sync, state)
         text = task(state)
-        lesson = await arecall_lessons(memory, text, namespace=namespace, top_k=top_k,
-                                       scene=scene) if text else None
+        lesson = (
+            await arecall_lessons(memory, text, namespace=namespace, top_k=top_k, scene=scene)
+            if text
+            else None
+        )
         if lesson is None:
             return {}
         return {messages_key: _inject(list(state.get(messages_key) or []), lesson)}

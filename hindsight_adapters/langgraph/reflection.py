@@ -58,9 +58,14 @@ _CLIP = 2000
 # ---------------------------------------------------------------------- trajectory
 
 
-def messages_trajectory(messages: Sequence[BaseMessage], *, goal: str | None = None,
-                        outcome: str | None = None, scene: str | None = None,
-                        source: dict[str, Any] | None = None) -> Trajectory:
+def messages_trajectory(
+    messages: Sequence[BaseMessage],
+    *,
+    goal: str | None = None,
+    outcome: str | None = None,
+    scene: str | None = None,
+    source: dict[str, Any] | None = None,
+) -> Trajectory:
     """A trajectory from a run's messages.
 
     The goal is the first human message (unless given); AI text is a thought (when
@@ -85,11 +90,17 @@ def messages_trajectory(messages: Sequence[BaseMessage], *, goal: str | None = N
             steps.append(Step(kind="message", role="user", content=text))
         elif isinstance(m, AIMessage):
             if text:
-                steps.append(Step(kind="thought" if m.tool_calls else "message",
-                                  role="assistant", content=text))
+                steps.append(
+                    Step(
+                        kind="thought" if m.tool_calls else "message",
+                        role="assistant",
+                        content=text,
+                    )
+                )
             for call in m.tool_calls:
-                steps.append(Step(kind="tool_call", tool=call["name"],
-                                  args=dict(call.get("args") or {})))
+                steps.append(
+                    Step(kind="tool_call", tool=call["name"], args=dict(call.get("args") or {}))
+                )
             final = text if not m.tool_calls else final
         elif isinstance(m, ToolMessage):
             if m.status == "error":
@@ -137,8 +148,14 @@ def _thread_config(thread_id: str, checkpoint_ns: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}}
 
 
-def thread_trajectory(checkpointer: Any, thread_id: str, *, checkpoint_ns: str = "",
-                      messages_key: str = "messages", **options: Any) -> Trajectory:
+def thread_trajectory(
+    checkpointer: Any,
+    thread_id: str,
+    *,
+    checkpoint_ns: str = "",
+    messages_key: str = "messages",
+    **options: Any,
+) -> Trajectory:
     """The trajectory of a thread, from its checkpoint history (sync checkpointer API).
 
     Args:
@@ -149,16 +166,24 @@ def thread_trajectory(checkpointer: Any, thread_id: str, *, checkpoint_ns: str =
         **options: ``goal``, ``outcome``, ``scene``, ``source`` for the trajectory.
     """
     tuples = list(checkpointer.list(_thread_config(thread_id, checkpoint_ns)))
-    return messages_trajectory(_history_messages(_branch(tuples), messages_key),
-                               **_options(thread_id, options))
+    return messages_trajectory(
+        _history_messages(_branch(tuples), messages_key), **_options(thread_id, options)
+    )
 
 
-async def athread_trajectory(checkpointer: Any, thread_id: str, *, checkpoint_ns: str = "",
-                             messages_key: str = "messages", **options: Any) -> Trajectory:
+async def athread_trajectory(
+    checkpointer: Any,
+    thread_id: str,
+    *,
+    checkpoint_ns: str = "",
+    messages_key: str = "messages",
+    **options: Any,
+) -> Trajectory:
     """Async :func:`thread_trajectory` (the checkpointer's async API)."""
     tuples = [t async for t in checkpointer.alist(_thread_config(thread_id, checkpoint_ns))]
-    return messages_trajectory(_history_messages(_branch(tuples), messages_key),
-                               **_options(thread_id, options))
+    return messages_trajectory(
+        _history_messages(_branch(tuples), messages_key), **_options(thread_id, options)
+    )
 
 
 def _options(thread_id: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -175,9 +200,15 @@ def _memory_of(checkpointer: Any, memory: Memory | None) -> Memory:
     return backends.sync.memory  # type: ignore[no-any-return]
 
 
-def reflect_thread(checkpointer: Any, thread_id: str, *, memory: Memory | None = None,
-                   llm: LLM | None = None, namespace: Namespace | str | None = None,
-                   **options: Any) -> ReflectionResult:
+def reflect_thread(
+    checkpointer: Any,
+    thread_id: str,
+    *,
+    memory: Memory | None = None,
+    llm: LLM | None = None,
+    namespace: Namespace | str | None = None,
+    **options: Any,
+) -> ReflectionResult:
     """Distill a finished thread into lessons and store them.
 
     Args:
@@ -192,13 +223,18 @@ def reflect_thread(checkpointer: Any, thread_id: str, *, memory: Memory | None =
         The core's :class:`~hindsight_core.reflection.ReflectionResult`.
     """
     trajectory = thread_trajectory(checkpointer, thread_id, **options)
-    return Reflector(_memory_of(checkpointer, memory), llm).reflect(trajectory,
-                                                                    namespace=namespace)
+    return Reflector(_memory_of(checkpointer, memory), llm).reflect(trajectory, namespace=namespace)
 
 
-async def areflect_thread(checkpointer: Any, thread_id: str, *, memory: AsyncMemory,
-                          llm: LLM | None = None, namespace: Namespace | str | None = None,
-                          **options: Any) -> ReflectionResult:
+async def areflect_thread(
+    checkpointer: Any,
+    thread_id: str,
+    *,
+    memory: AsyncMemory,
+    llm: LLM | None = None,
+    namespace: Namespace | str | None = None,
+    **options: Any,
+) -> ReflectionResult:
     """Async :func:`reflect_thread` (needs an :class:`~hindsight_core.AsyncMemory`)."""
     trajectory = await athread_trajectory(checkpointer, thread_id, **options)
     return await AsyncReflector(memory, llm).reflect(trajectory, namespace=namespace)
@@ -210,26 +246,35 @@ async def areflect_thread(checkpointer: Any, thread_id: str, *, memory: AsyncMem
 class ReflectionNode:
     """A graph node that reflects on the run in the background (see :func:`reflection_node`)."""
 
-    def __init__(self, memory: Memory | AsyncMemory, *, llm: LLM | None = None,
-                 namespace: Namespace | str | None = None, messages_key: str = "messages",
-                 scene: str | None = None,
-                 outcome: Callable[[dict[str, Any]], str | None] | None = None) -> None:
+    def __init__(
+        self,
+        memory: Memory | AsyncMemory,
+        *,
+        llm: LLM | None = None,
+        namespace: Namespace | str | None = None,
+        messages_key: str = "messages",
+        scene: str | None = None,
+        outcome: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> None:
         self.memory = memory
         self.namespace = namespace
         self.messages_key = messages_key
         self.scene = scene
         self.outcome = outcome
-        self._thread = BackgroundReflector(Reflector(memory, llm)) \
-            if isinstance(memory, Memory) else None
+        self._thread = (
+            BackgroundReflector(Reflector(memory, llm)) if isinstance(memory, Memory) else None
+        )
         self._async = AsyncReflector(memory, llm) if isinstance(memory, AsyncMemory) else None
         self.futures: list[Future[ReflectionResult]] = []
 
     def _trajectory(self, state: dict[str, Any], config: RunnableConfig) -> Trajectory:
         thread = (config.get("configurable") or {}).get("thread_id")
         return messages_trajectory(
-            list(state.get(self.messages_key) or []), scene=self.scene,
+            list(state.get(self.messages_key) or []),
+            scene=self.scene,
             outcome=self.outcome(state) if self.outcome else None,
-            source={"thread": str(thread)} if thread is not None else {})
+            source={"thread": str(thread)} if thread is not None else {},
+        )
 
     def sync(self, state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
         try:
@@ -238,8 +283,9 @@ class ReflectionNode:
                 return {}
             if len(self.futures) >= 256:  # long-lived graphs: forget finished ones
                 self.futures = [f for f in self.futures if not f.done()]
-            self.futures.append(self._thread.submit(self._trajectory(state, config),
-                                                    namespace=self.namespace))
+            self.futures.append(
+                self._thread.submit(self._trajectory(state, config), namespace=self.namespace)
+            )
         except Exception:  # never into the run
             log.exception("reflection_node: could not start reflection")
         return {}
@@ -270,11 +316,15 @@ class ReflectionNode:
             self._thread.close()
 
 
-def reflection_node(memory: Memory | AsyncMemory, *, llm: LLM | None = None,
-                    namespace: Namespace | str | None = None, messages_key: str = "messages",
-                    scene: str | None = None,
-                    outcome: Callable[[dict[str, Any]], str | None] | None = None
-                    ) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
+def reflection_node(
+    memory: Memory | AsyncMemory,
+    *,
+    llm: LLM | None = None,
+    namespace: Namespace | str | None = None,
+    messages_key: str = "messages",
+    scene: str | None = None,
+    outcome: Callable[[dict[str, Any]], str | None] | None = None,
+) -> RunnableLambda[dict[str, Any], dict[str, Any]]:
     """A node to put before ``END``: reflects on the run's messages in the background.
 
     It returns at once (no state change), never raises into the run, and works in
@@ -286,8 +336,14 @@ def reflection_node(memory: Memory | AsyncMemory, *, llm: LLM | None = None,
         >>> builder.add_node("reflect", reflection_node(memory, llm=LangChainLLM(model)))
         >>> builder.add_edge("reflect", END)
     """
-    node = ReflectionNode(memory, llm=llm, namespace=namespace, messages_key=messages_key,
-                          scene=scene, outcome=outcome)
+    node = ReflectionNode(
+        memory,
+        llm=llm,
+        namespace=namespace,
+        messages_key=messages_key,
+        scene=scene,
+        outcome=outcome,
+    )
     runnable = RunnableLambda(node.sync, afunc=node.aio, name="hindsight_reflect")
     runnable.reflection = node  # type: ignore[attr-defined]
     return runnable

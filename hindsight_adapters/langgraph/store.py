@@ -42,14 +42,18 @@ def item_index(index: IndexConfig | dict[str, Any]) -> ItemIndex:
     ann: dict[str, Any] = dict(index.get("ann_index_config") or {})  # type: ignore[arg-type]
     kind = ann.get("kind", "hnsw")
     params: tuple[tuple[str, int], ...] = tuple(
-        (k, int(ann[k])) for k in ("m", "ef_construction") if k in ann)
+        (k, int(ann[k])) for k in ("m", "ef_construction") if k in ann
+    )
     if "nlist" in ann:
         params += (("lists", int(ann["nlist"])),)
     fields = index.get("fields") or ["$"]
     return ItemIndex(
-        dims=int(index["dims"]), fields=tuple(fields),
+        dims=int(index["dims"]),
+        fields=tuple(fields),
         distance=index.get("distance_type", "cosine"),  # type: ignore[arg-type]
-        vector_type=ann.get("vector_type", "vector"), kind=kind, params=params,
+        vector_type=ann.get("vector_type", "vector"),
+        kind=kind,
+        params=params,
     )
 
 
@@ -73,15 +77,23 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
 
     supports_ttl: bool = True
 
-    def __init__(self, database_url: str | None = None, *,
-                 index: IndexConfig | dict[str, Any] | None = None,
-                 ttl: TTLConfig | None = None, ranking: Ranking = "hybrid",
-                 settings: Settings | None = None, embedder: Embedder | None = None,
-                 memory: Memory | None = None, amemory: AsyncMemory | None = None) -> None:
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        index: IndexConfig | dict[str, Any] | None = None,
+        ttl: TTLConfig | None = None,
+        ranking: Ranking = "hybrid",
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        memory: Memory | None = None,
+        amemory: AsyncMemory | None = None,
+    ) -> None:
         self.settings = settings or (memory.settings if memory else Settings())
         self._url = database_url
-        self.memory = memory or Memory(settings=self.settings, embedder=embedder,
-                                       database_url=database_url)
+        self.memory = memory or Memory(
+            settings=self.settings, embedder=embedder, database_url=database_url
+        )
         self._amemory = amemory
         self._embedder_arg = embedder
         self.ttl_config = ttl
@@ -97,8 +109,9 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         self._index = spec
         self._item_embedder = item_embedder
         omit = self._omit_expired()
-        self.items = Items(self.memory, index=spec, embedder=item_embedder, ranking=ranking,
-                           omit_expired=omit)
+        self.items = Items(
+            self.memory, index=spec, embedder=item_embedder, ranking=ranking, omit_expired=omit
+        )
         self._aitems: AsyncItems | None = None
         self._coalescer = Coalescer(self._run_batch)
         self._omit = omit
@@ -110,9 +123,15 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
 
     @classmethod
     @contextmanager
-    def from_conn_string(cls, conn_string: str, *, index: IndexConfig | None = None,
-                         ttl: TTLConfig | None = None, ranking: Ranking = "hybrid",
-                         **kwargs: Any) -> Iterator[HindsightStore]:
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        ranking: Ranking = "hybrid",
+        **kwargs: Any,
+    ) -> Iterator[HindsightStore]:
         """A store on ``conn_string``, closed on exit (like ``PostgresStore``'s).
 
         ``pipeline`` and ``pool_config`` are accepted for compatibility and ignored
@@ -126,9 +145,15 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
 
     @classmethod
     @asynccontextmanager
-    async def afrom_conn_string(cls, conn_string: str, *, index: IndexConfig | None = None,
-                                ttl: TTLConfig | None = None, ranking: Ranking = "hybrid",
-                                **kwargs: Any) -> AsyncIterator[HindsightStore]:
+    async def afrom_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        ranking: Ranking = "hybrid",
+        **kwargs: Any,
+    ) -> AsyncIterator[HindsightStore]:
         """Async twin of :meth:`from_conn_string` (closes the async pool on exit)."""
         store = cls._compatible(conn_string, index=index, ttl=ttl, ranking=ranking, **kwargs)
         try:
@@ -149,18 +174,24 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         """The asyncio core front end on the same database (created on first use)."""
         if self._amemory is None:
             # The memory's database and embedder (one model loaded, not two).
-            self._amemory = AsyncMemory(settings=self.settings, embedder=self._embedder_arg
-                                        or self.memory.embedder,
-                                        database_url=self._url or self.memory.database_url,
-                                        clock=self.memory.clock)
+            self._amemory = AsyncMemory(
+                settings=self.settings,
+                embedder=self._embedder_arg or self.memory.embedder,
+                database_url=self._url or self.memory.database_url,
+                clock=self.memory.clock,
+            )
         return self._amemory
 
     @property
     def aitems(self) -> AsyncItems:
         if self._aitems is None:
-            self._aitems = AsyncItems(self.amemory, index=self._index,
-                                      embedder=self._item_embedder, ranking=self.ranking,
-                                      omit_expired=self._omit)
+            self._aitems = AsyncItems(
+                self.amemory,
+                index=self._index,
+                embedder=self._item_embedder,
+                ranking=self.ranking,
+                omit_expired=self._omit,
+            )
         return self._aitems
 
     def setup(self) -> None:
@@ -242,8 +273,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         return await self.aitems.sweep()
 
     def _interval(self, minutes: float | None) -> float:
-        return 60.0 * float(minutes or (self.ttl_config or {}).get("sweep_interval_minutes")
-                            or 5)
+        return 60.0 * float(minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5)
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> SweeperFuture:
         """Sweep expired items periodically in a daemon thread (PostgresStore's API).
@@ -285,8 +315,9 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
             self._sweeper = None
         return Stopped(stopped)
 
-    async def astart_ttl_sweeper(self, sweep_interval_minutes: float | None = None
-                                 ) -> asyncio.Task[None]:
+    async def astart_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> asyncio.Task[None]:
         """Sweep periodically as an asyncio task (AsyncPostgresStore's API)."""
         if self._asweeper is not None and not self._asweeper.done():
             return self._asweeper

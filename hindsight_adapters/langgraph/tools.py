@@ -46,8 +46,7 @@ USAGE_DESCRIPTION = (
 )
 
 
-def resolve_namespace(template: tuple[str, ...], config: RunnableConfig | None
-                      ) -> tuple[str, ...]:
+def resolve_namespace(template: tuple[str, ...], config: RunnableConfig | None) -> tuple[str, ...]:
     """Fill ``"{name}"`` labels from ``config["configurable"]``."""
     configurable = (config or {}).get("configurable") or {}
     out = []
@@ -57,7 +56,9 @@ def resolve_namespace(template: tuple[str, ...], config: RunnableConfig | None
             if name not in configurable:
                 raise ValidationError(
                     f"the memory namespace needs config['configurable'][{name!r}] (template "
-                    f"{template}); pass it when invoking the graph", field=name)
+                    f"{template}); pass it when invoking the graph",
+                    field=name,
+                )
             out.append(str(configurable[name]))
         else:
             out.append(label)
@@ -74,7 +75,8 @@ def _store(runtime: Any, fixed: Any) -> Any:
         raise ValidationError(
             f"memory tools need a HindsightStore as the graph's store, got "
             f"{type(store).__name__}; compile the graph with store=HindsightStore()",
-            field="store")
+            field="store",
+        )
     return store
 
 
@@ -92,8 +94,9 @@ def _error(exc: HindsightError) -> str:
     return _dump({"error": str(exc)})
 
 
-def create_memory_tools(namespace: tuple[str, ...] = DEFAULT_NAMESPACE, *,
-                        store: Any = None, top_k: int = 5) -> list[BaseTool]:
+def create_memory_tools(
+    namespace: tuple[str, ...] = DEFAULT_NAMESPACE, *, store: Any = None, top_k: int = 5
+) -> list[BaseTool]:
     """The three memory tools, bound to a namespace template.
 
     Args:
@@ -118,47 +121,60 @@ def create_memory_tools(namespace: tuple[str, ...] = DEFAULT_NAMESPACE, *,
     def search(query: str, runtime: ToolRuntime, scene: str | None = None) -> str:
         try:
             s = _store(runtime, store)
-            return _search_result(s.memory.recall(query, namespace=_ns(runtime), scene=scene,
-                                                  top_k=top_k))
+            return _search_result(
+                s.memory.recall(query, namespace=_ns(runtime), scene=scene, top_k=top_k)
+            )
         except HindsightError as exc:
             return _error(exc)
 
     async def asearch(query: str, runtime: ToolRuntime, scene: str | None = None) -> str:
         try:
             s = _store(runtime, store)
-            return _search_result(await s.amemory.recall(
-                query, namespace=_ns(runtime), scene=scene, top_k=top_k))
+            return _search_result(
+                await s.amemory.recall(query, namespace=_ns(runtime), scene=scene, top_k=top_k)
+            )
         except HindsightError as exc:
             return _error(exc)
 
-    def _record(lesson: str, trigger: str, scene: str, outcome: str, runtime: Any
-                ) -> dict[str, Any]:
-        return {"lesson": lesson, "trigger": trigger, "scene": scene, "outcome": outcome,
-                "source": _source(getattr(runtime, "config", None))}
+    def _record(
+        lesson: str, trigger: str, scene: str, outcome: str, runtime: Any
+    ) -> dict[str, Any]:
+        return {
+            "lesson": lesson,
+            "trigger": trigger,
+            "scene": scene,
+            "outcome": outcome,
+            "source": _source(getattr(runtime, "config", None)),
+        }
 
-    def write(lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general",
-              outcome: str = "") -> str:
+    def write(
+        lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general", outcome: str = ""
+    ) -> str:
         try:
             s = _store(runtime, store)
-            res = s.memory.write(_record(lesson, trigger, scene, outcome, runtime),
-                                 namespace=_ns(runtime))
+            res = s.memory.write(
+                _record(lesson, trigger, scene, outcome, runtime), namespace=_ns(runtime)
+            )
             return _dump({"id": str(res.id), "status": res.status})
         except HindsightError as exc:
             return _error(exc)
 
-    async def awrite(lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general",
-                     outcome: str = "") -> str:
+    async def awrite(
+        lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general", outcome: str = ""
+    ) -> str:
         try:
             s = _store(runtime, store)
-            res = await s.amemory.write(_record(lesson, trigger, scene, outcome, runtime),
-                                        namespace=_ns(runtime))
+            res = await s.amemory.write(
+                _record(lesson, trigger, scene, outcome, runtime), namespace=_ns(runtime)
+            )
             return _dump({"id": str(res.id), "status": res.status})
         except HindsightError as exc:
             return _error(exc)
 
     def _usage(rec: Any) -> str:
-        return _dump({"id": str(rec.id), "score": round(rec.decayed_score, 4),
-                      "use_count": rec.use_count})
+        return _dump(
+            {"id": str(rec.id), "score": round(rec.decayed_score, 4), "use_count": rec.use_count}
+        )
 
     def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:  # noqa: A002
         try:
@@ -175,12 +191,15 @@ def create_memory_tools(namespace: tuple[str, ...] = DEFAULT_NAMESPACE, *,
             return _error(exc)
 
     return [
-        StructuredTool.from_function(func=search, coroutine=asearch, name="search_memory",
-                                     description=SEARCH_DESCRIPTION),
-        StructuredTool.from_function(func=write, coroutine=awrite, name="write_memory",
-                                     description=WRITE_DESCRIPTION),
-        StructuredTool.from_function(func=usage, coroutine=ausage, name="update_memory_usage",
-                                     description=USAGE_DESCRIPTION),
+        StructuredTool.from_function(
+            func=search, coroutine=asearch, name="search_memory", description=SEARCH_DESCRIPTION
+        ),
+        StructuredTool.from_function(
+            func=write, coroutine=awrite, name="write_memory", description=WRITE_DESCRIPTION
+        ),
+        StructuredTool.from_function(
+            func=usage, coroutine=ausage, name="update_memory_usage", description=USAGE_DESCRIPTION
+        ),
     ]
 
 

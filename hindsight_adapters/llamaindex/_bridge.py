@@ -102,9 +102,13 @@ class CoreBridge:
                     url = amem.database_url
                     if url is None and amem.engine is not None:
                         url = amem.engine.url.render_as_string(hide_password=False)
-                    self._memory = Memory(amem.namespace, settings=amem.settings,
-                                          embedder=amem.embedder, database_url=url,
-                                          clock=amem.clock)
+                    self._memory = Memory(
+                        amem.namespace,
+                        settings=amem.settings,
+                        embedder=amem.embedder,
+                        database_url=url,
+                        clock=amem.clock,
+                    )
                     self._owns_sync = True
         return self._memory
 
@@ -114,43 +118,49 @@ class CoreBridge:
 
     # ------------------------------------------------------------------ recall & feedback
 
-    async def arecall(self, query: str, *, namespace: Namespace | None, scene: str | None,
-                      top_k: int) -> RecallResult:
+    async def arecall(
+        self, query: str, *, namespace: Namespace | None, scene: str | None, top_k: int
+    ) -> RecallResult:
         """Recall that never raises: any failure is a degraded result and a warning."""
         try:
             if self.native():
                 assert self._amemory is not None
-                return await self._amemory.recall(query, namespace=namespace, scene=scene,
-                                                  top_k=top_k)
+                return await self._amemory.recall(
+                    query, namespace=namespace, scene=scene, top_k=top_k
+                )
             memory = self.sync_memory()
             return await asyncio.wait_for(
-                self._in_thread(memory.recall, query, namespace=namespace, scene=scene,
-                                top_k=top_k),
+                self._in_thread(
+                    memory.recall, query, namespace=namespace, scene=scene, top_k=top_k
+                ),
                 memory.settings.recall_timeout + memory.settings.connect_timeout,
             )
         except Exception as exc:  # degrade, don't block: the chat goes on without lessons
             return degraded(exc)
 
-    def recall(self, query: str, *, namespace: Namespace | None, scene: str | None,
-               top_k: int) -> RecallResult:
+    def recall(
+        self, query: str, *, namespace: Namespace | None, scene: str | None, top_k: int
+    ) -> RecallResult:
         """Sync recall (through the sync ``Memory``); never raises."""
         try:
-            return self.sync_memory().recall(query, namespace=namespace, scene=scene,
-                                              top_k=top_k)
+            return self.sync_memory().recall(query, namespace=namespace, scene=scene, top_k=top_k)
         except Exception as exc:
             return degraded(exc)
 
-    async def amark_used(self, record_id: object, helpful: bool, *,
-                         namespace: Namespace | None) -> Experience:
+    async def amark_used(
+        self, record_id: object, helpful: bool, *, namespace: Namespace | None
+    ) -> Experience:
         """Feedback on a recalled record."""
         if self.native():
             assert self._amemory is not None
             return await self._amemory.mark_used(record_id, helpful, namespace=namespace)
-        return await self._in_thread(self.sync_memory().mark_used, record_id, helpful,
-                                     namespace=namespace)
+        return await self._in_thread(
+            self.sync_memory().mark_used, record_id, helpful, namespace=namespace
+        )
 
-    def mark_used(self, record_id: object, helpful: bool, *,
-                  namespace: Namespace | None) -> Experience:
+    def mark_used(
+        self, record_id: object, helpful: bool, *, namespace: Namespace | None
+    ) -> Experience:
         return self.sync_memory().mark_used(record_id, helpful, namespace=namespace)
 
     # ------------------------------------------------------------------ reflection
@@ -167,8 +177,9 @@ class CoreBridge:
 
         return Reflector(self.sync_memory(), self.llm)
 
-    def submit(self, trajectory: Trajectory, *, namespace: Namespace | None
-               ) -> asyncio.Task[ReflectionResult] | concurrent.futures.Future[ReflectionResult]:
+    def submit(
+        self, trajectory: Trajectory, *, namespace: Namespace | None
+    ) -> asyncio.Task[ReflectionResult] | concurrent.futures.Future[ReflectionResult]:
         """Reflect in the background; returns the task or future (never blocks)."""
         if self.native():
             job: Any = self._async_reflector().submit(trajectory, namespace=namespace)
@@ -184,24 +195,27 @@ class CoreBridge:
         job.add_done_callback(self.pending.discard)
         return job  # type: ignore[no-any-return]
 
-    async def areflect(self, trajectory: Trajectory, *, namespace: Namespace | None
-                       ) -> ReflectionResult:
+    async def areflect(
+        self, trajectory: Trajectory, *, namespace: Namespace | None
+    ) -> ReflectionResult:
         """Reflect now and return what was written."""
         if self.native():
             return await self._async_reflector().reflect(  # type: ignore[no-any-return]
-                trajectory, namespace=namespace)
+                trajectory, namespace=namespace
+            )
         return await self._in_thread(self.reflect, trajectory, namespace=namespace)
 
-    def reflect(self, trajectory: Trajectory, *, namespace: Namespace | None
-                ) -> ReflectionResult:
+    def reflect(self, trajectory: Trajectory, *, namespace: Namespace | None) -> ReflectionResult:
         return self._sync_reflector().reflect(trajectory, namespace=namespace)  # type: ignore[no-any-return]
 
     async def wait(self, timeout: float | None = None) -> None:
         """Wait for background reflections submitted so far (tests, shutdown)."""
         loop = asyncio.get_running_loop()
-        waits = [j if isinstance(j, asyncio.Task) else asyncio.wrap_future(j)
-                 for j in list(self.pending)
-                 if not isinstance(j, asyncio.Task) or j.get_loop() is loop]
+        waits = [
+            j if isinstance(j, asyncio.Task) else asyncio.wrap_future(j)
+            for j in list(self.pending)
+            if not isinstance(j, asyncio.Task) or j.get_loop() is loop
+        ]
         if waits:
             await asyncio.wait(waits, timeout=timeout)
 

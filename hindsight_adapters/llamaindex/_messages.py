@@ -32,17 +32,25 @@ def query_from(messages: Sequence[ChatMessage] | None, window: int = 1) -> str:
     if not messages:
         return ""
     users = [text_of(m) for m in messages if role_of(m) == "user" and text_of(m)]
-    picked = users[-window:] if users else [
-        t for t in (text_of(m) for m in messages if role_of(m) != "system") if t
-    ][-1:]
+    picked = (
+        users[-window:]
+        if users
+        else [t for t in (text_of(m) for m in messages if role_of(m) != "system") if t][-1:]
+    )
     return "\n".join(picked)[-_QUERY_MAX_CHARS:]
 
 
-def trajectory_from(messages: Iterable[ChatMessage], *, outcome: str = "unknown",
-                    final_state: str = "", goal: str | None = None,
-                    recalled: Iterable[Any] = (), used: Iterable[Any] = (),
-                    scene: str | None = None, source: dict[str, Any] | None = None
-                    ) -> Trajectory:
+def trajectory_from(
+    messages: Iterable[ChatMessage],
+    *,
+    outcome: str = "unknown",
+    final_state: str = "",
+    goal: str | None = None,
+    recalled: Iterable[Any] = (),
+    used: Iterable[Any] = (),
+    scene: str | None = None,
+    source: dict[str, Any] | None = None,
+) -> Trajectory:
     """A :class:`~hindsight_core.reflection.Trajectory` from a conversation.
 
     System messages are left out (they carry the prompt and the injected lessons);
@@ -66,14 +74,17 @@ def trajectory_from(messages: Iterable[ChatMessage], *, outcome: str = "unknown"
             if text:
                 steps.append(Step(kind="thought", content=text, role=role))
             for call in calls:
-                args = call.tool_kwargs if isinstance(call.tool_kwargs, dict) else {
-                    "input": str(call.tool_kwargs)}
+                args = (
+                    call.tool_kwargs
+                    if isinstance(call.tool_kwargs, dict)
+                    else {"input": str(call.tool_kwargs)}
+                )
                 steps.append(Step(kind="tool_call", tool=call.tool_name, args=args))
         elif role == "tool":
             name = message.additional_kwargs.get("name") or message.additional_kwargs.get(
-                "tool_name")
-            steps.append(Step(kind="tool_result", content=text,
-                              tool=str(name) if name else None))
+                "tool_name"
+            )
+            steps.append(Step(kind="tool_result", content=text, tool=str(name) if name else None))
         elif text:
             steps.append(Step(kind="message", content=text, role=role))
             if role == "assistant":
@@ -101,5 +112,5 @@ def with_system_text(messages: list[ChatMessage], text: str) -> list[ChatMessage
         if role_of(message) == "system":
             merged = message.model_copy(deep=True)
             merged.blocks = [*merged.blocks, TextBlock(text="\n" + text)]
-            return [*messages[:i], merged, *messages[i + 1:]]
+            return [*messages[:i], merged, *messages[i + 1 :]]
     return [ChatMessage(role="system", content=text), *messages]

@@ -71,8 +71,9 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
     _last_warning: str | None = PrivateAttr(default=None)
     _last_job: Any = PrivateAttr(default=None)
 
-    def __init__(self, *, memory: Memory | AsyncMemory, reflection_llm: Any = None,
-                 **data: Any) -> None:
+    def __init__(
+        self, *, memory: Memory | AsyncMemory, reflection_llm: Any = None, **data: Any
+    ) -> None:
         if data.get("namespace") is not None:
             data["namespace"] = validate_namespace(data["namespace"])
         super().__init__(**data)
@@ -112,8 +113,9 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
         query = query_from(messages, self.query_window)
         if not query:
             return ""
-        result = await self._bridge.arecall(query, namespace=self.namespace, scene=self.scene,
-                                            top_k=self.top_k)
+        result = await self._bridge.arecall(
+            query, namespace=self.namespace, scene=self.scene, top_k=self.top_k
+        )
         self._last_warning = result.warning
         self._last_hits = list(result.hits)
         for hit in result.hits:
@@ -126,7 +128,9 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
         if not self.reflect_on_flush or not messages:
             return
         trajectory = trajectory_from(
-            messages, recalled=self._shown, scene=self.scene,
+            messages,
+            recalled=self._shown,
+            scene=self.scene,
             source=_source(messages),
         )
         try:

@@ -28,12 +28,18 @@ class LlamaIndexEmbedder:
             that dedup of other languages also requires shared wording.
     """
 
-    def __init__(self, embed_model: BaseEmbedding, *, dim: int | None = None,
-                 model_name: str | None = None,
-                 languages: frozenset[str] | None | Literal["profile"] = "profile") -> None:
+    def __init__(
+        self,
+        embed_model: BaseEmbedding,
+        *,
+        dim: int | None = None,
+        model_name: str | None = None,
+        languages: frozenset[str] | None | Literal["profile"] = "profile",
+    ) -> None:
         if not isinstance(embed_model, BaseEmbedding):
             raise TypeError(
-                f"expected a llama_index BaseEmbedding, got {type(embed_model).__name__}")
+                f"expected a llama_index BaseEmbedding, got {type(embed_model).__name__}"
+            )
         self.embed_model = embed_model
         self.model_name = model_name or f"llamaindex:{embed_model.model_name}"
         profile = profile_for(embed_model.model_name)

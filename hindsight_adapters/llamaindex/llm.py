@@ -39,8 +39,9 @@ class LlamaIndexLLM:
         self.llm = llm
         self.model_name = model_name or _metadata_name(llm)
 
-    def complete(self, messages: list[dict[str, str]], *,
-                 json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def complete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         """Send OpenAI-style messages; ``json_schema`` is described by the caller's prompt."""
         try:
             response = self.llm.chat(_to_chat(messages))
@@ -48,8 +49,9 @@ class LlamaIndexLLM:
             raise LLMError(f"{self.model_name}: {exc}") from exc
         return self._response(response)
 
-    async def acomplete(self, messages: list[dict[str, str]], *,
-                        json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    async def acomplete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         """Async :meth:`complete`."""
         try:
             response = await self.llm.achat(_to_chat(messages))
@@ -61,8 +63,12 @@ class LlamaIndexLLM:
         from hindsight_core.reflection import LLMResponse
 
         prompt, completion = token_usage(response)
-        return LLMResponse(text=response.message.content or "", prompt_tokens=prompt,
-                           completion_tokens=completion, model=self.model_name)
+        return LLMResponse(
+            text=response.message.content or "",
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            model=self.model_name,
+        )
 
 
 def token_usage(response: ChatResponse) -> tuple[int, int]:
@@ -98,8 +104,7 @@ def _pick(usage: Any, keys: tuple[str, ...]) -> int:
 
 
 def _to_chat(messages: list[dict[str, str]]) -> list[ChatMessage]:
-    return [ChatMessage(role=m.get("role", "user"), content=m.get("content", ""))
-            for m in messages]
+    return [ChatMessage(role=m.get("role", "user"), content=m.get("content", "")) for m in messages]
 
 
 def _metadata_name(llm: LlamaIndexBaseLLM) -> str:

@@ -66,7 +66,8 @@ class HindsightMemory(BaseMemory):
     """
 
     namespace: tuple[str, ...] | None = Field(
-        default=None, description="Namespace to recall from; default: the memory's own.")
+        default=None, description="Namespace to recall from; default: the memory's own."
+    )
     scene: str | None = Field(default=None, description="Hard filter on the scene tag.")
     top_k: int = Field(default=5, ge=1, le=100)
     query_window: int = Field(default=1, ge=1)
@@ -74,17 +75,22 @@ class HindsightMemory(BaseMemory):
     system_prompt: str | None = Field(
         default=None,
         description="Put the agent's system prompt here (not on the agent) to get one "
-        "system message holding both prompt and lessons.")
+        "system message holding both prompt and lessons.",
+    )
     session_id: str = Field(default_factory=lambda: uuid.uuid4().hex)
     token_limit: int = Field(default=30_000, ge=1)
     chat_history: list[ChatMessage] = Field(
-        default_factory=list, description="The active short-term history (for serialization).")
+        default_factory=list, description="The active short-term history (for serialization)."
+    )
     shown_ids: list[str] = Field(
-        default_factory=list, description="Ids of lessons shown during the current task.")
+        default_factory=list, description="Ids of lessons shown during the current task."
+    )
     used_ids: list[str] = Field(
-        default_factory=list, description="Ids marked helpful during the current task.")
-    task_start: int = Field(default=0, ge=0,
-                            description="Index in the full history where the task began.")
+        default_factory=list, description="Ids marked helpful during the current task."
+    )
+    task_start: int = Field(
+        default=0, ge=0, description="Index in the full history where the task began."
+    )
     memory_key: str = Field(default_factory=lambda: uuid.uuid4().hex)
 
     _bridge: CoreBridge = PrivateAttr()
@@ -95,18 +101,25 @@ class HindsightMemory(BaseMemory):
     _tokenizer_fn: Callable[[str], list[Any]] | None = PrivateAttr(default=None)
     _last: tuple[str, RecallResult] | None = PrivateAttr(default=None)
 
-    def __init__(self, *, memory: Memory | AsyncMemory | None = None,
-                 short_term: BaseMemory | None = None, reflection_llm: Any = None,
-                 tokenizer_fn: Callable[[str], list[Any]] | None = None,
-                 **data: Any) -> None:
+    def __init__(
+        self,
+        *,
+        memory: Memory | AsyncMemory | None = None,
+        short_term: BaseMemory | None = None,
+        reflection_llm: Any = None,
+        tokenizer_fn: Callable[[str], list[Any]] | None = None,
+        **data: Any,
+    ) -> None:
         if data.get("namespace") is not None:
             data["namespace"] = validate_namespace(data["namespace"])
         super().__init__(**data)
         bridge = _BRIDGES.get(self.memory_key) if memory is None else None
         if bridge is None:
             if memory is None:
-                log.info("HindsightMemory restored without its core memory: building an "
-                         "AsyncMemory from the HINDSIGHT_* settings")
+                log.info(
+                    "HindsightMemory restored without its core memory: building an "
+                    "AsyncMemory from the HINDSIGHT_* settings"
+                )
                 memory = AsyncMemory(self.namespace or ("default",))
             bridge = CoreBridge(memory, as_hindsight_llm(reflection_llm))
             _BRIDGES[self.memory_key] = bridge
@@ -123,8 +136,9 @@ class HindsightMemory(BaseMemory):
         return "HindsightMemory"
 
     @classmethod
-    def from_defaults(cls, chat_history: list[ChatMessage] | None = None,
-                      **kwargs: Any) -> HindsightMemory:
+    def from_defaults(
+        cls, chat_history: list[ChatMessage] | None = None, **kwargs: Any
+    ) -> HindsightMemory:
         """Build one; ``chat_history`` seeds the short-term memory."""
         kwargs.pop("llm", None)
         return cls(chat_history=list(chat_history or []), **kwargs)
@@ -141,8 +155,10 @@ class HindsightMemory(BaseMemory):
         """The wrapped short-term memory (created on first use)."""
         if self._short_term is None:
             self._short_term = ChatMemory.from_defaults(
-                session_id=self.session_id, token_limit=self.token_limit,
-                tokenizer_fn=self._tokenizer_fn)
+                session_id=self.session_id,
+                token_limit=self.token_limit,
+                tokenizer_fn=self._tokenizer_fn,
+            )
             self._owns_short_term = True
         return self._short_term
 
@@ -161,8 +177,9 @@ class HindsightMemory(BaseMemory):
             return self._inject(messages, None)
         result = self._cached(query)
         if result is None:
-            result = await self._bridge.arecall(query, namespace=self.namespace,
-                                                scene=self.scene, top_k=self.top_k)
+            result = await self._bridge.arecall(
+                query, namespace=self.namespace, scene=self.scene, top_k=self.top_k
+            )
             self._remember(query, result)
         return self._inject(messages, result)
 
@@ -192,8 +209,9 @@ class HindsightMemory(BaseMemory):
         self.chat_history, self.task_start = [], 0
         self._new_task()
 
-    async def aend_task(self, outcome: str = "success", *, final_state: str = "",
-                        used: list[object] | None = None) -> ReflectionResult:
+    async def aend_task(
+        self, outcome: str = "success", *, final_state: str = "", used: list[object] | None = None
+    ) -> ReflectionResult:
         """End the current task: reflect on the conversation since it began.
 
         Args:
@@ -233,8 +251,9 @@ class HindsightMemory(BaseMemory):
             return self._inject(messages, None)
         result = self._cached(query)
         if result is None:
-            result = self._bridge.recall(query, namespace=self.namespace, scene=self.scene,
-                                         top_k=self.top_k)
+            result = self._bridge.recall(
+                query, namespace=self.namespace, scene=self.scene, top_k=self.top_k
+            )
             self._remember(query, result)
         return self._inject(messages, result)
 
@@ -261,8 +280,9 @@ class HindsightMemory(BaseMemory):
         self.chat_history, self.task_start = [], 0
         self._new_task()
 
-    def end_task(self, outcome: str = "success", *, final_state: str = "",
-                 used: list[object] | None = None) -> ReflectionResult:
+    def end_task(
+        self, outcome: str = "success", *, final_state: str = "", used: list[object] | None = None
+    ) -> ReflectionResult:
         """Sync :meth:`aend_task`."""
         history = self.get_all()
         trajectory = self._trajectory(history, outcome, final_state, used)
@@ -323,19 +343,24 @@ class HindsightMemory(BaseMemory):
             if str(hit.record.id) not in self.shown_ids:
                 self.shown_ids.append(str(hit.record.id))
 
-    def _inject(self, messages: list[ChatMessage], result: RecallResult | None
-                ) -> list[ChatMessage]:
+    def _inject(
+        self, messages: list[ChatMessage], result: RecallResult | None
+    ) -> list[ChatMessage]:
         lessons = render_lessons(result.hits, self.header) if result else ""
         text = "\n\n".join(t for t in (self.system_prompt, lessons) if t)
         return with_system_text(list(messages), text)
 
-    def _trajectory(self, history: list[ChatMessage], outcome: str, final_state: str,
-                    used: list[object] | None) -> Any:
+    def _trajectory(
+        self, history: list[ChatMessage], outcome: str, final_state: str, used: list[object] | None
+    ) -> Any:
         return trajectory_from(
-            history[self.task_start:], outcome=outcome, final_state=final_state,
+            history[self.task_start :],
+            outcome=outcome,
+            final_state=final_state,
             recalled=[uuid.UUID(i) for i in self.shown_ids],
             used=[uuid.UUID(str(i)) for i in (used if used is not None else self.used_ids)],
-            scene=self.scene, source={"agent": "llamaindex", "session": self.session_id},
+            scene=self.scene,
+            source={"agent": "llamaindex", "session": self.session_id},
         )
 
     def _note_feedback(self, record: Experience, helpful: bool) -> None:

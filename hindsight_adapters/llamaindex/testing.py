@@ -34,8 +34,10 @@ Responder = Callable[[list[ChatMessage]], Reply]
 
 def tool_call(name: str, call_id: str = "call_1", **kwargs: Any) -> ChatMessage:
     """An assistant message that calls ``name`` with ``kwargs``."""
-    return ChatMessage(role="assistant", blocks=[
-        ToolCallBlock(tool_call_id=call_id, tool_name=name, tool_kwargs=kwargs)])
+    return ChatMessage(
+        role="assistant",
+        blocks=[ToolCallBlock(tool_call_id=call_id, tool_name=name, tool_kwargs=kwargs)],
+    )
 
 
 def answer(text: str) -> ChatMessage:
@@ -79,8 +81,13 @@ class ScriptedChatLLM(FunctionCallingLLM):
 
     @property
     def metadata(self) -> LLMMetadata:
-        return LLMMetadata(context_window=8192, num_output=256, is_chat_model=True,
-                           is_function_calling_model=True, model_name="scripted")
+        return LLMMetadata(
+            context_window=8192,
+            num_output=256,
+            is_chat_model=True,
+            is_function_calling_model=True,
+            model_name="scripted",
+        )
 
     def _next(self, messages: Sequence[ChatMessage]) -> ChatResponse:
         received = copy.deepcopy(list(messages))  # callers mutate blocks later
@@ -92,10 +99,16 @@ class ScriptedChatLLM(FunctionCallingLLM):
         else:
             raise AssertionError("ScriptedChatLLM: script exhausted")
         msg = answer(reply) if isinstance(reply, str) else reply
-        usage = {"prompt_tokens": sum(len((m.content or "").split()) for m in received),
-                 "completion_tokens": len((msg.content or "").split())}
-        return ChatResponse(message=msg, delta=msg.content or "", raw={"usage": usage},
-                            additional_kwargs=dict(usage))
+        usage = {
+            "prompt_tokens": sum(len((m.content or "").split()) for m in received),
+            "completion_tokens": len((msg.content or "").split()),
+        }
+        return ChatResponse(
+            message=msg,
+            delta=msg.content or "",
+            raw={"usage": usage},
+            additional_kwargs=dict(usage),
+        )
 
     @llm_chat_callback()
     def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
@@ -115,8 +128,9 @@ class ScriptedChatLLM(FunctionCallingLLM):
         return gen()
 
     @llm_chat_callback()
-    async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any
-                           ) -> ChatResponseAsyncGen:
+    async def astream_chat(
+        self, messages: Sequence[ChatMessage], **kwargs: Any
+    ) -> ChatResponseAsyncGen:
         resp = self._next(messages)
 
         async def gen() -> ChatResponseAsyncGen:
@@ -125,20 +139,21 @@ class ScriptedChatLLM(FunctionCallingLLM):
         return gen()
 
     @llm_completion_callback()
-    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any
-                 ) -> CompletionResponse:
+    def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
         resp = self._next([ChatMessage(role="user", content=prompt)])
         return CompletionResponse(text=resp.message.content or "", raw=resp.raw)
 
     @llm_completion_callback()
-    async def acomplete(self, prompt: str, formatted: bool = False, **kwargs: Any
-                        ) -> CompletionResponse:
+    async def acomplete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponse:
         response: CompletionResponse = self.complete(prompt, formatted=formatted, **kwargs)
         return response
 
     @llm_completion_callback()
-    def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any
-                        ) -> CompletionResponseGen:
+    def stream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseGen:
         text = self.complete(prompt, formatted=formatted).text
 
         def gen() -> CompletionResponseGen:
@@ -147,8 +162,9 @@ class ScriptedChatLLM(FunctionCallingLLM):
         return gen()
 
     @llm_completion_callback()
-    async def astream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any
-                               ) -> CompletionResponseAsyncGen:
+    async def astream_complete(
+        self, prompt: str, formatted: bool = False, **kwargs: Any
+    ) -> CompletionResponseAsyncGen:
         text = self.complete(prompt, formatted=formatted).text
 
         async def gen() -> CompletionResponseAsyncGen:
@@ -156,23 +172,36 @@ class ScriptedChatLLM(FunctionCallingLLM):
 
         return gen()
 
-    def _prepare_chat_with_tools(self, tools: Sequence[Any],
-                                 user_msg: str | ChatMessage | None = None,
-                                 chat_history: list[ChatMessage] | None = None,
-                                 verbose: bool = False, allow_parallel_tool_calls: bool = False,
-                                 tool_required: bool = False, **kwargs: Any) -> dict[str, Any]:
+    def _prepare_chat_with_tools(
+        self,
+        tools: Sequence[Any],
+        user_msg: str | ChatMessage | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        verbose: bool = False,
+        allow_parallel_tool_calls: bool = False,
+        tool_required: bool = False,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
         messages = list(chat_history or [])
         if user_msg:
-            messages.append(ChatMessage(role="user", content=user_msg)
-                            if isinstance(user_msg, str) else user_msg)
+            messages.append(
+                ChatMessage(role="user", content=user_msg)
+                if isinstance(user_msg, str)
+                else user_msg
+            )
         return {"messages": messages}
 
-    def get_tool_calls_from_response(self, response: ChatResponse,
-                                     error_on_no_tool_call: bool = True,
-                                     **kwargs: Any) -> list[ToolSelection]:
+    def get_tool_calls_from_response(
+        self, response: ChatResponse, error_on_no_tool_call: bool = True, **kwargs: Any
+    ) -> list[ToolSelection]:
         calls = [b for b in response.message.blocks if isinstance(b, ToolCallBlock)]
         if not calls and error_on_no_tool_call:
             raise ValueError("expected a tool call")
-        return [ToolSelection(tool_id=c.tool_call_id or "", tool_name=c.tool_name,
-                              tool_kwargs=c.tool_kwargs if isinstance(c.tool_kwargs, dict)
-                              else {}) for c in calls]
+        return [
+            ToolSelection(
+                tool_id=c.tool_call_id or "",
+                tool_name=c.tool_name,
+                tool_kwargs=c.tool_kwargs if isinstance(c.tool_kwargs, dict) else {},
+            )
+            for c in calls
+        ]

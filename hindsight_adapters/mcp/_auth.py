@@ -51,9 +51,7 @@ def parse_tokens(text: str, *, source: str = "HINDSIGHT_MCP_TOKENS") -> dict[str
         token, sep, ns = line.partition("=")
         token = token.strip()
         if not sep or not token or not ns.strip():
-            raise ConfigurationError(
-                f"{source}: expected 'token=acme/agent', got {line[:20]!r}..."
-            )
+            raise ConfigurationError(f"{source}: expected 'token=acme/agent', got {line[:20]!r}...")
         tokens[token] = _ns(ns, source)
     return tokens
 
@@ -116,13 +114,27 @@ def _find(tokens: Mapping[str, Namespace], presented: str) -> Namespace | None:
     return found
 
 
-async def _reply(send: Send, status: int, message: str, code: int,
-                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
-    body = json.dumps({"jsonrpc": "2.0", "id": None,
-                       "error": {"code": code, "message": message}}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()), *(headers or [])]})
+async def _reply(
+    send: Send,
+    status: int,
+    message: str,
+    code: int,
+    headers: list[tuple[bytes, bytes]] | None = None,
+) -> None:
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    ).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *(headers or []),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -151,8 +163,13 @@ class BearerNamespaceMiddleware:
             scheme, _, token = header.decode("latin-1").partition(" ")
             ns = _find(self.tokens, token.strip()) if scheme.lower() == "bearer" else None
         if ns is None:
-            await _reply(send, 401, "Unauthorized: missing or invalid bearer token", -32001,
-                         [(b"www-authenticate", b"Bearer")])
+            await _reply(
+                send,
+                401,
+                "Unauthorized: missing or invalid bearer token",
+                -32001,
+                [(b"www-authenticate", b"Bearer")],
+            )
             return
         scope.setdefault("state", {})["namespace"] = ns
         reset = CURRENT_NAMESPACE.set(ns)

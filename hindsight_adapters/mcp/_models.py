@@ -101,11 +101,15 @@ class ReflectOutcome(BaseModel):
     lessons: list[str] = Field(default_factory=list, description="The lessons written, in order.")
     dropped: int = Field(default=0, description="Candidate lessons not written (see reasons).")
     dropped_reasons: list[str] = Field(
-        default_factory=list, description="Why each was dropped: low confidence, a copy of "
-        "the prompt, generic, not grounded in the steps it cites, nothing new, too long...")
+        default_factory=list,
+        description="Why each was dropped: low confidence, a copy of "
+        "the prompt, generic, not grounded in the steps it cites, nothing new, too long...",
+    )
     reinforced: list[str] = Field(
-        default_factory=list, description="Ids of recalled lessons a candidate repeated: "
-        "reinforced instead of written again.")
+        default_factory=list,
+        description="Ids of recalled lessons a candidate repeated: "
+        "reinforced instead of written again.",
+    )
     skipped: bool = Field(default=False, description="True when nothing could be distilled.")
     error: str | None = None
     distiller: str = Field(description="'llm:<model>' or 'rule-based' (no LLM configured).")

@@ -37,14 +37,19 @@ def _trajectory(data: TrajectoryIn) -> dict[str, Any]:
     # A dict, validated by the core: a bad value (e.g. a NUL byte) is a
     # ValidationError naming ``trajectory.<field>``, as on every other surface.
     return {
-        "goal": data.goal, "steps": [s.model_dump(exclude_none=True) for s in data.steps],
-        "outcome": data.outcome, "final_state": data.final_state, "scene": data.scene,
-        "source": {"tool": "mcp"}, **ids,
+        "goal": data.goal,
+        "steps": [s.model_dump(exclude_none=True) for s in data.steps],
+        "outcome": data.outcome,
+        "final_state": data.final_state,
+        "scene": data.scene,
+        "source": {"tool": "mcp"},
+        **ids,
     }
 
 
-async def _run(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace, method: str
-               ) -> tuple[Any, bool]:
+async def _run(
+    memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace, method: str
+) -> tuple[Any, bool]:
     """Call ``AsyncReflector.<method>`` on the trajectory with the configured LLM, if any.
 
     Returns:
@@ -65,13 +70,14 @@ def as_jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-async def reflect(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
-                  ) -> ReflectOutcome:
+async def reflect(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace) -> ReflectOutcome:
     """Distill a finished run into lessons and store them."""
     result, has_llm = await _run(memory, data, namespace, "reflect")
     return ReflectOutcome(
-        written=[WriteOutcome(id=str(w.id), status=w.status, similarity=w.similarity)
-                 for w in result.written],
+        written=[
+            WriteOutcome(id=str(w.id), status=w.status, similarity=w.similarity)
+            for w in result.written
+        ],
         lessons=[str(r.get("lesson", "")) for r in getattr(result, "records", [])],
         dropped=len(result.dropped),
         dropped_reasons=[str(d["reason"]) for d in result.dropped],
@@ -83,10 +89,12 @@ async def reflect(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
     )
 
 
-async def review(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace
-                 ) -> ReviewOutcome:
+async def review(memory: AsyncMemory, data: TrajectoryIn, namespace: Namespace) -> ReviewOutcome:
     """Reinforce the used lessons of a run, decay the unused (and merge, with an LLM)."""
     result, has_llm = await _run(memory, data, namespace, "review")
     detail = as_jsonable(result)
-    return ReviewOutcome(detail=detail if isinstance(detail, dict) else {"result": detail},
-                         llm=has_llm, note=None if has_llm else NO_LLM_REVIEW)
+    return ReviewOutcome(
+        detail=detail if isinstance(detail, dict) else {"result": detail},
+        llm=has_llm,
+        note=None if has_llm else NO_LLM_REVIEW,
+    )

@@ -47,8 +47,14 @@ def fast_exit() -> None:
     gc.freeze()
 
 
-def build_http_app(memory: AsyncMemory, tokens: dict[str, Namespace], *, host: str,
-                   max_body: int, warmup: Warmup | None = None) -> ASGIApp:
+def build_http_app(
+    memory: AsyncMemory,
+    tokens: dict[str, Namespace],
+    *,
+    host: str,
+    max_body: int,
+    warmup: Warmup | None = None,
+) -> ASGIApp:
     """The ASGI app: body limit, then bearer auth, then the MCP endpoint at ``/mcp``.
 
     A new app (and so a new session manager) is built per call: the SDK runs a
@@ -58,8 +64,7 @@ def build_http_app(memory: AsyncMemory, tokens: dict[str, Namespace], *, host: s
     inner = server.streamable_http_app(
         stateless_http=True, json_response=True, host=host, max_request_body_size=max_body
     )
-    return BodyLimitMiddleware(BearerNamespaceMiddleware(inner, tokens, memory.namespace),
-                               max_body)
+    return BodyLimitMiddleware(BearerNamespaceMiddleware(inner, tokens, memory.namespace), max_body)
 
 
 def _memory(settings: Settings, namespace: str | None) -> AsyncMemory:
@@ -106,9 +111,14 @@ def _exit_now(stop: SystemExit) -> NoReturn:
     os._exit(stop.code if isinstance(stop.code, int) else 1)
 
 
-def serve_http(settings: Settings | None = None, *, host: str | None = None,
-               port: int | None = None, namespace: str | None = None,
-               announce: Callable[[dict[str, Any]], None] | None = None) -> None:
+def serve_http(
+    settings: Settings | None = None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    namespace: str | None = None,
+    announce: Callable[[dict[str, Any]], None] | None = None,
+) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM.
 
     ``announce`` is called once, as the server starts, with where it listens
@@ -127,11 +137,18 @@ def serve_http(settings: Settings | None = None, *, host: str | None = None,
     check_bind(host, tokens)
     memory = _memory(settings, namespace)
     if not tokens:
-        log.warning("no MCP tokens configured: every local client shares namespace %s",
-                    "/".join(memory.namespace))
+        log.warning(
+            "no MCP tokens configured: every local client shares namespace %s",
+            "/".join(memory.namespace),
+        )
     exit_on_signals(SERVER_SIGNALS)
-    app = build_http_app(memory, tokens, host=host, max_body=settings.mcp_max_body_bytes,
-                         warmup=Warmup(memory).start())
+    app = build_http_app(
+        memory,
+        tokens,
+        host=host,
+        max_body=settings.mcp_max_body_bytes,
+        warmup=Warmup(memory).start(),
+    )
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
     sys.stderr.write(f"Hindsight MCP server on {url} ({len(tokens)} token(s))\n")
     if announce is not None:

@@ -80,8 +80,13 @@ async def _call(awaitable: Awaitable[T]) -> T:
         raise _tool_error(exc) from None
 
 
-def build_server(memory: AsyncMemory, *, require_token: bool = False,
-                 name: str = "hindsight", warmup: Warmup | None = None) -> MCPServer:
+def build_server(
+    memory: AsyncMemory,
+    *,
+    require_token: bool = False,
+    name: str = "hindsight",
+    warmup: Warmup | None = None,
+) -> MCPServer:
     """Build the MCP server on one :class:`AsyncMemory` (its pool serves every tenant).
 
     Args:
@@ -114,27 +119,36 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
 
     def tool(**options: Any) -> Callable[[F], F]:
         """``mcp.tool`` with the docstring, dedented, as the description."""
+
         def register(fn: F) -> F:
             mcp.tool(description=inspect.cleandoc(fn.__doc__ or ""), **options)(fn)
             return fn
+
         return register
 
     @tool(annotations=read_only)
     async def search_memory(
-        query: Annotated[str, Field(min_length=1, max_length=2000,
-                                    description="What you are about to do, in a sentence.")],
-        scene: Annotated[str | None, Field(max_length=MAX_LABEL_CHARS,
-                                           description="Only lessons of this scene.")] = None,
+        query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=2000,
+                description="What you are about to do, in a sentence.",
+            ),
+        ],
+        scene: Annotated[
+            str | None, Field(max_length=MAX_LABEL_CHARS, description="Only lessons of this scene.")
+        ] = None,
         top_k: Annotated[int, Field(ge=1, le=50)] = 5,
     ) -> SearchResult:
         """Recall lessons from earlier tasks. Call this BEFORE starting a task that resembles
         earlier work, and follow the lessons whose trigger matches. Returns the lesson, its
         trigger, scene, id (for update_memory_usage) and score. If memory is unavailable it
         returns no results and a warning: carry on without it."""
-        result = await _call(memory.recall(query, namespace=namespace(), scene=scene,
-                                           top_k=top_k))
-        return SearchResult(results=[MemoryHit(**h.compact()) for h in result.hits],
-                            warning=result.warning)
+        result = await _call(memory.recall(query, namespace=namespace(), scene=scene, top_k=top_k))
+        return SearchResult(
+            results=[MemoryHit(**h.compact()) for h in result.hits], warning=result.warning
+        )
 
     @tool()
     async def write_memory(
@@ -144,18 +158,23 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
         outcome: Annotated[Text, Field(description="What happened: success/failure + figures.")],
         lesson: Annotated[Text, Field(description="One actionable sentence (about 50 chars).")],
         importance: Annotated[float | None, Field(ge=0, le=1)] = None,
-        critical: Annotated[bool, Field(description="Never decays (rare, vital lessons).")
-                            ] = False,
+        critical: Annotated[bool, Field(description="Never decays (rare, vital lessons).")] = False,
     ) -> WriteOutcome:
         """Call when you have just learned something reusable (a mistake fixed, a trick that
         worked) to store it as one short lesson. A near-duplicate of an existing lesson is
         merged into it (status 'merged') instead of being stored twice."""
-        record = {"scene": scene, "trigger": trigger, "action": action, "outcome": outcome,
-                  "lesson": lesson, "importance": importance, "critical": critical,
-                  "source": {"tool": "mcp"}}
+        record = {
+            "scene": scene,
+            "trigger": trigger,
+            "action": action,
+            "outcome": outcome,
+            "lesson": lesson,
+            "importance": importance,
+            "critical": critical,
+            "source": {"tool": "mcp"},
+        }
         result = await _call(memory.write(record, namespace=namespace()))
-        return WriteOutcome(id=str(result.id), status=result.status,
-                            similarity=result.similarity)
+        return WriteOutcome(id=str(result.id), status=result.status, similarity=result.similarity)
 
     @tool(annotations=ToolAnnotations(idempotent_hint=False, open_world_hint=False))
     async def update_memory_usage(id: RecordId, helpful: bool = True) -> UsageOutcome:  # noqa: A002
@@ -163,8 +182,9 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
         helpful=false lets it fade. Call once per lesson per task, with the id from
         search_memory."""
         record = await _call(memory.mark_used(id, helpful, namespace=namespace()))
-        return UsageOutcome(id=str(record.id), helpful=helpful, score=record.score,
-                            use_count=record.use_count)
+        return UsageOutcome(
+            id=str(record.id), helpful=helpful, score=record.score, use_count=record.use_count
+        )
 
     @tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
     async def forget_memory(id: RecordId) -> ForgetOutcome:  # noqa: A002
@@ -184,21 +204,26 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
     async def review_task(
         goal: Annotated[str, Field(min_length=1, max_length=MAX_TEXT)],
         outcome: Literal["success", "failure", "partial", "unknown"],
-        recalled: Annotated[list[RecordId], Field(max_length=200,
-                                                  description="Ids shown to the agent.")],
-        used: Annotated[list[RecordId], Field(max_length=200,
-                                              description="Ids that helped.")] = [],  # noqa: B006
+        recalled: Annotated[
+            list[RecordId], Field(max_length=200, description="Ids shown to the agent.")
+        ],
+        used: Annotated[list[RecordId], Field(max_length=200, description="Ids that helped.")] = [],  # noqa: B006
         scene: Annotated[str | None, Field(max_length=100)] = None,
     ) -> ReviewOutcome:
         """Call after a task in which lessons were recalled: lessons that were used are
         reinforced, recalled-but-unused ones decay; with an LLM configured, near-duplicate
         lessons are also merged into one more general lesson."""
-        trajectory = TrajectoryIn(goal=goal, outcome=outcome, recalled=recalled, used=used,
-                                  scene=scene)
+        trajectory = TrajectoryIn(
+            goal=goal, outcome=outcome, recalled=recalled, used=used, scene=scene
+        )
         return await _call(_reflect.review(memory, trajectory, namespace()))
 
-    @mcp.resource("memory://stats", name="stats", mime_type="application/json",
-                  description="Record counts of your namespace, by scene, and the model.")
+    @mcp.resource(
+        "memory://stats",
+        name="stats",
+        mime_type="application/json",
+        description="Record counts of your namespace, by scene, and the model.",
+    )
     async def stats() -> str:
         ns = namespace()
         try:
@@ -208,9 +233,14 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
             # unavailable: ..."), the log one line; anything else is a crash to the SDK
             # (a generic message and a traceback).
             raise ResourceError(str(_tool_error(exc))) from None
-        out = StatsOut(namespace=list(ns), records=s.records, archived=s.archived,
-                       scenes=s.scenes, embedding_model=s.embedding_model,
-                       embedding_dim=s.embedding_dim)
+        out = StatsOut(
+            namespace=list(ns),
+            records=s.records,
+            archived=s.archived,
+            scenes=s.scenes,
+            embedding_model=s.embedding_model,
+            embedding_dim=s.embedding_dim,
+        )
         return json.dumps(out.model_dump(mode="json"), ensure_ascii=False)
 
     # The SDK's custom_route has no return annotation: mypy would see healthz untyped.
@@ -218,8 +248,6 @@ def build_server(memory: AsyncMemory, *, require_token: bool = False,
     async def healthz(_request: Any) -> Any:
         from starlette.responses import JSONResponse
 
-        return JSONResponse({"status": "ok", "server": name,
-                             **(warmup.status() if warmup else {})})
+        return JSONResponse({"status": "ok", "server": name, **(warmup.status() if warmup else {})})
 
     return mcp
-

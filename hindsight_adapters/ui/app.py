@@ -32,9 +32,11 @@ from .fmt import fmt_day, fmt_time, nsq, show_ns
 
 HERE = Path(__file__).parent
 SECURITY_HEADERS = [
-    (b"content-security-policy",
-     b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
-     b"frame-ancestors 'none'; form-action 'self'; base-uri 'none'"),
+    (
+        b"content-security-policy",
+        b"default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+        b"frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    ),
     (b"x-content-type-options", b"nosniff"),
     (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
@@ -51,17 +53,27 @@ class UIState:
         page_size: records per page of the table.
     """
 
-    def __init__(self, memory: AsyncMemory, *, default_namespace: Namespace,
-                 scope: Namespace | None, token: str | None, page_size: int = 20) -> None:
+    def __init__(
+        self,
+        memory: AsyncMemory,
+        *,
+        default_namespace: Namespace,
+        scope: Namespace | None,
+        token: str | None,
+        page_size: int = 20,
+    ) -> None:
         self.memory = memory
         self.warmup: Warmup | None = None
         self.page_size = page_size
         self.default_namespace = default_namespace
         self.scope = scope
         self.token = token
-        env = Environment(loader=FileSystemLoader(HERE / "templates"),
-                          autoescape=select_autoescape(default=True), trim_blocks=True,
-                          lstrip_blocks=True)
+        env = Environment(
+            loader=FileSystemLoader(HERE / "templates"),
+            autoescape=select_autoescape(default=True),
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
         env.globals.update(nsq=nsq, show_ns=show_ns)
         env.filters["ts"] = fmt_time
         env.filters["day"] = fmt_day
@@ -72,15 +84,19 @@ class UIState:
         labels = request.query_params.getlist("ns")
         ns = validate_namespace(labels, field="ns") if labels else self.default_namespace
         if not self.allowed(ns):
-            raise HTTPException(403, f"namespace {show_ns(ns)} is outside this inspector's "
-                                     f"scope {show_ns(self.scope or ())}")
+            raise HTTPException(
+                403,
+                f"namespace {show_ns(ns)} is outside this inspector's "
+                f"scope {show_ns(self.scope or ())}",
+            )
         return ns
 
     def allowed(self, ns: Namespace) -> bool:
         return self.scope is None or ns[: len(self.scope)] == self.scope
 
-    def render(self, request: Request, name: str, status_code: int = 200,
-               **context: Any) -> Response:
+    def render(
+        self, request: Request, name: str, status_code: int = 200, **context: Any
+    ) -> Response:
         context.setdefault("ns", None)
         context.setdefault("auth", self.token is not None)  # shows "Sign out"
         context["lesson_max"] = self.memory.settings.lesson_max_chars
@@ -158,8 +174,13 @@ def create_app(
     scope_ns = None if scope is None else validate_namespace(scope, field="scope")
     if not 1 <= page_size <= 1000:
         raise ValidationError("page_size must be from 1 to 1000", field="page_size")
-    state = UIState(mem, default_namespace=validate_namespace(namespace), scope=scope_ns,
-                    token=token, page_size=page_size)
+    state = UIState(
+        mem,
+        default_namespace=validate_namespace(namespace),
+        scope=scope_ns,
+        token=token,
+        page_size=page_size,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

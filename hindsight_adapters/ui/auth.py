@@ -77,7 +77,8 @@ class GuardMiddleware:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
             return RedirectResponse(f"/login?next={quote(target)}", status_code=303)
         return PlainTextResponse(
-            "a token is required: send 'Authorization: Bearer <token>'", status_code=401,
+            "a token is required: send 'Authorization: Bearer <token>'",
+            status_code=401,
             headers={"WWW-Authenticate": 'Bearer realm="hindsight"'},
         )
 

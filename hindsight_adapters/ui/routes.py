@@ -27,8 +27,15 @@ if TYPE_CHECKING:
     from .app import UIState
 
 ACTIVITY_DAYS = 30
-SORTABLE = ("lesson", "score", "use_count", "occurrences", "last_used_at", "created_at",
-            "updated_at")
+SORTABLE = (
+    "lesson",
+    "score",
+    "use_count",
+    "occurrences",
+    "last_used_at",
+    "created_at",
+    "updated_at",
+)
 STATUSES = {"live": False, "archived": True, "all": None}
 EDITABLE = ("lesson", "trigger", "scene", "action", "outcome", "importance")
 MESSAGES = {
@@ -41,13 +48,15 @@ MESSAGES = {
 }
 
 
-def _choice(value: str | None, allowed: tuple[str, ...] | dict[str, Any], default: str,
-            field: str) -> str:
+def _choice(
+    value: str | None, allowed: tuple[str, ...] | dict[str, Any], default: str, field: str
+) -> str:
     if value in (None, ""):
         return default
     if value not in allowed:
-        raise ValidationError(f"{field} must be one of {', '.join(allowed)}; got {value!r}",
-                              field=field)
+        raise ValidationError(
+            f"{field} must be one of {', '.join(allowed)}; got {value!r}", field=field
+        )
     return str(value)
 
 
@@ -86,16 +95,33 @@ async def index(request: Request) -> Response:
         mem.namespaces(prefix=state.scope),
         mem.scenes(namespace=ns),
         mem.count_records(namespace=ns, scene=scene, archived=archived),
-        mem.list_records(namespace=ns, scene=scene, archived=archived, order_by=sort,
-                         descending=direction == "desc", limit=state.page_size,
-                         offset=(page - 1) * state.page_size),
+        mem.list_records(
+            namespace=ns,
+            scene=scene,
+            archived=archived,
+            order_by=sort,
+            descending=direction == "desc",
+            limit=state.page_size,
+            offset=(page - 1) * state.page_size,
+        ),
         mem.activity(namespace=ns, days=ACTIVITY_DAYS),
     )
     pages = max(1, math.ceil(total / state.page_size))
     return state.render(
-        request, "index.html", ns=ns, namespaces=namespaces, scenes=scenes, scene=scene,
-        status=status, sort=sort, dir=direction, page=page, pages=pages, total=total,
-        records=records, msg=MESSAGES.get(qp.get("msg", "")),
+        request,
+        "index.html",
+        ns=ns,
+        namespaces=namespaces,
+        scenes=scenes,
+        scene=scene,
+        status=status,
+        sort=sort,
+        dir=direction,
+        page=page,
+        pages=pages,
+        total=total,
+        records=records,
+        msg=MESSAGES.get(qp.get("msg", "")),
         activity=activity_chart(activity, days=ACTIVITY_DAYS, today=utc_today(mem.clock())),
         activity_total=sum(p.count for p in activity),
     )
@@ -116,9 +142,18 @@ async def search(request: Request) -> Response:
             error = str(exc)
     s = mem.settings
     return state.render(
-        request, "search.html", status_code=400 if error else 200, ns=ns, q=query,
-        scene=scene, top_k=top_k, hits=hits, error=error, w_sem=s.semantic_weight,
-        w_kw=round(mem.keyword_weight, 3), score_weight=s.score_weight,
+        request,
+        "search.html",
+        status_code=400 if error else 200,
+        ns=ns,
+        q=query,
+        scene=scene,
+        top_k=top_k,
+        hits=hits,
+        error=error,
+        w_sem=s.semantic_weight,
+        w_kw=round(mem.keyword_weight, 3),
+        score_weight=s.score_weight,
     )
 
 
@@ -129,8 +164,9 @@ async def record(request: Request) -> Response:
     return await _record_page(request, ns, rec)
 
 
-async def _record_page(request: Request, ns: Namespace, rec: Experience, *,
-                       status_code: int = 200, **extra: Any) -> Response:
+async def _record_page(
+    request: Request, ns: Namespace, rec: Experience, *, status_code: int = 200, **extra: Any
+) -> Response:
     state, mem = _ui(request)
     await mem.setup()
     links = [*rec.merged_from, *([rec.merged_into] if rec.merged_into else [])]
@@ -141,12 +177,21 @@ async def _record_page(request: Request, ns: Namespace, rec: Experience, *,
         except NotFoundError:
             related[rid] = None  # deleted since
     curve, history = await asyncio.gather(
-        mem.decay_curve(rec.id, namespace=ns), mem.history(rec.id, namespace=ns))
+        mem.decay_curve(rec.id, namespace=ns), mem.history(rec.id, namespace=ns)
+    )
     extra.setdefault("form", {k: getattr(rec, k) for k in EDITABLE})
     return state.render(
-        request, "record.html", status_code=status_code, ns=ns, rec=rec, related=related,
-        decay=decay_chart(curve), curve=curve, history=history,
-        msg=MESSAGES.get(request.query_params.get("msg", "")), **extra,
+        request,
+        "record.html",
+        status_code=status_code,
+        ns=ns,
+        rec=rec,
+        related=related,
+        decay=decay_chart(curve),
+        curve=curve,
+        history=history,
+        msg=MESSAGES.get(request.query_params.get("msg", "")),
+        **extra,
     )
 
 
@@ -209,9 +254,15 @@ async def edit(request: Request) -> Response:
     try:
         saved = await mem.edit(rec.id, namespace=ns, **changes)
     except ValidationError as exc:
-        return await _record_page(request, ns, rec, status_code=400, edit_error=str(exc),
-                                  form={**{k: getattr(rec, k) for k in EDITABLE}, **changes},
-                                  editing=True)
+        return await _record_page(
+            request,
+            ns,
+            rec,
+            status_code=400,
+            edit_error=str(exc),
+            form={**{k: getattr(rec, k) for k in EDITABLE}, **changes},
+            editing=True,
+        )
     return back(ns, saved.id, "edited")
 
 
@@ -226,15 +277,26 @@ async def login(request: Request) -> Response:
         given = str(form.get("token", "")).strip()
         if given and same_token(given, state.token):
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, session_value(state.token), httponly=True,
-                                samesite="strict", secure=request.url.scheme == "https",
-                                max_age=30 * 86400)
+            response.set_cookie(
+                COOKIE,
+                session_value(state.token),
+                httponly=True,
+                samesite="strict",
+                secure=request.url.scheme == "https",
+                max_age=30 * 86400,
+            )
             return response
         error = "That token is not right."
     elif token_ok(request, state.token):
         return RedirectResponse(target, status_code=303)
-    return state.render(request, "login.html", status_code=401 if error else 200,
-                        error=error, next=target, auth=False)
+    return state.render(
+        request,
+        "login.html",
+        status_code=401 if error else 200,
+        error=error,
+        next=target,
+        auth=False,
+    )
 
 
 async def logout(request: Request) -> Response:

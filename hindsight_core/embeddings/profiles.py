@@ -79,22 +79,30 @@ _KNOWN: tuple[tuple[str, ModelProfile], ...] = (
     (r"paraphrase[-_]multilingual[-_]minilm[-_]l12[-_]v2", ModelProfile(None, dim=384)),
     (r"paraphrase[-_]multilingual[-_]mpnet[-_]base[-_]v2", ModelProfile(None, dim=768)),
     (r"bge[-_]m3", ModelProfile(None, dim=1024)),
-    (r"bge[-_](small|base|large)[-_]zh(-v1\.5)?",
-     ModelProfile(frozenset({"zh", "en"}), query_prefix="为这个句子生成表示以用于检索相关文章：")),
-    (r"bge[-_](small|base|large)[-_]en(-v1\.5)?",
-     ModelProfile(ENGLISH, query_prefix="Represent this sentence for searching relevant "
-                  "passages: ")),
+    (
+        r"bge[-_](small|base|large)[-_]zh(-v1\.5)?",
+        ModelProfile(
+            frozenset({"zh", "en"}), query_prefix="为这个句子生成表示以用于检索相关文章："
+        ),
+    ),
+    (
+        r"bge[-_](small|base|large)[-_]en(-v1\.5)?",
+        ModelProfile(
+            ENGLISH, query_prefix="Represent this sentence for searching relevant passages: "
+        ),
+    ),
     (r"text[-_]embedding[-_](3[-_](small|large)|ada[-_]002)", ModelProfile(None)),
-    (r"nomic[-_]embed[-_]text.*", ModelProfile(ENGLISH, query_prefix="search_query: ",
-                                               document_prefix="search_document: ")),
+    (
+        r"nomic[-_]embed[-_]text.*",
+        ModelProfile(ENGLISH, query_prefix="search_query: ", document_prefix="search_document: "),
+    ),
 )
 _BGE_ZH_DIMS = {"small": 512, "base": 768, "large": 1024}
 _CARD_LANGUAGE = re.compile(r"^language:[ \t]*(.*)$", re.MULTILINE)
 _CARD_LIST_ITEM = re.compile(r"^\s*-\s*([A-Za-z-]+)\s*$")
 
 
-def parse_languages(value: str, *, field: str = "embedding_languages"
-                    ) -> frozenset[str] | None:
+def parse_languages(value: str, *, field: str = "embedding_languages") -> frozenset[str] | None:
     """``"en"``, ``"zh,en"`` or ``"*"`` (any language) as a profile's ``languages``."""
     parts = {p.strip().lower() for p in value.split(",") if p.strip()}
     if not parts:
@@ -149,7 +157,7 @@ def _card_languages(card: Path) -> frozenset[str] | None | bool:
     inline = m.group(1).strip().strip("[]")
     codes = [c.strip().strip("'\"").lower() for c in inline.split(",") if c.strip()]
     if not codes:  # a YAML list on the following lines
-        for line in header[m.end():].splitlines()[1:]:
+        for line in header[m.end() :].splitlines()[1:]:
             item = _CARD_LIST_ITEM.match(line)
             if not item:
                 break

@@ -45,8 +45,13 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
             (``profiles.profile_for``).
     """
 
-    def __init__(self, model_name: str = _DEFAULT, *, batch_size: int = 64,
-                 profile: ModelProfile | None = None) -> None:
+    def __init__(
+        self,
+        model_name: str = _DEFAULT,
+        *,
+        batch_size: int = 64,
+        profile: ModelProfile | None = None,
+    ) -> None:
         self.model_name = model_name
         self.batch_size = batch_size
         self.profile = profile or profile_for(model_name)
@@ -90,8 +95,9 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
         if len(texts) <= SMALL_BATCH:
             light = self._light_model()
             if light is not None:
-                return normalize(light.encode(prefixed(texts, prefix)), dim=self.dim,
-                                 source=self.model_name)
+                return normalize(
+                    light.encode(prefixed(texts, prefix)), dim=self.dim, source=self.model_name
+                )
         vectors = self._model().encode(
             prefixed(texts, prefix),
             batch_size=self.batch_size,

@@ -37,8 +37,19 @@ from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, S
 from .paths import field_texts, texts_at, tokenize
 
 __all__ = [
-    "AsyncItems", "GetItem", "ItemIndex", "ItemOp", "Items", "ListNamespaces", "PutItem",
-    "Ranking", "SearchItems", "field_texts", "parse_filter", "texts_at", "tokenize",
+    "AsyncItems",
+    "GetItem",
+    "ItemIndex",
+    "ItemOp",
+    "Items",
+    "ListNamespaces",
+    "PutItem",
+    "Ranking",
+    "SearchItems",
+    "field_texts",
+    "parse_filter",
+    "texts_at",
+    "tokenize",
 ]
 
 
@@ -93,9 +104,15 @@ _NO_EMBEDDER: Any = _NoEmbedder()
 
 
 class _ItemsBase(ItemFlows):
-    def __init__(self, memory: FlowHost | AsyncFlowHost, *, index: ItemIndex | None = None,
-                 embedder: Embedder | None = None, ranking: Ranking = "hybrid",
-                 omit_expired: bool = False) -> None:
+    def __init__(
+        self,
+        memory: FlowHost | AsyncFlowHost,
+        *,
+        index: ItemIndex | None = None,
+        embedder: Embedder | None = None,
+        ranking: Ranking = "hybrid",
+        omit_expired: bool = False,
+    ) -> None:
         if ranking not in ("vector", "hybrid"):
             raise ConfigurationError(f"ranking must be 'vector' or 'hybrid', got {ranking!r}")
         self.memory = memory
@@ -119,8 +136,9 @@ class _ItemsBase(ItemFlows):
     def _settings(self) -> Any:
         return self.memory.settings
 
-    def _replica_flow(self, ops: Sequence[ItemOp]
-                      ) -> tuple[MakeFlow[list[Result]] | None, list[Sql]]:
+    def _replica_flow(
+        self, ops: Sequence[ItemOp]
+    ) -> tuple[MakeFlow[list[Result]] | None, list[Sql]]:
         """For a batch of reads with read replicas configured: a maker of its flow for a
         replica, and the list that receives its TTL refresh (a write: the caller runs
         it on the primary). None when the batch runs on the primary."""
@@ -146,8 +164,9 @@ class _ItemsBase(ItemFlows):
         return any(isinstance(op, PutItem) for op in ops)
 
     @staticmethod
-    def _conditions(prefix: Namespace | None, suffix: Namespace | None
-                    ) -> tuple[tuple[Literal["prefix", "suffix"], Namespace], ...]:
+    def _conditions(
+        prefix: Namespace | None, suffix: Namespace | None
+    ) -> tuple[tuple[Literal["prefix", "suffix"], Namespace], ...]:
         out: list[tuple[Literal["prefix", "suffix"], Namespace]] = []
         if prefix:
             out.append(("prefix", tuple(prefix)))
@@ -211,22 +230,43 @@ class Items(_ItemsBase):
     def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return self.batch([GetItem(namespace, key, refresh_ttl)])[0]  # type: ignore[return-value]
 
-    def put(self, namespace: Namespace, key: str, value: Mapping[str, Any], *,
-            index: Literal[False] | list[str] | None = None, ttl: float | None = None) -> None:
+    def put(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        index: Literal[False] | list[str] | None = None,
+        ttl: float | None = None,
+    ) -> None:
         self.batch([PutItem(namespace, key, value, index, ttl)])
 
     def delete(self, namespace: Namespace, key: str) -> None:
         self.batch([PutItem(namespace, key, None)])
 
-    def search(self, namespace_prefix: Namespace, *, query: str | None = None,
-               filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-               refresh_ttl: bool = True, ranking: Ranking | None = None) -> list[ItemHit]:
+    def search(
+        self,
+        namespace_prefix: Namespace,
+        *,
+        query: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = True,
+        ranking: Ranking | None = None,
+    ) -> list[ItemHit]:
         op = SearchItems(namespace_prefix, query, filter, limit, offset, refresh_ttl, ranking)
         return self.batch([op])[0]  # type: ignore[return-value]
 
-    def list_namespaces(self, *, prefix: Namespace | None = None, suffix: Namespace | None = None,
-                        max_depth: int | None = None, limit: int = 100, offset: int = 0
-                        ) -> list[Namespace]:
+    def list_namespaces(
+        self,
+        *,
+        prefix: Namespace | None = None,
+        suffix: Namespace | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
         op = ListNamespaces(self._conditions(prefix, suffix), max_depth, limit, offset)
         return self.batch([op])[0]  # type: ignore[return-value]
 
@@ -269,27 +309,45 @@ class AsyncItems(_ItemsBase):
     async def sweep(self) -> int:
         return await self._run(self._sweep_flow)
 
-    async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True
-                  ) -> Item | None:
+    async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return (await self.batch([GetItem(namespace, key, refresh_ttl)]))[0]  # type: ignore[return-value]
 
-    async def put(self, namespace: Namespace, key: str, value: Mapping[str, Any], *,
-                  index: Literal[False] | list[str] | None = None, ttl: float | None = None
-                  ) -> None:
+    async def put(
+        self,
+        namespace: Namespace,
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        index: Literal[False] | list[str] | None = None,
+        ttl: float | None = None,
+    ) -> None:
         await self.batch([PutItem(namespace, key, value, index, ttl)])
 
     async def delete(self, namespace: Namespace, key: str) -> None:
         await self.batch([PutItem(namespace, key, None)])
 
-    async def search(self, namespace_prefix: Namespace, *, query: str | None = None,
-                     filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-                     refresh_ttl: bool = True, ranking: Ranking | None = None
-                     ) -> list[ItemHit]:
+    async def search(
+        self,
+        namespace_prefix: Namespace,
+        *,
+        query: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = True,
+        ranking: Ranking | None = None,
+    ) -> list[ItemHit]:
         op = SearchItems(namespace_prefix, query, filter, limit, offset, refresh_ttl, ranking)
         return (await self.batch([op]))[0]  # type: ignore[return-value]
 
-    async def list_namespaces(self, *, prefix: Namespace | None = None,
-                              suffix: Namespace | None = None, max_depth: int | None = None,
-                              limit: int = 100, offset: int = 0) -> list[Namespace]:
+    async def list_namespaces(
+        self,
+        *,
+        prefix: Namespace | None = None,
+        suffix: Namespace | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
         op = ListNamespaces(self._conditions(prefix, suffix), max_depth, limit, offset)
         return (await self.batch([op]))[0]  # type: ignore[return-value]

@@ -144,11 +144,16 @@ def parse_filter(flt: Any) -> tuple[FilterSpec, list[Any]]:
     values: list[Any] = []
     for key, cond in flt.items():
         if not isinstance(key, str) or not key:
-            raise ValidationError(f"filter key must be a non-empty string, got {key!r}",
-                                  field="filter")
-        pairs = (cond.items() if isinstance(cond, dict) and cond
-                 and all(isinstance(k, str) and k.startswith("$") for k in cond)
-                 else [("$eq", cond)])
+            raise ValidationError(
+                f"filter key must be a non-empty string, got {key!r}", field="filter"
+            )
+        pairs = (
+            cond.items()
+            if isinstance(cond, dict)
+            and cond
+            and all(isinstance(k, str) and k.startswith("$") for k in cond)
+            else [("$eq", cond)]
+        )
         for op, value in pairs:
             if op not in _OPS:
                 raise ValidationError(f"Unsupported operator: {op}", field=f"filter.{key}")
@@ -187,9 +192,12 @@ def refresh_params(keys: Sequence[Key], now: datetime) -> dict[str, Any]:
     return {"now": now, "ns": [k[0] for k in keys], "keys": [k[1] for k in keys]}
 
 
-def put_statements(puts: Mapping[Key, tuple[PutItem, float | None]], fields: Sequence[Field],
-                   vectors: Sequence[Sequence[float]], now: datetime
-                   ) -> list[tuple[sa.TextClause, dict[str, Any]]]:
+def put_statements(
+    puts: Mapping[Key, tuple[PutItem, float | None]],
+    fields: Sequence[Field],
+    vectors: Sequence[Sequence[float]],
+    now: datetime,
+) -> list[tuple[sa.TextClause, dict[str, Any]]]:
     """The statements that apply the puts: the deletes, then the upserts (with the
     ``fields``' ``vectors``). The first one takes every key's lock, in one order."""
     keys = sorted(puts)
@@ -198,21 +206,36 @@ def put_statements(puts: Mapping[Key, tuple[PutItem, float | None]], fields: Seq
     upserts = [(k, op, ttl) for k, (op, ttl) in puts.items() if op.value is not None]
     out: list[tuple[sa.TextClause, dict[str, Any]]] = []
     if deletes:
-        out.append((q.delete_many_sql(True), {"ns": [k[0] for k in deletes],
-                                              "keys": [k[1] for k in deletes], **lock}))
+        out.append(
+            (
+                q.delete_many_sql(True),
+                {"ns": [k[0] for k in deletes], "keys": [k[1] for k in deletes], **lock},
+            )
+        )
     if upserts:
-        out.append((q.upsert_sql(not deletes), {
-            **({} if deletes else lock),
-            "now": now,
-            "ns": [k[0] for k, _, _ in upserts], "keys": [k[1] for k, _, _ in upserts],
-            "vals": [dump_value(op.value, op.key) for _, op, _ in upserts],
-            "expires": [None if ttl is None else now + timedelta(minutes=ttl)
-                        for _, _, ttl in upserts],
-            "ttls": [ttl for _, _, ttl in upserts],
-            "v_ns": [f[0] for f in fields], "v_keys": [f[1] for f in fields],
-            "v_fields": [f[2] for f in fields],
-            "v_embs": vectors_param(vectors), "v_dim": len(vectors[0]) if vectors else 0,
-            "v_tsv": [fts.tsvector_literal(tokens(f[3])) for f in fields],
-            "r_ns": [k[0] for k, _, _ in upserts], "r_keys": [k[1] for k, _, _ in upserts],
-        }))
+        out.append(
+            (
+                q.upsert_sql(not deletes),
+                {
+                    **({} if deletes else lock),
+                    "now": now,
+                    "ns": [k[0] for k, _, _ in upserts],
+                    "keys": [k[1] for k, _, _ in upserts],
+                    "vals": [dump_value(op.value, op.key) for _, op, _ in upserts],
+                    "expires": [
+                        None if ttl is None else now + timedelta(minutes=ttl)
+                        for _, _, ttl in upserts
+                    ],
+                    "ttls": [ttl for _, _, ttl in upserts],
+                    "v_ns": [f[0] for f in fields],
+                    "v_keys": [f[1] for f in fields],
+                    "v_fields": [f[2] for f in fields],
+                    "v_embs": vectors_param(vectors),
+                    "v_dim": len(vectors[0]) if vectors else 0,
+                    "v_tsv": [fts.tsvector_literal(tokens(f[3])) for f in fields],
+                    "r_ns": [k[0] for k, _, _ in upserts],
+                    "r_keys": [k[1] for k, _, _ in upserts],
+                },
+            )
+        )
     return out

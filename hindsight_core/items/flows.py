@@ -51,8 +51,12 @@ Result = Item | ItemHit | list[ItemHit] | list[tuple[str, ...]] | None
 
 def _item(row: dict[str, Any]) -> Item:
     return Item.model_construct(
-        namespace=ns_from_key(row["ns"]), key=row["key"], value=row["value"],
-        created_at=row["created_at"], updated_at=row["updated_at"], expires_at=row["expires_at"],
+        namespace=ns_from_key(row["ns"]),
+        key=row["key"],
+        value=row["value"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        expires_at=row["expires_at"],
     )
 
 
@@ -91,10 +95,22 @@ class ItemFlows:
         assert self.index is not None
         spec = self.index.spec
         yield Sql(eq.LOCK_META)
-        yield Sql(eq.SET_META, {"key": "items_index", "value": json.dumps({
-            "dims": spec.dims, "distance": spec.distance, "vector_type": spec.vector_type,
-            "kind": spec.kind, "fields": list(self.index.fields),
-        })}, fetch="none")
+        yield Sql(
+            eq.SET_META,
+            {
+                "key": "items_index",
+                "value": json.dumps(
+                    {
+                        "dims": spec.dims,
+                        "distance": spec.distance,
+                        "vector_type": spec.vector_type,
+                        "kind": spec.kind,
+                        "fields": list(self.index.fields),
+                    }
+                ),
+            },
+            fetch="none",
+        )
         create = q.ensure_index_sql(spec)
         if create is not None:
             exists = yield from Sql(q.INDEX_EXISTS, {"name": spec.index_name})
@@ -103,8 +119,9 @@ class ItemFlows:
 
     # ------------------------------------------------------------------ batch
 
-    def _batch_flow(self, ops: Sequence[ItemOp], refresh_later: list[Any] | None = None
-                    ) -> Flow[list[Result]]:
+    def _batch_flow(
+        self, ops: Sequence[ItemOp], refresh_later: list[Any] | None = None
+    ) -> Flow[list[Result]]:
         """Run ``ops``; ``refresh_later`` (reads on a replica): the TTL refresh is not
         run but appended to it, as a flow for the primary."""
         plan = plan_batch(ops, self.index)
@@ -139,16 +156,21 @@ class ItemFlows:
         for stmt, params in put_statements(plan.puts, plan.fields, fvectors, now):
             yield Sql(stmt, params, fetch="none", autocommit=ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
-            req = Sql(q.REFRESH, refresh_params(list(refresh), now), fetch="none",
-                      autocommit=ac)
+            req = Sql(q.REFRESH, refresh_params(list(refresh), now), fetch="none", autocommit=ac)
             if refresh_later is None:
                 yield req
             else:
                 refresh_later.append(req)
         return results
 
-    def _gets(self, gets: Sequence[tuple[int, GetItem]], now: datetime, ac: bool,
-              results: list[Result], refresh: dict[tuple[str, str], None]) -> Flow[None]:
+    def _gets(
+        self,
+        gets: Sequence[tuple[int, GetItem]],
+        now: datetime,
+        ac: bool,
+        results: list[Result],
+        refresh: dict[tuple[str, str], None],
+    ) -> Flow[None]:
         """The batch's gets in one statement: each item into ``results`` at its get's
         place, those to extend into ``refresh``."""
         rows = yield from Sql(q.GET_MANY, get_params(gets), autocommit=ac)
@@ -160,71 +182,122 @@ class ItemFlows:
             if op.refresh_ttl and row["ttl_minutes"] is not None:
                 refresh[(row["ns"], row["key"])] = None
 
-    def _search(self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool
-                ) -> Flow[list[tuple[ItemHit, float | None]]]:
+    def _search(
+        self, op: SearchItems, qvec: list[float] | None, now: datetime, ac: bool
+    ) -> Flow[list[tuple[ItemHit, float | None]]]:
         prefix = check_namespace(op.namespace_prefix, allow_empty=True)
         spec_f, values = parse_filter(op.filter)
         params: dict[str, Any] = {
-            "limit": op.limit, "offset": op.offset, "now": now,
-            **q.prefix_params(ns_key(prefix)), **filter_params(spec_f, values),
+            "limit": op.limit,
+            "offset": op.offset,
+            "now": now,
+            **q.prefix_params(ns_key(prefix)),
+            **filter_params(spec_f, values),
         }
         if op.limit == 0:
             return []
         if qvec is None or self.index is None:
-            rows = yield from Sql(q.list_sql(len(prefix), spec_f, self.omit_expired), params,
-                                  autocommit=ac)
-            return [(ItemHit.model_construct(item=_item(r), score=None, breakdown=None),
-                     r["ttl_minutes"]) for r in rows]
+            rows = yield from Sql(
+                q.list_sql(len(prefix), spec_f, self.omit_expired), params, autocommit=ac
+            )
+            return [
+                (
+                    ItemHit.model_construct(item=_item(r), score=None, breakdown=None),
+                    r["ttl_minutes"],
+                )
+                for r in rows
+            ]
         spec = self.index.spec
         ranking = op.ranking or self.ranking
         params["qvec"] = vector_param(qvec)
         n_fields = max(1, len(self.index.fields))
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
-            rows = yield from Sql(q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
-                                  params, autocommit=ac)
-            return [(ItemHit.model_construct(item=_item(r), score=float(r["score"]),
-                                             breakdown=None), r["ttl_minutes"]) for r in rows]
+            rows = yield from Sql(
+                q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
+                params,
+                autocommit=ac,
+            )
+            return [
+                (
+                    ItemHit.model_construct(item=_item(r), score=float(r["score"]), breakdown=None),
+                    r["ttl_minutes"],
+                )
+                for r in rows
+            ]
         terms = tsquery_terms(op.query or "")
         settings = self._settings()
         if self._terms is None:
             self._terms = CommonTerms(q.V)
         common = (yield from self._terms.flow(settings.keyword_scan_limit, ac)) if terms else {}
         rare = [t for t in terms if t not in common]
-        params.update({
-            "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-            "tsq_cand": fts.tsquery_literal(rare),
-            **fts.bm25_params(terms, common,
-                              whole_query=covers(self.embedder.languages, op.query or "")),
-            "w_sem": settings.semantic_weight,
-            "w_kw": keyword_weight(settings, self.embedder),
-            "score_weight": settings.score_weight, "min_relevance": settings.min_relevance,
-            **eq.params_for_decay(settings, now),
-        })
+        params.update(
+            {
+                "cand": max(40, (op.limit + op.offset) * n_fields * 4),
+                "tsq_cand": fts.tsquery_literal(rare),
+                **fts.bm25_params(
+                    terms, common, whole_query=covers(self.embedder.languages, op.query or "")
+                ),
+                "w_sem": settings.semantic_weight,
+                "w_kw": keyword_weight(settings, self.embedder),
+                "score_weight": settings.score_weight,
+                "min_relevance": settings.min_relevance,
+                **eq.params_for_decay(settings, now),
+            }
+        )
         exact = yield from self._scan_choice.flow(
-            ns_key(prefix), scan_sql.items_exact_scan_sql(len(prefix)),
-            q.prefix_params(ns_key(prefix)), ac)
-        stmt = q.hybrid_search_sql(spec, len(prefix), spec_f, self.omit_expired, bool(terms),
-                                   bool(rare), settings.keyword_scan_limit, exact)
+            ns_key(prefix),
+            scan_sql.items_exact_scan_sql(len(prefix)),
+            q.prefix_params(ns_key(prefix)),
+            ac,
+        )
+        stmt = q.hybrid_search_sql(
+            spec,
+            len(prefix),
+            spec_f,
+            self.omit_expired,
+            bool(terms),
+            bool(rare),
+            settings.keyword_scan_limit,
+            exact,
+        )
         rows = yield from Sql(stmt, params, autocommit=ac)
-        return [(ItemHit.model_construct(
-            item=_item(r), score=float(r["final"]),
-            breakdown=ScoreBreakdown.model_construct(
-                semantic=float(r["semantic"]), keyword=float(r["keyword"]),
-                relevance=float(r["relevance"]), decay=float(r["decay"]),
-                final=float(r["final"]))), r["ttl_minutes"]) for r in rows]
+        return [
+            (
+                ItemHit.model_construct(
+                    item=_item(r),
+                    score=float(r["final"]),
+                    breakdown=ScoreBreakdown.model_construct(
+                        semantic=float(r["semantic"]),
+                        keyword=float(r["keyword"]),
+                        relevance=float(r["relevance"]),
+                        decay=float(r["decay"]),
+                        final=float(r["final"]),
+                    ),
+                ),
+                r["ttl_minutes"],
+            )
+            for r in rows
+        ]
 
-    def _list_namespaces(self, op: ListNamespaces, now: datetime, ac: bool
-                         ) -> Flow[list[tuple[str, ...]]]:
+    def _list_namespaces(
+        self, op: ListNamespaces, now: datetime, ac: bool
+    ) -> Flow[list[tuple[str, ...]]]:
         conditions = [(kind, tuple(labels)) for kind, labels in op.conditions if labels]
         for kind, _ in conditions:
             if kind not in ("prefix", "suffix"):
                 raise ValidationError(f"unknown match type {kind!r}", field="match_type")
         if op.max_depth is not None and (not isinstance(op.max_depth, int) or op.max_depth < 1):
-            raise ValidationError(f"max_depth must be a positive integer, got {op.max_depth!r}",
-                                  field="max_depth")
-        params: dict[str, Any] = {"limit": op.limit, "offset": op.offset, "now": now,
-                                  "sep": NS_SEPARATOR, **q.namespace_range(conditions)}
+            raise ValidationError(
+                f"max_depth must be a positive integer, got {op.max_depth!r}", field="max_depth"
+            )
+        params: dict[str, Any] = {
+            "limit": op.limit,
+            "offset": op.offset,
+            "now": now,
+            "sep": NS_SEPARATOR,
+            **q.namespace_range(conditions),
+        }
         for i, (kind, labels) in enumerate(conditions):
             params[f"re{i}"] = namespace_pattern(labels, kind)
         stmt = q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired)

@@ -97,16 +97,19 @@ class ItemIndex:
 
     def __post_init__(self) -> None:
         if not isinstance(self.dims, int) or isinstance(self.dims, bool) or self.dims < 1:
-            raise ValidationError(f"index dims must be a positive integer, got {self.dims!r}",
-                                  field="index.dims")
+            raise ValidationError(
+                f"index dims must be a positive integer, got {self.dims!r}", field="index.dims"
+            )
         for name, value, allowed in (
             ("distance", self.distance, ("cosine", "inner_product", "l2")),
             ("vector_type", self.vector_type, ("vector", "halfvec")),
             ("kind", self.kind, ("hnsw", "ivfflat", "flat")),
         ):
             if value not in allowed:
-                raise ValidationError(f"index {name} must be one of {', '.join(allowed)}; "
-                                      f"got {value!r}", field=f"index.{name}")
+                raise ValidationError(
+                    f"index {name} must be one of {', '.join(allowed)}; got {value!r}",
+                    field=f"index.{name}",
+                )
 
     @property
     def spec(self) -> VectorSpec:
@@ -116,21 +119,21 @@ class ItemIndex:
 # ---------------------------------------------------------------------- validation
 
 
-def check_namespace(namespace: object, *, field: str = "namespace", allow_empty: bool = False
-                    ) -> Namespace:
+def check_namespace(
+    namespace: object, *, field: str = "namespace", allow_empty: bool = False
+) -> Namespace:
     """A namespace for items: a tuple of non-empty strings without NUL or ``\\x1f``."""
     if not isinstance(namespace, tuple | list):
-        raise ValidationError(f"{field} must be a tuple of strings, got {namespace!r}",
-                              field=field)
+        raise ValidationError(f"{field} must be a tuple of strings, got {namespace!r}", field=field)
     if not namespace and not allow_empty:
         raise ValidationError(f"{field} cannot be empty", field=field)
     for i, label in enumerate(namespace):
         if not isinstance(label, str) or not label:
-            raise ValidationError(f"{field}[{i}] must be a non-empty string, got {label!r}",
-                                  field=field)
+            raise ValidationError(
+                f"{field}[{i}] must be a non-empty string, got {label!r}", field=field
+            )
         if "\x00" in label or NS_SEPARATOR in label:
-            raise ValidationError(f"{field}[{i}] contains a NUL or \\x1f character",
-                                  field=field)
+            raise ValidationError(f"{field}[{i}] contains a NUL or \\x1f character", field=field)
     return tuple(namespace)
 
 
@@ -143,8 +146,7 @@ def check_ttl(ttl: object) -> float | None:
     if ttl is None:
         return None
     if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not ttl > 0:
-        raise ValidationError(f"ttl must be a positive number of minutes, got {ttl!r}",
-                              field="ttl")
+        raise ValidationError(f"ttl must be a positive number of minutes, got {ttl!r}", field="ttl")
     return float(ttl)
 
 
@@ -170,8 +172,9 @@ _ENCODER = json.JSONEncoder(default=_json_default, ensure_ascii=False, allow_nan
 def dump_value(value: object, key: str) -> str:
     """The JSON text stored for an item value (must be a mapping)."""
     if not isinstance(value, Mapping):
-        raise ValidationError(f"value of item {key!r} must be a mapping, got "
-                              f"{type(value).__name__}", field="value")
+        raise ValidationError(
+            f"value of item {key!r} must be a mapping, got {type(value).__name__}", field="value"
+        )
     try:
         return _ENCODER.encode(value if type(value) is dict else dict(value))
     except (TypeError, ValueError) as exc:

@@ -108,8 +108,9 @@ def texts_at(value: Mapping[str, Any], path: str) -> list[str]:
     return _walk(obj, tokenize(path), 0)
 
 
-def field_texts(value: Mapping[str, Any], paths: tuple[str, ...] | list[str]
-                ) -> list[tuple[str, str]]:
+def field_texts(
+    value: Mapping[str, Any], paths: tuple[str, ...] | list[str]
+) -> list[tuple[str, str]]:
     """``(field name, text)`` pairs for every path; see the module docstring."""
     out: list[tuple[str, str]] = []
     for path in paths:

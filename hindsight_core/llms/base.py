@@ -31,8 +31,10 @@ class LLM(Protocol):
 
     model_name: str
 
-    def complete(self, messages: list[dict[str, str]], *,
-                 json_schema: dict[str, Any] | None = None) -> LLMResponse: ...
+    def complete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse: ...
 
-    async def acomplete(self, messages: list[dict[str, str]], *,
-                        json_schema: dict[str, Any] | None = None) -> LLMResponse: ...
+    async def acomplete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse: ...

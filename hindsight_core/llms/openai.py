@@ -33,9 +33,16 @@ class OpenAICompatibleLLM:
         response_format: how to ask for JSON when a schema is given.
     """
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None,
-                 timeout: float = 60, *, temperature: float = 0.0,
-                 response_format: ResponseFormat = "json_schema") -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60,
+        *,
+        temperature: float = 0.0,
+        response_format: ResponseFormat = "json_schema",
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.temperature = temperature
@@ -48,10 +55,17 @@ class OpenAICompatibleLLM:
 
     # ------------------------------------------------------------------ shared
 
-    def _payload(self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None,
-                 mode: ResponseFormat) -> dict[str, Any]:
-        payload: dict[str, Any] = {"model": self.model_name, "messages": messages,
-                                   "temperature": self.temperature}
+    def _payload(
+        self,
+        messages: list[dict[str, str]],
+        json_schema: dict[str, Any] | None,
+        mode: ResponseFormat,
+    ) -> dict[str, Any]:
+        payload: dict[str, Any] = {
+            "model": self.model_name,
+            "messages": messages,
+            "temperature": self.temperature,
+        }
         if json_schema is not None and mode == "json_schema":
             payload["response_format"] = {
                 "type": "json_schema",
@@ -61,11 +75,11 @@ class OpenAICompatibleLLM:
             payload["response_format"] = {"type": "json_object"}
         return payload
 
-    def _retry_mode(self, response: httpx.Response, json_schema: dict[str, Any] | None,
-                    mode: ResponseFormat) -> ResponseFormat | None:
+    def _retry_mode(
+        self, response: httpx.Response, json_schema: dict[str, Any] | None, mode: ResponseFormat
+    ) -> ResponseFormat | None:
         """The next response_format to try after a 400 about it, else ``None``."""
-        if response.status_code not in (400, 422) or json_schema is None \
-                or mode not in _FALLBACK:
+        if response.status_code not in (400, 422) or json_schema is None or mode not in _FALLBACK:
             return None
         if "response_format" not in response.text and "json" not in response.text.lower():
             return None  # a 400 about something else (context length, model name...)
@@ -73,14 +87,17 @@ class OpenAICompatibleLLM:
 
     def _parse(self, response: httpx.Response) -> LLMResponse:
         if response.status_code >= 400:
-            raise LLMError(f"chat endpoint {self.base_url} answered {response.status_code}: "
-                           f"{response.text[:300]}")
+            raise LLMError(
+                f"chat endpoint {self.base_url} answered {response.status_code}: "
+                f"{response.text[:300]}"
+            )
         try:
             data = response.json()
             text = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise LLMError(f"unexpected answer from {self.base_url}/chat/completions: "
-                           f"{response.text[:300]}") from exc
+            raise LLMError(
+                f"unexpected answer from {self.base_url}/chat/completions: {response.text[:300]}"
+            ) from exc
         if not isinstance(text, str):
             raise LLMError(f"{self.base_url}/chat/completions returned no text content")
         usage = data.get("usage") or {}
@@ -91,8 +108,9 @@ class OpenAICompatibleLLM:
             model=str(data.get("model") or self.model_name),
         )
 
-    def _attempts(self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None
-                  ) -> Generator[dict[str, Any], httpx.Response, LLMResponse]:
+    def _attempts(
+        self, messages: list[dict[str, str]], json_schema: dict[str, Any] | None
+    ) -> Generator[dict[str, Any], httpx.Response, LLMResponse]:
         """The request bodies to post, each sent the previous one's response: after a 400
         about ``response_format``, the next weaker mode (remembered). Returns the answer."""
         mode = self.response_format
@@ -108,8 +126,9 @@ class OpenAICompatibleLLM:
 
     # ------------------------------------------------------------------ I/O
 
-    def complete(self, messages: list[dict[str, str]], *,
-                 json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def complete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         """Send the chat; raises :class:`LLMError` on any failure."""
         attempts = self._attempts(messages, json_schema)
         try:
@@ -123,8 +142,9 @@ class OpenAICompatibleLLM:
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
 
-    async def acomplete(self, messages: list[dict[str, str]], *,
-                        json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    async def acomplete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         """Async :meth:`complete`."""
         attempts = self._attempts(messages, json_schema)
         try:

@@ -77,8 +77,9 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return await run_async(flow, await self._connections(), self.embedder)
 
     async def _connections(self) -> AsyncConnections:
-        self._conns = AsyncConnections.of(self._conns, await self.get_engine(),
-                                          self._side_engine if self._owns_engine else None)
+        self._conns = AsyncConnections.of(
+            self._conns, await self.get_engine(), self._side_engine if self._owns_engine else None
+        )
         return self._conns
 
     def _side_engine(self) -> AsyncEngine:
@@ -137,25 +138,44 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def setup(self) -> None:
         await self.run_flow(self.ready_flow())
 
-    async def write(self, record: RecordInput, *, namespace: Namespace | str | None = None
-                    ) -> WriteResult:
-        return (await self._run_write(self.write_flow([record], namespace),
-                                       self.namespace_key(namespace)))[0]
+    async def write(
+        self, record: RecordInput, *, namespace: Namespace | str | None = None
+    ) -> WriteResult:
+        return (
+            await self._run_write(
+                self.write_flow([record], namespace), self.namespace_key(namespace)
+            )
+        )[0]
 
-    async def write_many(self, records: Sequence[RecordInput], *,
-                         namespace: Namespace | str | None = None) -> list[WriteResult]:
-        return await self._run_write(self.write_flow(records, namespace),
-                                     self.namespace_key(namespace))
+    async def write_many(
+        self, records: Sequence[RecordInput], *, namespace: Namespace | str | None = None
+    ) -> list[WriteResult]:
+        return await self._run_write(
+            self.write_flow(records, namespace), self.namespace_key(namespace)
+        )
 
-    async def search(self, query: str, *, namespace: Namespace | str | None = None,
-                     scene: str | None = None, top_k: int = 5,
-                     filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
+    async def search(
+        self,
+        query: str,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        top_k: int = 5,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[SearchHit]:
         return await self._run_read(
             lambda: self._search_flow(query, namespace, scene, top_k, filters),
-            self.namespace_key(namespace))
+            self.namespace_key(namespace),
+        )
 
-    async def recall(self, query: str, *, namespace: Namespace | str | None = None,
-                     scene: str | None = None, top_k: int = 5) -> RecallResult:
+    async def recall(
+        self,
+        query: str,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        top_k: int = 5,
+    ) -> RecallResult:
         timeout = self.settings.recall_timeout
         key = self.namespace_key(namespace)
         try:
@@ -164,64 +184,95 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
                 with embedding_errors(self.embedder):
                     self._cache_query(query, await self.embedder.aembed_queries([query]))
                 self._model_loaded = True
-            return RecallResult(hits=await asyncio.wait_for(self._run_read(
-                lambda: self._search_flow(query, namespace, scene, top_k, None,
-                                          int(timeout * 1000)), key), timeout))
+            return RecallResult(
+                hits=await asyncio.wait_for(
+                    self._run_read(
+                        lambda: self._search_flow(
+                            query, namespace, scene, top_k, None, int(timeout * 1000)
+                        ),
+                        key,
+                    ),
+                    timeout,
+                )
+            )
         except ValidationError:
             raise
         except (HindsightError, TimeoutError) as exc:
             return degraded(exc)
 
-    async def get(self, record_id: object, *, namespace: Namespace | str | None = None
-                  ) -> Experience:
-        return await self._run_read(lambda: self._get_flow(record_id, namespace),
-                                    self.namespace_key(namespace))
+    async def get(
+        self, record_id: object, *, namespace: Namespace | str | None = None
+    ) -> Experience:
+        return await self._run_read(
+            lambda: self._get_flow(record_id, namespace), self.namespace_key(namespace)
+        )
 
-    async def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
-                           ) -> list[Experience]:
+    async def list_records(
+        self, *, namespace: Namespace | str | None = None, **options: Any
+    ) -> list[Experience]:
         key = None if options.get("all_namespaces") else self.namespace_key(namespace)
         return await self._run_read(lambda: self._list_flow(namespace, **options), key)
 
-    async def mark_used(self, record_id: object, helpful: bool = True, *,
-                        namespace: Namespace | str | None = None) -> Experience:
-        return await self._run_write(self.mark_used_flow(record_id, helpful, namespace),
-                                     self.namespace_key(namespace))
+    async def mark_used(
+        self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
+    ) -> Experience:
+        return await self._run_write(
+            self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
+        )
 
-    async def forget(self, record_id: object, *, namespace: Namespace | str | None = None
-                     ) -> None:
-        await self._run_write(self._change_flow(record_id, "forget", namespace),
-                              self.namespace_key(namespace))
+    async def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
+        await self._run_write(
+            self._change_flow(record_id, "forget", namespace), self.namespace_key(namespace)
+        )
 
-    async def archive(self, record_id: object, *, namespace: Namespace | str | None = None
-                      ) -> Experience:
-        return await self._run_write(self._curate_flow(record_id, "archive", namespace),
-                                     self.namespace_key(namespace))
+    async def archive(
+        self, record_id: object, *, namespace: Namespace | str | None = None
+    ) -> Experience:
+        return await self._run_write(
+            self._curate_flow(record_id, "archive", namespace), self.namespace_key(namespace)
+        )
 
-    async def restore(self, record_id: object, *, namespace: Namespace | str | None = None
-                      ) -> Experience:
-        return await self._run_write(self._curate_flow(
-            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1),
-            self.namespace_key(namespace))
+    async def restore(
+        self, record_id: object, *, namespace: Namespace | str | None = None
+    ) -> Experience:
+        return await self._run_write(
+            self._curate_flow(
+                record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1
+            ),
+            self.namespace_key(namespace),
+        )
 
-    async def set_critical(self, record_id: object, critical: bool = True, *,
-                           namespace: Namespace | str | None = None) -> Experience:
-        return await self._run_write(self._curate_flow(
-            record_id, "critical", namespace, critical=bool(critical)),
-            self.namespace_key(namespace))
+    async def set_critical(
+        self, record_id: object, critical: bool = True, *, namespace: Namespace | str | None = None
+    ) -> Experience:
+        return await self._run_write(
+            self._curate_flow(record_id, "critical", namespace, critical=bool(critical)),
+            self.namespace_key(namespace),
+        )
 
-    async def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
-                   **changes: Any) -> Experience:
-        return await self._run_write(self._edit_flow(record_id, changes, namespace),
-                                     self.namespace_key(namespace))
+    async def edit(
+        self, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
+    ) -> Experience:
+        return await self._run_write(
+            self._edit_flow(record_id, changes, namespace), self.namespace_key(namespace)
+        )
 
-    async def merge(self, record_ids: Iterable[object], into: RecordInput, *,
-                    namespace: Namespace | str | None = None) -> Experience:
-        return await self._run_write(self.merge_flow(record_ids, into, namespace),
-                                     self.namespace_key(namespace))
+    async def merge(
+        self,
+        record_ids: Iterable[object],
+        into: RecordInput,
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> Experience:
+        return await self._run_write(
+            self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
+        )
 
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
-        return await self._run_write(self._maintain_flow(namespace, namespace is None),
-                                     None if namespace is None else self.namespace_key(namespace))
+        return await self._run_write(
+            self._maintain_flow(namespace, namespace is None),
+            None if namespace is None else self.namespace_key(namespace),
+        )
 
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         return self._with_reads(await self.run_flow(self._stats_flow(namespace)))
@@ -229,18 +280,29 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
         return await self.run_flow(self._drop_namespace_flow(namespace))
 
-    async def export(self, target: str | Path | IO[str], *,
-                     namespace: Namespace | str | None = None,
-                     all_namespaces: bool = False) -> int:
+    async def export(
+        self,
+        target: str | Path | IO[str],
+        *,
+        namespace: Namespace | str | None = None,
+        all_namespaces: bool = False,
+    ) -> int:
         records = await self.run_flow(self._export_flow(namespace, all_namespaces))
         return _write_lines(target, records)
 
-    async def import_records(self, source: str | Path | Iterable[str], *,
-                             skip_invalid: bool = False,
-                             progress: Progress | None = None) -> dict[str, Any]:
-        return await self._run_write(self._import_flow(
-            _read_lines(source), skip_invalid=skip_invalid, progress=progress), None)
+    async def import_records(
+        self,
+        source: str | Path | Iterable[str],
+        *,
+        skip_invalid: bool = False,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        return await self._run_write(
+            self._import_flow(_read_lines(source), skip_invalid=skip_invalid, progress=progress),
+            None,
+        )
 
-    async def reindex(self, *, force: bool = False, progress: Progress | None = None
-                      ) -> ReindexReport:
+    async def reindex(
+        self, *, force: bool = False, progress: Progress | None = None
+    ) -> ReindexReport:
         return await self._run_write(self._reindex_flow(progress, force), None)

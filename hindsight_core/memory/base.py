@@ -120,8 +120,9 @@ class MemoryBase:
         if self.settings.dedup_threshold is not None:
             return self.settings.dedup_threshold
         own = getattr(self.embedder, "dedup_threshold", None)
-        return float(own) if own is not None else profile_for(
-            self.embedder.model_name).dedup_threshold
+        return (
+            float(own) if own is not None else profile_for(self.embedder.model_name).dedup_threshold
+        )
 
     @property
     def keyword_weight(self) -> float:

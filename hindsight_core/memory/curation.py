@@ -37,20 +37,37 @@ class CurationFlows(RecallFlows):
         yield from self.ready_flow()
         now = self.now()
         stmt = q.MARK_HELPFUL if helpful else q.MARK_UNHELPFUL
-        rows = yield from Sql(stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus,
-                                **self.decay_params(now)})
+        rows = yield from Sql(
+            stmt, {"ns": ns, "id": rid, "bonus": self.settings.use_bonus, **self.decay_params(now)}
+        )
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         yield from self._event(ns, rid, "used" if helpful else "unhelpful", now)
         return (yield from self._get_flow(rid, namespace))
 
     def _event(
-        self, ns: str, rid: uuid.UUID | None, kind: str, now: Any,
+        self,
+        ns: str,
+        rid: uuid.UUID | None,
+        kind: str,
+        now: Any,
         detail: dict[str, Any] | None = None,
     ) -> Flow[None]:
-        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([{
-            "ns": ns, "record_id": rid, "kind": kind, "now": now,
-            "detail": json.dumps(detail or {})}]), fetch="none")
+        yield Sql(
+            batch_sql.EVENT_ROWS,
+            batch_sql.event_rows(
+                [
+                    {
+                        "ns": ns,
+                        "record_id": rid,
+                        "kind": kind,
+                        "now": now,
+                        "detail": json.dumps(detail or {}),
+                    }
+                ]
+            ),
+            fetch="none",
+        )
 
     # ------------------------------------------------------------------ curation
 
@@ -62,8 +79,12 @@ class CurationFlows(RecallFlows):
         rid = parse_id(record_id)
         yield from self.ready_flow()
         now = self.now()
-        stmt = {"forget": q.DELETE, "archive": q.ARCHIVE, "restore": q.RESTORE,
-                "critical": q.SET_CRITICAL}[kind]
+        stmt = {
+            "forget": q.DELETE,
+            "archive": q.ARCHIVE,
+            "restore": q.RESTORE,
+            "critical": q.SET_CRITICAL,
+        }[kind]
         rows = yield from Sql(stmt, {"ns": ns, "id": rid, "now": now, **extra})
         if not rows:
             exists = yield from Sql(q.GET, {"ns": ns, "ids": [rid], **self.decay_params(now)})
@@ -102,12 +123,23 @@ class CurationFlows(RecallFlows):
         text = embedding_text(rec)
         (vector,) = yield from Embed([text])
         now = self.now()
-        yield Sql(q.EDIT, {
-            "ns": self.namespace_key(namespace), "id": current.id, "now": now, "scene": rec.scene,
-            "trigger": rec.trigger, "action": rec.action, "outcome": rec.outcome,
-            "lesson": rec.lesson, "importance": rec.importance, "critical": rec.critical,
-            **self._vector_fields(text, vector), "search_tsv": search_tsv(rec),
-        })
+        yield Sql(
+            q.EDIT,
+            {
+                "ns": self.namespace_key(namespace),
+                "id": current.id,
+                "now": now,
+                "scene": rec.scene,
+                "trigger": rec.trigger,
+                "action": rec.action,
+                "outcome": rec.outcome,
+                "lesson": rec.lesson,
+                "importance": rec.importance,
+                "critical": rec.critical,
+                **self._vector_fields(text, vector),
+                "search_tsv": search_tsv(rec),
+            },
+        )
         yield from self._event(self.namespace_key(namespace), current.id, "edited", now)
         return (yield from self._get_flow(current.id, namespace))
 
@@ -141,16 +173,34 @@ class CurationFlows(RecallFlows):
         (vector,) = yield from Embed([text])
         new_id = self._new_id()
         # The general lesson belongs to every scene its sources belonged to.
-        scenes = list(dict.fromkeys(
-            s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene))
-        yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows([record_row(
-            rec, ns=ns, id=new_id, vector=self._vector_fields(text, vector),
-            critical=rec.critical or any(r["critical"] for r in live.values()),
-            score=max(r["decayed_score"] for r in live.values()),
-            use_count=sum(r["use_count"] for r in live.values()),
-            occurrences=sum(r["occurrences"] for r in live.values()),
-            last_used_at=now, created_at=now, updated_at=now, merged_from=ids,
-            also_scenes=scenes)]), fetch="none")
+        scenes = list(
+            dict.fromkeys(
+                s for r in live.values() for s in (r["scene"], *r["also_scenes"]) if s != rec.scene
+            )
+        )
+        yield Sql(
+            batch_sql.INSERT_ROWS,
+            batch_sql.insert_rows(
+                [
+                    record_row(
+                        rec,
+                        ns=ns,
+                        id=new_id,
+                        vector=self._vector_fields(text, vector),
+                        critical=rec.critical or any(r["critical"] for r in live.values()),
+                        score=max(r["decayed_score"] for r in live.values()),
+                        use_count=sum(r["use_count"] for r in live.values()),
+                        occurrences=sum(r["occurrences"] for r in live.values()),
+                        last_used_at=now,
+                        created_at=now,
+                        updated_at=now,
+                        merged_from=ids,
+                        also_scenes=scenes,
+                    )
+                ]
+            ),
+            fetch="none",
+        )
         yield Sql(q.ARCHIVE_MERGED, {"ns": ns, "ids": ids, "into": new_id, "now": now})
         yield from self._event(ns, new_id, "merge", now, {"from": [str(i) for i in ids]})
         return (yield from self._get_flow(new_id, namespace))

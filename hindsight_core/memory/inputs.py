@@ -89,11 +89,11 @@ def check_text(value: object, field: str) -> str:
     """A text argument (not a record field): a string without NUL, which PostgreSQL
     cannot hold in text or jsonb and would report as a database error."""
     if not isinstance(value, str):
-        raise ValidationError(f"{field} must be a string, got {type(value).__name__}",
-                              field=field)
+        raise ValidationError(f"{field} must be a string, got {type(value).__name__}", field=field)
     if "\x00" in value:
-        raise ValidationError(f"{field} contains a NUL byte, which cannot be stored or "
-                              "searched", field=field)
+        raise ValidationError(
+            f"{field} contains a NUL byte, which cannot be stored or searched", field=field
+        )
     return value
 
 
@@ -112,8 +112,9 @@ def check_top_k(top_k: object) -> int:
     except ValueError:
         value = None
     if value is None or not 1 <= value <= MAX_TOP_K:
-        raise ValidationError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}",
-                              field="top_k")
+        raise ValidationError(
+            f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}", field="top_k"
+        )
     return value
 
 
@@ -141,7 +142,18 @@ def check_filters(filters: Mapping[str, Any] | None) -> list[tuple[str, Any]]:
 
 
 __all__ = [
-    "MAX_BATCH", "MAX_OFFSET", "MAX_QUERY_CHARS", "MAX_TOP_K", "RecordInput", "check_filters",
-    "check_page", "check_query", "check_scene", "check_text", "check_top_k", "embed_key",
-    "embedding_text", "validate_records",
+    "MAX_BATCH",
+    "MAX_OFFSET",
+    "MAX_QUERY_CHARS",
+    "MAX_TOP_K",
+    "RecordInput",
+    "check_filters",
+    "check_page",
+    "check_query",
+    "check_scene",
+    "check_text",
+    "check_top_k",
+    "embed_key",
+    "embedding_text",
+    "validate_records",
 ]

@@ -98,8 +98,9 @@ class DecayCurve(BaseModel):
 class InspectFlows(MemoryBase):
     """Read-only views of the store (flows)."""
 
-    def _namespaces_flow(self, prefix: Namespace | str | None, limit: int
-                         ) -> Flow[list[NamespaceSummary]]:
+    def _namespaces_flow(
+        self, prefix: Namespace | str | None, limit: int
+    ) -> Flow[list[NamespaceSummary]]:
         key = None if prefix is None else ns_key(validate_namespace(prefix, field="prefix"))
         limit = check_int(limit, "limit", 1, MAX_NAMESPACES)
         yield from self.ready_flow(check_model=False)
@@ -112,31 +113,40 @@ class InspectFlows(MemoryBase):
         rows = yield from Sql(iq.SCENES, {"ns": ns})
         return [SceneSummary(**r) for r in rows]
 
-    def _count_flow(self, namespace: Namespace | str | None, scene: str | None,
-                    archived: bool | None) -> Flow[int]:
+    def _count_flow(
+        self, namespace: Namespace | str | None, scene: str | None, archived: bool | None
+    ) -> Flow[int]:
         ns = self.namespace_key(namespace)
         if archived not in (True, False, None):
             raise ValidationError("archived must be true, false or None", field="archived")
         scene = check_scene(scene)
         yield from self.ready_flow(check_model=False)
-        rows = yield from Sql(iq.count_sql(scene=scene is not None, archived=archived),
-                              {"ns": ns, "scene": scene})
+        rows = yield from Sql(
+            iq.count_sql(scene=scene is not None, archived=archived), {"ns": ns, "scene": scene}
+        )
         return int(rows[0]["n"])
 
-    def _activity_flow(self, namespace: Namespace | str | None, days: int,
-                       record_id: object | None, all_namespaces: bool
-                       ) -> Flow[list[ActivityPoint]]:
+    def _activity_flow(
+        self,
+        namespace: Namespace | str | None,
+        days: int,
+        record_id: object | None,
+        all_namespaces: bool,
+    ) -> Flow[list[ActivityPoint]]:
         ns = None if all_namespaces else self.namespace_key(namespace)
         days = check_int(days, "days", 1, MAX_DAYS)
         rid = None if record_id is None else parse_id(record_id)
         yield from self.ready_flow(check_model=False)
         now = self.now()
-        rows = yield from Sql(iq.ACTIVITY, {"ns": ns, "record_id": rid, "now": now,
-                                       "since": now - timedelta(days=days)})
+        rows = yield from Sql(
+            iq.ACTIVITY,
+            {"ns": ns, "record_id": rid, "now": now, "since": now - timedelta(days=days)},
+        )
         return [ActivityPoint(day=r["day"], kind=r["kind"], count=r["n"]) for r in rows]
 
-    def _history_flow(self, record_id: object, namespace: Namespace | str | None, limit: int
-                      ) -> Flow[list[RecordEvent]]:
+    def _history_flow(
+        self, record_id: object, namespace: Namespace | str | None, limit: int
+    ) -> Flow[list[RecordEvent]]:
         ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
         limit = check_int(limit, "limit", 1, 10_000)
@@ -144,24 +154,33 @@ class InspectFlows(MemoryBase):
         rows = yield from Sql(iq.HISTORY, {"ns": ns, "record_id": rid, "limit": limit})
         return [RecordEvent(at=r["at"], kind=r["kind"], detail=r["detail"] or {}) for r in rows]
 
-    def _decay_curve_flow(self, record_id: object, namespace: Namespace | str | None,
-                          days: int, points: int) -> Flow[DecayCurve]:
+    def _decay_curve_flow(
+        self, record_id: object, namespace: Namespace | str | None, days: int, points: int
+    ) -> Flow[DecayCurve]:
         ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
         days = check_int(days, "days", 1, MAX_DAYS)
         points = check_int(points, "points", 2, 1000)
         yield from self.ready_flow(check_model=False)
         now = self.now()
-        rows = yield from Sql(iq.DECAY_CURVE, {"ns": ns, "id": rid, "days": days, "points": points,
-                                          **self.decay_params(now)})
+        rows = yield from Sql(
+            iq.DECAY_CURVE,
+            {"ns": ns, "id": rid, "days": days, "points": points, **self.decay_params(now)},
+        )
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {show_namespace(ns)}")
         critical = bool(rows[0]["critical"])
         curve = [DecayPoint(at=r["at"], score=r["score"]) for r in rows]
         evict = self.settings.evict_below
         below = next((p.at for p in curve if p.score < evict and p.at >= now), None)
-        return DecayCurve(record_id=rid, critical=critical, now=now, evict_below=evict,
-                          points=curve, evicted_at=None if critical else below)
+        return DecayCurve(
+            record_id=rid,
+            critical=critical,
+            now=now,
+            evict_below=evict,
+            points=curve,
+            evicted_at=None if critical else below,
+        )
 
 
 class InspectMethods(InspectFlows):
@@ -170,8 +189,9 @@ class InspectMethods(InspectFlows):
     def run_flow(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by Memory
         raise NotImplementedError
 
-    def namespaces(self, *, prefix: Namespace | str | None = None,
-                   limit: int = MAX_NAMESPACES) -> list[NamespaceSummary]:
+    def namespaces(
+        self, *, prefix: Namespace | str | None = None, limit: int = MAX_NAMESPACES
+    ) -> list[NamespaceSummary]:
         """Every namespace (or those under ``prefix``) with its record counts.
 
         This looks across tenants: it is meant for operators (the inspector, the CLI).
@@ -182,24 +202,41 @@ class InspectMethods(InspectFlows):
         """The scenes of a namespace with live and archived counts, largest first."""
         return self.run_flow(self._scenes_flow(namespace))
 
-    def count_records(self, *, namespace: Namespace | str | None = None,
-                      scene: str | None = None, archived: bool | None = False) -> int:
+    def count_records(
+        self,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        archived: bool | None = False,
+    ) -> int:
         """How many records :meth:`list_records` pages through with the same filters."""
         return self.run_flow(self._count_flow(namespace, scene, archived))
 
-    def activity(self, *, namespace: Namespace | str | None = None, days: int = 30,
-                 record_id: object | None = None, all_namespaces: bool = False
-                 ) -> list[ActivityPoint]:
+    def activity(
+        self,
+        *,
+        namespace: Namespace | str | None = None,
+        days: int = 30,
+        record_id: object | None = None,
+        all_namespaces: bool = False,
+    ) -> list[ActivityPoint]:
         """Events per day and kind over the last ``days`` (feedback, merges, curation)."""
         return self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
 
-    def history(self, record_id: object, *, namespace: Namespace | str | None = None,
-                limit: int = 100) -> list[RecordEvent]:
+    def history(
+        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
+    ) -> list[RecordEvent]:
         """A record's events, newest first."""
         return self.run_flow(self._history_flow(record_id, namespace, limit))
 
-    def decay_curve(self, record_id: object, *, namespace: Namespace | str | None = None,
-                    days: int = 180, points: int = 60) -> DecayCurve:
+    def decay_curve(
+        self,
+        record_id: object,
+        *,
+        namespace: Namespace | str | None = None,
+        days: int = 180,
+        points: int = 60,
+    ) -> DecayCurve:
         """A record's score after decay from its last use until ``days`` from now."""
         return self.run_flow(self._decay_curve_flow(record_id, namespace, days, points))
 
@@ -210,28 +247,46 @@ class AsyncInspectMethods(InspectFlows):
     async def run_flow(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by AsyncMemory
         raise NotImplementedError
 
-    async def namespaces(self, *, prefix: Namespace | str | None = None,
-                         limit: int = MAX_NAMESPACES) -> list[NamespaceSummary]:
+    async def namespaces(
+        self, *, prefix: Namespace | str | None = None, limit: int = MAX_NAMESPACES
+    ) -> list[NamespaceSummary]:
         return await self.run_flow(self._namespaces_flow(prefix, limit))
 
     async def scenes(self, *, namespace: Namespace | str | None = None) -> list[SceneSummary]:
         return await self.run_flow(self._scenes_flow(namespace))
 
-    async def count_records(self, *, namespace: Namespace | str | None = None,
-                            scene: str | None = None, archived: bool | None = False) -> int:
+    async def count_records(
+        self,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        archived: bool | None = False,
+    ) -> int:
         return await self.run_flow(self._count_flow(namespace, scene, archived))
 
-    async def activity(self, *, namespace: Namespace | str | None = None, days: int = 30,
-                       record_id: object | None = None, all_namespaces: bool = False
-                       ) -> list[ActivityPoint]:
+    async def activity(
+        self,
+        *,
+        namespace: Namespace | str | None = None,
+        days: int = 30,
+        record_id: object | None = None,
+        all_namespaces: bool = False,
+    ) -> list[ActivityPoint]:
         return await self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
 
-    async def history(self, record_id: object, *, namespace: Namespace | str | None = None,
-                      limit: int = 100) -> list[RecordEvent]:
+    async def history(
+        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
+    ) -> list[RecordEvent]:
         return await self.run_flow(self._history_flow(record_id, namespace, limit))
 
-    async def decay_curve(self, record_id: object, *, namespace: Namespace | str | None = None,
-                          days: int = 180, points: int = 60) -> DecayCurve:
+    async def decay_curve(
+        self,
+        record_id: object,
+        *,
+        namespace: Namespace | str | None = None,
+        days: int = 180,
+        points: int = 60,
+    ) -> DecayCurve:
         return await self.run_flow(self._decay_curve_flow(record_id, namespace, days, points))
 
 

@@ -70,18 +70,32 @@ def export_line(record: Experience) -> str:
 class LifecycleFlows(MemoryBase):
     """Whole-store operations (flows; see ``runtime/flow.py``)."""
 
-    def _maintain_flow(self, namespace: Namespace | str | None, all_namespaces: bool
-                       ) -> Flow[MaintenanceReport]:
+    def _maintain_flow(
+        self, namespace: Namespace | str | None, all_namespaces: bool
+    ) -> Flow[MaintenanceReport]:
         ns = None if all_namespaces else self.namespace_key(namespace)
         yield from self.ready_flow()
         now = self.now()
-        evicted = yield from Sql(q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below,
-                                      **self.decay_params(now)})
+        evicted = yield from Sql(
+            q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below, **self.decay_params(now)}
+        )
         if evicted:
-            yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
-                {"ns": r["ns"], "record_id": r["id"], "kind": "archive", "now": now,
-                 "detail": json.dumps({"reason": "decayed"})} for r in evicted
-            ]), fetch="none")
+            yield Sql(
+                batch_sql.EVENT_ROWS,
+                batch_sql.event_rows(
+                    [
+                        {
+                            "ns": r["ns"],
+                            "record_id": r["id"],
+                            "kind": "archive",
+                            "now": now,
+                            "detail": json.dumps({"reason": "decayed"}),
+                        }
+                        for r in evicted
+                    ]
+                ),
+                fetch="none",
+            )
         items = yield from Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
         tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
         return MaintenanceReport(
@@ -103,14 +117,20 @@ class LifecycleFlows(MemoryBase):
         (row,) = yield from Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
         return {k: int(v) for k, v in row.items()}
 
-    def _export_flow(self, namespace: Namespace | str | None, all_namespaces: bool,
-                     page: int = 1000) -> Flow[list[Experience]]:
+    def _export_flow(
+        self, namespace: Namespace | str | None, all_namespaces: bool, page: int = 1000
+    ) -> Flow[list[Experience]]:
         out: list[Experience] = []
         offset = 0
         while True:
             batch = yield from self._list_flow(  # type: ignore[attr-defined]
-                namespace, archived=None, order_by="created_at", descending=False,
-                limit=page, offset=offset, all_namespaces=all_namespaces,
+                namespace,
+                archived=None,
+                order_by="created_at",
+                descending=False,
+                limit=page,
+                offset=offset,
+                all_namespaces=all_namespaces,
             )
             out.extend(batch)
             if len(batch) < page:
@@ -143,15 +163,21 @@ class LifecycleFlows(MemoryBase):
                 if "id" not in data:
                     raw_ns = data.pop("namespace", None)
                     ns = self.namespace if raw_ns is None else validate_namespace(raw_ns)
-                    plain.setdefault(ns, []).append(parse_experience(
-                        data, lesson_max_chars=self.settings.lesson_max_chars,
-                        field_max_chars=self.settings.field_max_chars))
+                    plain.setdefault(ns, []).append(
+                        parse_experience(
+                            data,
+                            lesson_max_chars=self.settings.lesson_max_chars,
+                            field_max_chars=self.settings.field_max_chars,
+                        )
+                    )
                     continue
                 data["namespace"] = list(validate_namespace(data.get("namespace")))
                 record = ExportedRecord.model_validate(
                     data,
-                    context={"lesson_max_chars": self.settings.lesson_max_chars,
-                             "field_max_chars": self.settings.field_max_chars},
+                    context={
+                        "lesson_max_chars": self.settings.lesson_max_chars,
+                        "field_max_chars": self.settings.field_max_chars,
+                    },
                 )
             except (ValueError, ValidationError) as exc:
                 if isinstance(exc, pydantic.ValidationError):
@@ -161,7 +187,8 @@ class LifecycleFlows(MemoryBase):
                     continue
                 raise ImportFormatError(
                     f"line {number}: {exc}. Nothing was imported; fix the line or pass "
-                    "--skip-invalid to import the other lines.", line=number
+                    "--skip-invalid to import the other lines.",
+                    line=number,
                 ) from None
             records.append(record)
         yield from self.ready_flow()
@@ -179,8 +206,10 @@ class LifecycleFlows(MemoryBase):
             if new:
                 texts = [embedding_text(r) for r in new]
                 vectors = yield from Embed(texts)
-                params = [_import_params(r, self._vector_fields(t, v), now)
-                          for r, t, v in zip(new, texts, vectors, strict=True)]
+                params = [
+                    _import_params(r, self._vector_fields(t, v), now)
+                    for r, t, v in zip(new, texts, vectors, strict=True)
+                ]
                 yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
             done += len(batch)
             if progress:
@@ -195,11 +224,17 @@ class LifecycleFlows(MemoryBase):
                 done += len(batch_in)
                 if progress:
                     progress(done, total)
-        return {"read": total + len(skipped), "imported": len(records) - existing + inserted,
-                "merged": merged, "already_present": existing, "skipped_lines": skipped}
+        return {
+            "read": total + len(skipped),
+            "imported": len(records) - existing + inserted,
+            "merged": merged,
+            "already_present": existing,
+            "skipped_lines": skipped,
+        }
 
-    def _reindex_flow(self, progress: Progress | None = None, force: bool = False
-                      ) -> Flow[ReindexReport]:
+    def _reindex_flow(
+        self, progress: Progress | None = None, force: bool = False
+    ) -> Flow[ReindexReport]:
         """Re-embed, with the configured model, the records whose vector was computed
         from another model or text (every record with ``force``); record the model and
         make sure the index is there."""
@@ -221,15 +256,23 @@ class LifecycleFlows(MemoryBase):
             if not rows:
                 break
             texts = {i: embedding_text(r) for i, r in enumerate(rows)}
-            stale = [i for i, t in texts.items()
-                     if force or rows[i]["embed_key"] != self._embed_key(t)]
+            stale = [
+                i for i, t in texts.items() if force or rows[i]["embed_key"] != self._embed_key(t)
+            ]
             if stale:
                 vectors = yield from Embed([texts[i] for i in stale])
-                yield Sql(q.REINDEX_UPDATE, [
-                    {"ns": rows[i]["ns"], "id": rows[i]["id"],
-                     **self._vector_fields(texts[i], v)}
-                    for i, v in zip(stale, vectors, strict=True)
-                ], fetch="none")
+                yield Sql(
+                    q.REINDEX_UPDATE,
+                    [
+                        {
+                            "ns": rows[i]["ns"],
+                            "id": rows[i]["id"],
+                            **self._vector_fields(texts[i], v),
+                        }
+                        for i, v in zip(stale, vectors, strict=True)
+                    ],
+                    fetch="none",
+                )
             done += len(rows)
             embedded += len(stale)
             cursor = {"ns": rows[-1]["ns"], "id": rows[-1]["id"]}
@@ -242,8 +285,18 @@ class LifecycleFlows(MemoryBase):
 
 def _import_params(r: ExportedRecord, vector: dict[str, Any], now: datetime) -> dict[str, Any]:
     return record_row(
-        r, ns=ns_key(tuple(r.namespace)), id=r.id, vector=vector, score=r.score,
-        use_count=r.use_count, occurrences=r.occurrences, last_used_at=r.last_used_at,
-        created_at=r.created_at or now, updated_at=r.updated_at or now,
-        archived_at=r.archived_at, merged_into=r.merged_into, merged_from=r.merged_from,
-        also_scenes=[s for s in dict.fromkeys(r.scenes) if s != r.scene])
+        r,
+        ns=ns_key(tuple(r.namespace)),
+        id=r.id,
+        vector=vector,
+        score=r.score,
+        use_count=r.use_count,
+        occurrences=r.occurrences,
+        last_used_at=r.last_used_at,
+        created_at=r.created_at or now,
+        updated_at=r.updated_at or now,
+        archived_at=r.archived_at,
+        merged_into=r.merged_into,
+        merged_from=r.merged_from,
+        also_scenes=[s for s in dict.fromkeys(r.scenes) if s != r.scene],
+    )

@@ -50,8 +50,11 @@ class RecallFlows(MemoryBase):
         common = (yield from self._common_terms_flow(ac)) if terms else {}
         rare = [t for t in terms if t not in common]
         exact = yield from self._scan_choice.flow(
-            (ns, scene), scan_sql.recall_exact_scan_sql(scene is not None),
-            {"ns": ns, "scene": scene}, ac)
+            (ns, scene),
+            scan_sql.recall_exact_scan_sql(scene is not None),
+            {"ns": ns, "scene": scene},
+            ac,
+        )
         stmt = recall_sql.search_sql(
             self.embedder.dim,
             scene=scene is not None,
@@ -64,13 +67,16 @@ class RecallFlows(MemoryBase):
             exact=exact,
         )
         params: dict[str, Any] = {
-            "ns": ns, "scene": scene, "qvec": vector_param(vector),
+            "ns": ns,
+            "scene": scene,
+            "qvec": vector_param(vector),
             "tsq_cand": fts.tsquery_literal(rare),
-            **fts.bm25_params(terms, common,
-                              whole_query=covers(self.embedder.languages, query)),
-            "top_k": top_k, "w_sem": self.settings.semantic_weight,
+            **fts.bm25_params(terms, common, whole_query=covers(self.embedder.languages, query)),
+            "top_k": top_k,
+            "w_sem": self.settings.semantic_weight,
             "w_kw": self.keyword_weight,
-            "score_weight": self.settings.score_weight, **self.decay_params(self.now()),
+            "score_weight": self.settings.score_weight,
+            **self.decay_params(self.now()),
             "min_relevance": self.settings.min_relevance,
         }
         for i, (_, value) in enumerate(filter_items):
@@ -81,22 +87,25 @@ class RecallFlows(MemoryBase):
         # One validation per hit (nested dicts): a third cheaper than building the
         # record and the breakdown as models first.
         return [
-            SearchHit.model_validate({
-                "record": self._record_fields(row),
-                "score": row["final"],
-                "breakdown": {
-                    "semantic": row["semantic"], "keyword": row["keyword"],
-                    "relevance": row["relevance"], "decay": row["decayed_score"],
-                    "final": row["final"],
-                },
-            })
+            SearchHit.model_validate(
+                {
+                    "record": self._record_fields(row),
+                    "score": row["final"],
+                    "breakdown": {
+                        "semantic": row["semantic"],
+                        "keyword": row["keyword"],
+                        "relevance": row["relevance"],
+                        "decay": row["decayed_score"],
+                        "final": row["final"],
+                    },
+                }
+            )
             for row in rows
         ]
 
     def _common_terms_flow(self, autocommit: bool = False) -> Flow[Mapping[str, float]]:
         """Terms too frequent to generate keyword candidates (cached for a minute)."""
-        return (yield from self._common_terms.flow(self.settings.keyword_scan_limit,
-                                                   autocommit))
+        return (yield from self._common_terms.flow(self.settings.keyword_scan_limit, autocommit))
 
     # ------------------------------------------------------------------ read
 
@@ -131,13 +140,22 @@ class RecallFlows(MemoryBase):
         scene = check_scene(scene)
         yield from self.ready_flow()
         stmt = q.list_sql(
-            order_by=order_by, descending=descending, scene=scene is not None,
-            archived=archived, all_ns=all_namespaces,
+            order_by=order_by,
+            descending=descending,
+            scene=scene is not None,
+            archived=archived,
+            all_ns=all_namespaces,
         )
-        rows = yield from Sql(stmt, {
-            "ns": ns, "scene": scene, "limit": limit, "offset": offset,
-            **self.decay_params(self.now()),
-        })
+        rows = yield from Sql(
+            stmt,
+            {
+                "ns": ns,
+                "scene": scene,
+                "limit": limit,
+                "offset": offset,
+                **self.decay_params(self.now()),
+            },
+        )
         return [self._record(r) for r in rows]
 
     @staticmethod

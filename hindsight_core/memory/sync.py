@@ -82,8 +82,9 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         return run_sync(flow, self._connections(), self.embedder)
 
     def _connections(self) -> Connections:
-        self._conns = Connections.of(self._conns, self.engine,
-                                     self._side_engine if self._owns_engine else None)
+        self._conns = Connections.of(
+            self._conns, self.engine, self._side_engine if self._owns_engine else None
+        )
         return self._conns
 
     def _side_engine(self) -> sa.Engine:
@@ -155,8 +156,9 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     # ------------------------------------------------------------------ write & recall
 
-    def write(self, record: RecordInput, *, namespace: Namespace | str | None = None
-              ) -> WriteResult:
+    def write(
+        self, record: RecordInput, *, namespace: Namespace | str | None = None
+    ) -> WriteResult:
         """Validate and store one record, or merge it into a near-duplicate.
 
         Returns:
@@ -165,17 +167,25 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Raises:
             ValidationError: the record is malformed; nothing was written.
         """
-        return self._run_write(self.write_flow([record], namespace),
-                               self.namespace_key(namespace))[0]
+        return self._run_write(self.write_flow([record], namespace), self.namespace_key(namespace))[
+            0
+        ]
 
-    def write_many(self, records: Sequence[RecordInput], *,
-                   namespace: Namespace | str | None = None) -> list[WriteResult]:
+    def write_many(
+        self, records: Sequence[RecordInput], *, namespace: Namespace | str | None = None
+    ) -> list[WriteResult]:
         """Write many records in one transaction (all or nothing), deduplicated."""
         return self._run_write(self.write_flow(records, namespace), self.namespace_key(namespace))
 
-    def search(self, query: str, *, namespace: Namespace | str | None = None,
-               scene: str | None = None, top_k: int = 5,
-               filters: Mapping[str, Any] | None = None) -> list[SearchHit]:
+    def search(
+        self,
+        query: str,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        top_k: int = 5,
+        filters: Mapping[str, Any] | None = None,
+    ) -> list[SearchHit]:
         """Hybrid recall: semantic + keyword, bent by the decayed score.
 
         Args:
@@ -185,11 +195,19 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
                 ``source.task``, ``source.tool``.
         """
-        return self._run_read(lambda: self._search_flow(query, namespace, scene, top_k, filters),
-                              self.namespace_key(namespace))
+        return self._run_read(
+            lambda: self._search_flow(query, namespace, scene, top_k, filters),
+            self.namespace_key(namespace),
+        )
 
-    def recall(self, query: str, *, namespace: Namespace | str | None = None,
-               scene: str | None = None, top_k: int = 5) -> RecallResult:
+    def recall(
+        self,
+        query: str,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        top_k: int = 5,
+    ) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on a database or embedding
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
         timeout = self.settings.recall_timeout
@@ -201,11 +219,18 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                 with embedding_errors(self.embedder):
                     self._cache_query(query, self.embedder.embed_queries([query]))
                 self._model_loaded = True
-            return RecallResult(hits=run_sync_within(
-                timeout, self._recall_executor(),
-                lambda: self._run_read(lambda: self._search_flow(
-                    query, namespace, scene, top_k, None, int(timeout * 1000)),
-                    self.namespace_key(namespace))))
+            return RecallResult(
+                hits=run_sync_within(
+                    timeout,
+                    self._recall_executor(),
+                    lambda: self._run_read(
+                        lambda: self._search_flow(
+                            query, namespace, scene, top_k, None, int(timeout * 1000)
+                        ),
+                        self.namespace_key(namespace),
+                    ),
+                )
+            )
         except ValidationError:
             raise
         except (HindsightError, TimeoutError) as exc:
@@ -217,16 +242,19 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         with self._engine_lock:
             if self._recaller is None:
                 self._recaller = ThreadPoolExecutor(
-                    max_workers=self.settings.pool_size, thread_name_prefix="hindsight-recall")
+                    max_workers=self.settings.pool_size, thread_name_prefix="hindsight-recall"
+                )
             return self._recaller
 
     def get(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """One record by id (archived ones too)."""
-        return self._run_read(lambda: self._get_flow(record_id, namespace),
-                              self.namespace_key(namespace))
+        return self._run_read(
+            lambda: self._get_flow(record_id, namespace), self.namespace_key(namespace)
+        )
 
-    def list_records(self, *, namespace: Namespace | str | None = None, **options: Any
-                     ) -> list[Experience]:
+    def list_records(
+        self, *, namespace: Namespace | str | None = None, **options: Any
+    ) -> list[Experience]:
         """Records of a namespace; options: ``scene``, ``archived`` (False, True or None
         for both), ``order_by``, ``descending``, ``limit``, ``offset``, ``all_namespaces``."""
         key = None if options.get("all_namespaces") else self.namespace_key(namespace)
@@ -234,57 +262,74 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     # ------------------------------------------------------------------ feedback & curation
 
-    def mark_used(self, record_id: object, helpful: bool = True, *,
-                  namespace: Namespace | str | None = None) -> Experience:
+    def mark_used(
+        self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
+    ) -> Experience:
         """Feedback on a recalled record: helpful raises its score (+0.1) and resets its
         decay clock; unhelpful lowers it."""
-        return self._run_write(self.mark_used_flow(record_id, helpful, namespace),
-                               self.namespace_key(namespace))
+        return self._run_write(
+            self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
+        )
 
     def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""
-        self._run_write(self._change_flow(record_id, "forget", namespace),
-                        self.namespace_key(namespace))
+        self._run_write(
+            self._change_flow(record_id, "forget", namespace), self.namespace_key(namespace)
+        )
 
-    def archive(self, record_id: object, *, namespace: Namespace | str | None = None
-                ) -> Experience:
+    def archive(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """Stop recalling a record (restorable)."""
-        return self._run_write(self._curate_flow(record_id, "archive", namespace),
-                               self.namespace_key(namespace))
+        return self._run_write(
+            self._curate_flow(record_id, "archive", namespace), self.namespace_key(namespace)
+        )
 
-    def restore(self, record_id: object, *, namespace: Namespace | str | None = None
-                ) -> Experience:
+    def restore(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """Bring an archived record back (its score is lifted to the eviction line)."""
-        return self._run_write(self._curate_flow(
-            record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1),
-            self.namespace_key(namespace))
+        return self._run_write(
+            self._curate_flow(
+                record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1
+            ),
+            self.namespace_key(namespace),
+        )
 
-    def set_critical(self, record_id: object, critical: bool = True, *,
-                     namespace: Namespace | str | None = None) -> Experience:
+    def set_critical(
+        self, record_id: object, critical: bool = True, *, namespace: Namespace | str | None = None
+    ) -> Experience:
         """Mark a record critical (never decays, never evicted) or not."""
-        return self._run_write(self._curate_flow(
-            record_id, "critical", namespace, critical=bool(critical)),
-            self.namespace_key(namespace))
+        return self._run_write(
+            self._curate_flow(record_id, "critical", namespace, critical=bool(critical)),
+            self.namespace_key(namespace),
+        )
 
-    def edit(self, record_id: object, *, namespace: Namespace | str | None = None,
-             **changes: Any) -> Experience:
+    def edit(
+        self, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
+    ) -> Experience:
         """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
-        return self._run_write(self._edit_flow(record_id, changes, namespace),
-                               self.namespace_key(namespace))
+        return self._run_write(
+            self._edit_flow(record_id, changes, namespace), self.namespace_key(namespace)
+        )
 
-    def merge(self, record_ids: Iterable[object], into: RecordInput, *,
-              namespace: Namespace | str | None = None) -> Experience:
+    def merge(
+        self,
+        record_ids: Iterable[object],
+        into: RecordInput,
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> Experience:
         """Replace records by one more general lesson; the sources are archived and linked."""
-        return self._run_write(self.merge_flow(record_ids, into, namespace),
-                               self.namespace_key(namespace))
+        return self._run_write(
+            self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
+        )
 
     # ------------------------------------------------------------------ whole store
 
     def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep
         expired items and abandoned task logs. ``namespace=None``: every namespace."""
-        return self._run_write(self._maintain_flow(namespace, namespace is None),
-                               None if namespace is None else self.namespace_key(namespace))
+        return self._run_write(
+            self._maintain_flow(namespace, namespace is None),
+            None if namespace is None else self.namespace_key(namespace),
+        )
 
     def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
@@ -300,14 +345,24 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """
         return self.run_flow(self._drop_namespace_flow(namespace))
 
-    def export(self, target: str | Path | IO[str], *, namespace: Namespace | str | None = None,
-               all_namespaces: bool = False) -> int:
+    def export(
+        self,
+        target: str | Path | IO[str],
+        *,
+        namespace: Namespace | str | None = None,
+        all_namespaces: bool = False,
+    ) -> int:
         """Write records (archived too) as JSON lines; returns how many."""
         records = self.run_flow(self._export_flow(namespace, all_namespaces))
         return _write_lines(target, records)
 
-    def import_records(self, source: str | Path | Iterable[str], *, skip_invalid: bool = False,
-                       progress: Progress | None = None) -> dict[str, Any]:
+    def import_records(
+        self,
+        source: str | Path | Iterable[str],
+        *,
+        skip_invalid: bool = False,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
         """Import JSON lines: written by :meth:`export`, or one new record per line.
 
         A line with an ``id`` is restored as exported (kept if already stored); a
@@ -320,11 +375,12 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             Counts: ``read``, ``imported``, ``merged``, ``already_present`` and
             ``skipped_lines`` (their numbers).
         """
-        return self._run_write(self._import_flow(_read_lines(source), skip_invalid=skip_invalid,
-                                                 progress=progress), None)
+        return self._run_write(
+            self._import_flow(_read_lines(source), skip_invalid=skip_invalid, progress=progress),
+            None,
+        )
 
-    def reindex(self, *, force: bool = False, progress: Progress | None = None
-                ) -> ReindexReport:
+    def reindex(self, *, force: bool = False, progress: Progress | None = None) -> ReindexReport:
         """Re-embed with the configured model the records whose vector came from another
         model or from other text (``force``: every record), record the model and build
         the index. Returns how many were re-embedded and skipped."""

@@ -65,8 +65,9 @@ class WriteFlows(MemoryBase):
         multilingual = self.embedder.languages != ENGLISH
         return merge_veto(a, b, covered=covered, minimal_pairs=multilingual) is None
 
-    def _stored_neighbours_flow(self, ns: str, matrix: np.ndarray
-                                ) -> Flow[dict[int, list[dict[str, Any]]]]:
+    def _stored_neighbours_flow(
+        self, ns: str, matrix: np.ndarray
+    ) -> Flow[dict[int, list[dict[str, Any]]]]:
         """Stored records near each vector of the batch (row ``i`` of ``matrix``), most
         similar first, at most ``DEDUP_NEIGHBOURS``; called under the namespace lock.
 
@@ -75,9 +76,14 @@ class WriteFlows(MemoryBase):
         in a small namespace of a large table 10x cheaper than the HNSW lookups (each a
         filtered scan). Otherwise one HNSW lookup per record.
         """
-        rows = yield from Sql(scan_sql.DEDUP_VECTORS, {
-            "ns": ns, "cap": EXACT_DEDUP_PER_RECORD * len(matrix),
-            "cap_small": min(EXACT_DEDUP_MAX, EXACT_DEDUP_SMALL_PER_RECORD * len(matrix))})
+        rows = yield from Sql(
+            scan_sql.DEDUP_VECTORS,
+            {
+                "ns": ns,
+                "cap": EXACT_DEDUP_PER_RECORD * len(matrix),
+                "cap_small": min(EXACT_DEDUP_MAX, EXACT_DEDUP_SMALL_PER_RECORD * len(matrix)),
+            },
+        )
         row = rows[0]
         if not row["exact"]:
             # A large batch's lookups in two halves at once, the second on the side
@@ -85,16 +91,18 @@ class WriteFlows(MemoryBase):
             # namespace lock keeps writers out, so both see the same records.
             halves = lookup_parts(len(matrix), PARALLEL_LOOKUP_MIN)
             stmt = q.nearest_many(self.embedder.dim, DEDUP_NEIGHBOURS)
-            found = yield from Parallel(tuple(
-                Sql(stmt, {"ns": ns, "vectors": vectors_param(matrix[lo:hi]), "n": hi - lo})
-                for lo, hi in halves))
+            found = yield from Parallel(
+                tuple(
+                    Sql(stmt, {"ns": ns, "vectors": vectors_param(matrix[lo:hi]), "n": hi - lo})
+                    for lo, hi in halves
+                )
+            )
             neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
             for (lo, _), rows_of_half in zip(halves, found, strict=True):
                 for r in rows_of_half:
                     neighbours[lo + r["i"] - 1].append(r)
             return neighbours
-        return exact_neighbours(matrix, row, threshold=self.dedup_threshold,
-                                most=DEDUP_NEIGHBOURS)
+        return exact_neighbours(matrix, row, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS)
 
     # ------------------------------------------------------------------ write
 
@@ -115,13 +123,28 @@ class WriteFlows(MemoryBase):
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
         matrix = as_matrix(vectors)
         neighbours = yield from self._stored_neighbours_flow(ns, matrix)
-        plan = plan_write(parsed, neighbours, matrix @ matrix.T,
-                          threshold=self.dedup_threshold, same_meaning=self.same_meaning,
-                          new_id=self._new_id)
+        plan = plan_write(
+            parsed,
+            neighbours,
+            matrix @ matrix.T,
+            threshold=self.dedup_threshold,
+            same_meaning=self.same_meaning,
+            new_id=self._new_id,
+        )
         if plan.inserts:
-            yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(insert_params(
-                plan, parsed, ns=ns, now=now,
-                vectors=lambda i: self._vector_fields(texts[i], matrix[i]))), fetch="none")
+            yield Sql(
+                batch_sql.INSERT_ROWS,
+                batch_sql.insert_rows(
+                    insert_params(
+                        plan,
+                        parsed,
+                        ns=ns,
+                        now=now,
+                        vectors=lambda i: self._vector_fields(texts[i], matrix[i]),
+                    )
+                ),
+                fetch="none",
+            )
         if plan.merges:
             updates, events = merge_params(plan, ns=ns, now=now)
             yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows(updates), fetch="none")
@@ -134,5 +157,10 @@ class RecordFlows(WriteFlows, CurationFlows):
 
 
 __all__ = [
-    "MAX_BATCH", "RecordFlows", "RecordInput", "WriteFlows", "embedding_text", "raise_validation",
+    "MAX_BATCH",
+    "RecordFlows",
+    "RecordInput",
+    "WriteFlows",
+    "embedding_text",
+    "raise_validation",
 ]

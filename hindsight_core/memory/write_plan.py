@@ -68,8 +68,9 @@ def lookup_parts(n: int, parallel_min: int) -> list[tuple[int, int]]:
     return [(0, n)] if n < parallel_min else [(0, n // 2), (n // 2, n)]
 
 
-def exact_neighbours(matrix: np.ndarray, row: Mapping[str, Any], *, threshold: float,
-                     most: int) -> dict[int, list[dict[str, Any]]]:
+def exact_neighbours(
+    matrix: np.ndarray, row: Mapping[str, Any], *, threshold: float, most: int
+) -> dict[int, list[dict[str, Any]]]:
     """Stored records at ``threshold`` or above of each batch vector, compared exactly.
 
     Args:
@@ -88,8 +89,9 @@ def exact_neighbours(matrix: np.ndarray, row: Mapping[str, Any], *, threshold: f
     norms = np.linalg.norm(stored, axis=1)
     sims = (matrix @ stored.T) / np.where(norms == 0, 1.0, norms)
     for i, j in zip(*np.nonzero(sims >= threshold), strict=True):
-        neighbours[int(i)].append({"id": ids[j], "lesson": lessons[j],
-                                   "similarity": float(sims[i, j])})
+        neighbours[int(i)].append(
+            {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
+        )
     for i, near in neighbours.items():
         neighbours[i] = sorted(near, key=lambda n: -n["similarity"])[:most]
     return neighbours
@@ -123,8 +125,9 @@ def plan_write(
     for i, j in zip(*np.nonzero(np.tril(sims >= threshold, -1)), strict=True):
         earlier[int(i)].append(int(j))
     for i, rec in enumerate(records):
-        target = _target(plan, records, i, neighbours.get(i, ()), earlier.get(i, ()), sims,
-                         same_meaning)
+        target = _target(
+            plan, records, i, neighbours.get(i, ()), earlier.get(i, ()), sims, same_meaning
+        )
         if target is None:
             plan.inserts.append(i)
             plan.ids[i] = new_id()
@@ -146,9 +149,15 @@ def plan_write(
     return plan
 
 
-def _target(plan: WritePlan, records: Sequence[ExperienceIn], i: int,
-            near: Sequence[Mapping[str, Any]], earlier: Sequence[int], sims: np.ndarray,
-            same_meaning: SameMeaning) -> tuple[uuid.UUID, float, int | None] | None:
+def _target(
+    plan: WritePlan,
+    records: Sequence[ExperienceIn],
+    i: int,
+    near: Sequence[Mapping[str, Any]],
+    earlier: Sequence[int],
+    sims: np.ndarray,
+    same_meaning: SameMeaning,
+) -> tuple[uuid.UUID, float, int | None] | None:
     """The record that record ``i`` merges into (id, similarity, batch index or None
     for a stored one), or None to insert it: the first stored neighbour that may merge,
     unless an earlier insert of the batch (``earlier``: the earlier records at the
@@ -174,8 +183,9 @@ def _add_scene(scenes: list[str], scene: str) -> None:
         scenes.append(scene)
 
 
-def record_row(rec: Any, *, ns: str, id: uuid.UUID, vector: Mapping[str, Any],
-               **state: Any) -> dict[str, Any]:
+def record_row(
+    rec: Any, *, ns: str, id: uuid.UUID, vector: Mapping[str, Any], **state: Any
+) -> dict[str, Any]:
     """One record's row of ``batch_sql.INSERT_ROWS`` (through ``batch_sql.insert_rows``).
 
     Args:
@@ -191,13 +201,28 @@ def record_row(rec: Any, *, ns: str, id: uuid.UUID, vector: Mapping[str, Any],
             overrides the record's.
     """
     return {
-        "ns": ns, "id": id, "scene": rec.scene, "trigger": rec.trigger, "action": rec.action,
-        "outcome": rec.outcome, "lesson": rec.lesson, "confidence": rec.confidence,
-        "importance": rec.importance, "critical": rec.critical,
+        "ns": ns,
+        "id": id,
+        "scene": rec.scene,
+        "trigger": rec.trigger,
+        "action": rec.action,
+        "outcome": rec.outcome,
+        "lesson": rec.lesson,
+        "confidence": rec.confidence,
+        "importance": rec.importance,
+        "critical": rec.critical,
         "source": json.dumps(rec.source.model_dump(exclude_none=True)),
-        "score": 1.0, "use_count": 0, "occurrences": 1, "last_used_at": None,
-        "archived_at": None, "merged_into": None, "merged_from": [], "also_scenes": [],
-        **state, **vector, "search_tsv": search_tsv(rec),
+        "score": 1.0,
+        "use_count": 0,
+        "occurrences": 1,
+        "last_used_at": None,
+        "archived_at": None,
+        "merged_into": None,
+        "merged_from": [],
+        "also_scenes": [],
+        **state,
+        **vector,
+        "search_tsv": search_tsv(rec),
     }
 
 
@@ -206,29 +231,61 @@ def search_tsv(rec: Any) -> str:
     return fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger, rec.scene)))
 
 
-def insert_params(plan: WritePlan, records: Sequence[ExperienceIn], *, ns: str,
-                  now: datetime, vectors: Callable[[int], Mapping[str, Any]]
-                  ) -> list[dict[str, Any]]:
+def insert_params(
+    plan: WritePlan,
+    records: Sequence[ExperienceIn],
+    *,
+    ns: str,
+    now: datetime,
+    vectors: Callable[[int], Mapping[str, Any]],
+) -> list[dict[str, Any]]:
     """``INSERT`` rows for the plan's new records; ``vectors(i)``: record ``i``'s vector
     fields. A record that absorbed later batch records starts with their occurrences,
     used now."""
     rows = []
     for i in plan.inserts:
         rec, absorbed = records[i], plan.absorbed[i]
-        rows.append(record_row(
-            rec, ns=ns, id=plan.ids[i], vector=vectors(i), occurrences=1 + absorbed,
-            last_used_at=now if absorbed else None, created_at=rec.created_at or now,
-            updated_at=now, also_scenes=plan.scenes[i]))
+        rows.append(
+            record_row(
+                rec,
+                ns=ns,
+                id=plan.ids[i],
+                vector=vectors(i),
+                occurrences=1 + absorbed,
+                last_used_at=now if absorbed else None,
+                created_at=rec.created_at or now,
+                updated_at=now,
+                also_scenes=plan.scenes[i],
+            )
+        )
     return rows
 
 
-def merge_params(plan: WritePlan, *, ns: str, now: datetime
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def merge_params(
+    plan: WritePlan, *, ns: str, now: datetime
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The ``batch_sql.MERGE_ROWS`` and ``EVENT_ROWS`` rows of the plan's merges into
     stored records (two empty lists when there are none)."""
-    updates = [{"ns": ns, "id": rid, "now": now, "added": m.added, "critical": m.critical,
-                "importance": m.importance, "scenes": m.scenes}
-               for rid, m in plan.merges.items()]
-    events = [{"ns": ns, "record_id": rid, "kind": "merged", "now": now,
-               "detail": json.dumps({"added": m.added})} for rid, m in plan.merges.items()]
+    updates = [
+        {
+            "ns": ns,
+            "id": rid,
+            "now": now,
+            "added": m.added,
+            "critical": m.critical,
+            "importance": m.importance,
+            "scenes": m.scenes,
+        }
+        for rid, m in plan.merges.items()
+    ]
+    events = [
+        {
+            "ns": ns,
+            "record_id": rid,
+            "kind": "merged",
+            "now": now,
+            "detail": json.dumps({"added": m.added}),
+        }
+        for rid, m in plan.merges.items()
+    ]
     return updates, events

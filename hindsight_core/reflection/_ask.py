@@ -30,20 +30,36 @@ def load_prompt(name: str, **values: Any) -> str:
     return text
 
 
-def usage_flow(memory: FlowContext, ns: str, purpose: str, model: str,
-               response: LLMResponse) -> Flow[None]:
+def usage_flow(
+    memory: FlowContext, ns: str, purpose: str, model: str, response: LLMResponse
+) -> Flow[None]:
     """Record one model call's token usage (summed by ``Memory.stats()``)."""
     yield from memory.ready_flow(check_model=False)
-    yield Sql(tasks_sql.RECORD_LLM_USAGE, {
-        "now": memory.now(), "model": response.model or model, "purpose": purpose,
-        "prompt_tokens": int(response.prompt_tokens), "ns": ns,
-        "completion_tokens": int(response.completion_tokens),
-    }, fetch="none")
+    yield Sql(
+        tasks_sql.RECORD_LLM_USAGE,
+        {
+            "now": memory.now(),
+            "model": response.model or model,
+            "purpose": purpose,
+            "prompt_tokens": int(response.prompt_tokens),
+            "ns": ns,
+            "completion_tokens": int(response.completion_tokens),
+        },
+        fetch="none",
+    )
 
 
-def ask_json(memory: FlowContext, ns: str, model: str, messages: list[dict[str, str]],
-             schema: dict[str, Any] | None, purpose: str, parse: Callable[[str], T],
-             *, attempts: int = 2) -> RFlow[tuple[T | None, str | None]]:
+def ask_json(
+    memory: FlowContext,
+    ns: str,
+    model: str,
+    messages: list[dict[str, str]],
+    schema: dict[str, Any] | None,
+    purpose: str,
+    parse: Callable[[str], T],
+    *,
+    attempts: int = 2,
+) -> RFlow[tuple[T | None, str | None]]:
     """Ask for JSON and parse it; on a failed call or an unusable answer, ask once more
     (telling the model what was wrong) unless ``attempts`` is 1. Returns
     ``(value, None)`` or ``(None, error)``."""
@@ -54,8 +70,7 @@ def ask_json(memory: FlowContext, ns: str, model: str, messages: list[dict[str, 
             reply = yield from Ask(msgs, schema, purpose)
         except Exception as exc:  # the model call failed (network, provider, script)
             error = f"model call failed: {type(exc).__name__}: {exc}"
-            log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts,
-                        purpose)
+            log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts, purpose)
             continue
         try:
             yield Store(usage_flow(memory, ns, purpose, model, reply))
@@ -65,9 +80,14 @@ def ask_json(memory: FlowContext, ns: str, model: str, messages: list[dict[str, 
             return parse(reply.text), None
         except ParseError as exc:
             error = f"unusable model answer: {exc}"
-            log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts,
-                        purpose)
-            msgs = [*msgs, {"role": "assistant", "content": reply.text[:4000]},
-                    {"role": "user", "content": f"Your answer could not be used: {exc}. "
-                     "Answer again with only the JSON object described above."}]
+            log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts, purpose)
+            msgs = [
+                *msgs,
+                {"role": "assistant", "content": reply.text[:4000]},
+                {
+                    "role": "user",
+                    "content": f"Your answer could not be used: {exc}. "
+                    "Answer again with only the JSON object described above.",
+                },
+            ]
     return None, error

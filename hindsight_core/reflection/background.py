@@ -42,20 +42,24 @@ class BackgroundReflector:
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_pending)
         self._closed = False
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._work, name="hindsight-reflector",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._work, name="hindsight-reflector", daemon=True)
         self._thread.start()
 
-    def submit(self, trajectory: Trajectory | dict[str, Any],
-               namespace: Namespace | str | None = None) -> Future[ReflectionResult]:
+    def submit(
+        self, trajectory: Trajectory | dict[str, Any], namespace: Namespace | str | None = None
+    ) -> Future[ReflectionResult]:
         """Queue a reflection; the future resolves to its :class:`ReflectionResult`."""
         future: Future[ReflectionResult] = Future()
         with self._lock:
             if self._closed:
                 log.warning("reflection submitted after close(); skipped")
-                future.set_result(ReflectionResult(
-                    skipped=True, error="the background reflector is closed",
-                    distiller=self.reflector.distiller))
+                future.set_result(
+                    ReflectionResult(
+                        skipped=True,
+                        error="the background reflector is closed",
+                        distiller=self.reflector.distiller,
+                    )
+                )
                 return future
             self._queue.put((future, trajectory, namespace))
         return future
@@ -73,9 +77,11 @@ class BackgroundReflector:
                     result = self.reflector.reflect(trajectory, namespace=namespace)
                 except Exception as exc:  # background: report, never raise into the agent
                     log.exception("background reflection failed")
-                    result = ReflectionResult(skipped=True,
-                                              error=f"{type(exc).__name__}: {exc}",
-                                              distiller=self.reflector.distiller)
+                    result = ReflectionResult(
+                        skipped=True,
+                        error=f"{type(exc).__name__}: {exc}",
+                        distiller=self.reflector.distiller,
+                    )
                 future.set_result(result)
             finally:
                 self._queue.task_done()

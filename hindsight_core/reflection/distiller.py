@@ -37,11 +37,19 @@ RECORDS_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "steps": {"type": "array", "items": {"type": "integer", "minimum": 1},
-                              "minItems": 1},
-                    "evidence": _STR, "scene": _STR, "trigger": _STR, "action": _STR,
-                    "outcome": _STR, "lesson": _STR,
-                    "confidence": {"type": "number", "minimum": 0, "maximum": 1}},
+                    "steps": {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 1},
+                        "minItems": 1,
+                    },
+                    "evidence": _STR,
+                    "scene": _STR,
+                    "trigger": _STR,
+                    "action": _STR,
+                    "outcome": _STR,
+                    "lesson": _STR,
+                    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                },
                 "required": ["steps", "evidence", "trigger", "lesson", "confidence"],
             },
         }
@@ -55,8 +63,11 @@ def _clip(text: str, limit: int) -> str:
 
 
 def _render_step(n: int, step: Step) -> str:
-    head = step.kind + (f" {step.tool}" if step.tool else "") + (
-        f" ({step.role})" if step.role else "")
+    head = (
+        step.kind
+        + (f" {step.tool}" if step.tool else "")
+        + (f" ({step.role})" if step.role else "")
+    )
     body = step.content
     if step.args:
         body = json.dumps(step.args, ensure_ascii=False) + (f" {body}" if body else "")
@@ -73,7 +84,7 @@ def render_trajectory(trajectory: Trajectory) -> str:
     lines.append("Steps:")
     steps = list(enumerate(trajectory.steps, start=1))
     if len(steps) > MAX_STEPS:
-        head, tail = steps[: MAX_STEPS // 3], steps[-(MAX_STEPS - MAX_STEPS // 3):]
+        head, tail = steps[: MAX_STEPS // 3], steps[-(MAX_STEPS - MAX_STEPS // 3) :]
         lines.extend(_render_step(n, s) for n, s in head)
         lines.append(f"... ({len(steps) - len(head) - len(tail)} steps omitted) ...")
         lines.extend(_render_step(n, s) for n, s in tail)
@@ -101,23 +112,34 @@ def language_hint(trajectory: Trajectory) -> str:
 def distill_messages(trajectory: Trajectory, settings: Settings) -> list[dict[str, str]]:
     """The chat messages for one distillation."""
     hint = language_hint(trajectory)
-    system = load_prompt(PROMPT_VERSION, max_chars=settings.lesson_max_chars,
-                         min_confidence=settings.min_confidence, language_hint=hint)
-    return [{"role": "system", "content": system},
-            {"role": "user", "content": render_trajectory(trajectory)}]
+    system = load_prompt(
+        PROMPT_VERSION,
+        max_chars=settings.lesson_max_chars,
+        min_confidence=settings.min_confidence,
+        language_hint=hint,
+    )
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": render_trajectory(trajectory)},
+    ]
 
 
 def _fix_request(fixable: list[dict[str, Any]], max_chars: int) -> str:
-    lines = [f"{i}. {json.dumps(f['record'], ensure_ascii=False)}\n   Problem: {f['reason']}."
-             for i, f in enumerate(fixable, start=1)]
-    return ("These records cannot be stored as written:\n" + "\n".join(lines) + "\n\n"
-            'Answer with {"records": [...]} holding only these records, in this order, each '
-            f"with its lesson rewritten (one sentence, at most {max_chars} characters, the "
-            "run's language) and the same steps and evidence. An empty list drops them.")
+    lines = [
+        f"{i}. {json.dumps(f['record'], ensure_ascii=False)}\n   Problem: {f['reason']}."
+        for i, f in enumerate(fixable, start=1)
+    ]
+    return (
+        "These records cannot be stored as written:\n" + "\n".join(lines) + "\n\n"
+        'Answer with {"records": [...]} holding only these records, in this order, each '
+        f"with its lesson rewritten (one sentence, at most {max_chars} characters, the "
+        "run's language) and the same steps and evidence. An empty list drops them."
+    )
 
 
-def llm_distill(memory: FlowContext, ns: str, model: str, trajectory: Trajectory
-                ) -> RFlow[tuple[list[dict[str, Any]], list[dict[str, Any]], str | None, int]]:
+def llm_distill(
+    memory: FlowContext, ns: str, model: str, trajectory: Trajectory
+) -> RFlow[tuple[list[dict[str, Any]], list[dict[str, Any]], str | None, int]]:
     """Ask the model and screen its answer.
 
     Returns:
@@ -128,8 +150,9 @@ def llm_distill(memory: FlowContext, ns: str, model: str, trajectory: Trajectory
     """
     settings = memory.settings
     messages = distill_messages(trajectory, settings)
-    parsed, error = yield from ask_json(memory, ns, model, messages, RECORDS_SCHEMA,
-                                        "distill", parse_records)
+    parsed, error = yield from ask_json(
+        memory, ns, model, messages, RECORDS_SCHEMA, "distill", parse_records
+    )
     if parsed is None:
         return [], [], error, 0
     candidates, dropped = parsed
@@ -138,21 +161,31 @@ def llm_distill(memory: FlowContext, ns: str, model: str, trajectory: Trajectory
     if not fixable:
         return kept, dropped, None, 0
     # Once: send the lessons back with what is wrong; what still fails is dropped.
-    again = [*messages, {"role": "assistant", "content": json.dumps(
-        {"records": candidates}, ensure_ascii=False)},
-        {"role": "user", "content": _fix_request(fixable, settings.lesson_max_chars)}]
+    again = [
+        *messages,
+        {"role": "assistant", "content": json.dumps({"records": candidates}, ensure_ascii=False)},
+        {"role": "user", "content": _fix_request(fixable, settings.lesson_max_chars)},
+    ]
     originals = [f["record"] for f in fixable]
     reparsed, error = yield from ask_json(  # a rewrite that leaves out its citations keeps them
-        memory, ns, model, again, RECORDS_SCHEMA, "distill-fix",
-        lambda text: parse_records(text, defaults=originals), attempts=1)
+        memory,
+        ns,
+        model,
+        again,
+        RECORDS_SCHEMA,
+        "distill-fix",
+        lambda text: parse_records(text, defaults=originals),
+        attempts=1,
+    )
     rewritten = reparsed[0] if reparsed is not None else []
     for i, fix in enumerate(fixable):
         if i >= len(rewritten):
             why = error or "not rewritten when asked"
             dropped.append({"record": fix["record"], "reason": f"{fix['reason']} ({why})"})
             continue
-        ok, bad, _ = screen([rewritten[i]], trajectory, settings, [messages[0]["content"]],
-                            can_fix=False)
+        ok, bad, _ = screen(
+            [rewritten[i]], trajectory, settings, [messages[0]["content"]], can_fix=False
+        )
         kept.extend(ok)
         dropped.extend({**b, "reason": f"after being asked again: {b['reason']}"} for b in bad)
     return kept, dropped, None, len(fixable)
@@ -171,8 +204,9 @@ def _source(trajectory: Trajectory, distiller: str) -> dict[str, Any]:
     return source
 
 
-def complete(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: Settings,
-             distiller: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def complete(
+    candidates: list[dict[str, Any]], trajectory: Trajectory, settings: Settings, distiller: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Screened candidates as records to write, and those that fail validation."""
     keep: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = []

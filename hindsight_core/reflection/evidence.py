@@ -51,12 +51,16 @@ _NEGATION_WORDS = frozenset("not no never dont don't avoid without stop nor cann
 _CJK_NEGATIONS = ("不要", "不该", "不能", "不可", "别", "勿", "禁止", "避免", "千万别", "不")
 _THANKS = re.compile(
     r"^\W*(thanks?( you)?|thx|great|perfect|good job|nice|ok(ay)?|cool|谢谢|多谢|好的|很好|完美|"
-    r"不错|辛苦了)\W*$", re.IGNORECASE)
+    r"不错|辛苦了)\W*$",
+    re.IGNORECASE,
+)
 _FAILS = re.compile(
     r"(\b(error|errno|exception|traceback|failed|failure|fatal|denied|refused|timed out|"
     r"timeout|not found|no such|invalid|unauthori[sz]ed|forbidden|rejected|exit (code|status) "
     r"[1-9]|\w+error)\b"
-    r"|\berr!|错误|失败|异常|拒绝|找不到|不存在|超时|无效|无法)", re.IGNORECASE)
+    r"|\berr!|错误|失败|异常|拒绝|找不到|不存在|超时|无效|无法)",
+    re.IGNORECASE,
+)
 _SPACE = re.compile(r"\s+")
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
@@ -70,8 +74,9 @@ def _stem(word: str) -> str:
 @lru_cache(maxsize=1)
 def _generic() -> frozenset[str]:
     cjk_chars = {ch for word in _GENERIC_CJK for ch in word}
-    return frozenset({_stem(w) for w in _GENERIC_WORDS} | set(_GENERIC_CJK) | cjk_chars
-                     | _CJK_FUNCTION)
+    return frozenset(
+        {_stem(w) for w in _GENERIC_WORDS} | set(_GENERIC_CJK) | cjk_chars | _CJK_FUNCTION
+    )
 
 
 _IDENTIFIER = re.compile(f"[^\\s,;:()\\[\\]{{}}\"'`，。；：！？、（）{_CJK}]+")
@@ -88,8 +93,10 @@ def units(text: str) -> set[str]:
     """
     generic = _generic()
     out: set[str] = {
-        ident.lower().rstrip(".!?") for ident in _IDENTIFIER.findall(text)
-        if _JOINER.search(ident) and re.search(r"\w", ident) and len(ident) > 2}
+        ident.lower().rstrip(".!?")
+        for ident in _IDENTIFIER.findall(text)
+        if _JOINER.search(ident) and re.search(r"\w", ident) and len(ident) > 2
+    }
     for tok in tokens(text):
         if cjk_share(tok):
             out.add(tok)
@@ -126,8 +133,7 @@ def quoted_in(quote: str, text: str) -> bool:
         return True
     if len(nq) < 12:
         return False
-    match = SequenceMatcher(None, nt, nq, autojunk=False).find_longest_match(
-        0, len(nt), 0, len(nq))
+    match = SequenceMatcher(None, nt, nq, autojunk=False).find_longest_match(0, len(nt), 0, len(nq))
     return match.size >= 0.85 * len(nq)
 
 
@@ -145,12 +151,12 @@ def prohibitions(text: str) -> list[tuple[set[str], set[str]]]:
         for i, word in enumerate(words):
             if word.replace("'", "") in negations:
                 # the verb it governs ("don't *rename* public functions"), not its object
-                negated = next((u for w in words[i + 1:i + 4] if (u := units(w))), set())
+                negated = next((u for w in words[i + 1 : i + 4] if (u := units(w))), set())
                 out.append((negated, units(clause) - negated))
         for neg in _CJK_NEGATIONS:
             for m in re.finditer(re.escape(neg), clause):
-                negated = {u for u in units(clause[m.end():m.end() + 3]) if cjk_share(u)}
-                out.append((negated, units(clause[:m.start()])))
+                negated = {u for u in units(clause[m.end() : m.end() + 3]) if cjk_share(u)}
+                out.append((negated, units(clause[: m.start()])))
     return [(n, c) for n, c in out if n]
 
 
@@ -182,8 +188,9 @@ def step_text(step: Step) -> str:
 def failed_step(step: Step) -> bool:
     """Whether a step reports a failure: ``Step.failed``, or a result that names one
     anywhere near its start ("! [rejected]", "E  ModuleNotFoundError", "HTTP 403 禁止")."""
-    return step.failed or (step.kind in ("tool_result", "error") and bool(
-        _FAILS.search(step.content[:300])))
+    return step.failed or (
+        step.kind in ("tool_result", "error") and bool(_FAILS.search(step.content[:300]))
+    )
 
 
 @dataclass
@@ -221,8 +228,10 @@ def is_chinese(trajectory: Trajectory) -> bool:
 
 def analyse(trajectory: Trajectory) -> Run:
     """The :class:`Run` of a trajectory (numbering as :func:`render_trajectory` shows it)."""
-    run = Run(texts={n: step_text(s) for n, s in enumerate(trajectory.steps, start=1)},
-              chinese=is_chinese(trajectory))
+    run = Run(
+        texts={n: step_text(s) for n, s in enumerate(trajectory.steps, start=1)},
+        chinese=is_chinese(trajectory),
+    )
     last_call: int | None = None
     pending_failure = False
     acted = False

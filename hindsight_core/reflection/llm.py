@@ -32,18 +32,19 @@ class ScriptedLLM:
         calls: every call's ``{"messages": ..., "json_schema": ...}``, in order.
     """
 
-    def __init__(self, responses: Sequence[str | LLMResponse | Exception], *,
-                 model_name: str = "scripted") -> None:
+    def __init__(
+        self, responses: Sequence[str | LLMResponse | Exception], *, model_name: str = "scripted"
+    ) -> None:
         self.model_name = model_name
         self._responses = list(responses)
         self.calls: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
-    def complete(self, messages: list[dict[str, str]], *,
-                 json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    def complete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         with self._lock:
-            self.calls.append({"messages": [dict(m) for m in messages],
-                               "json_schema": json_schema})
+            self.calls.append({"messages": [dict(m) for m in messages], "json_schema": json_schema})
             if len(self.calls) > len(self._responses):
                 raise LLMError(f"scripted model has no answer for call {len(self.calls)}")
             answer = self._responses[len(self.calls) - 1]
@@ -52,11 +53,16 @@ class ScriptedLLM:
         if isinstance(answer, LLMResponse):
             return answer
         prompt = sum(len(m.get("content", "")) for m in messages) // 4
-        return LLMResponse(text=answer, prompt_tokens=prompt,
-                           completion_tokens=len(answer) // 4, model=self.model_name)
+        return LLMResponse(
+            text=answer,
+            prompt_tokens=prompt,
+            completion_tokens=len(answer) // 4,
+            model=self.model_name,
+        )
 
-    async def acomplete(self, messages: list[dict[str, str]], *,
-                        json_schema: dict[str, Any] | None = None) -> LLMResponse:
+    async def acomplete(
+        self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
+    ) -> LLMResponse:
         return self.complete(messages, json_schema=json_schema)
 
     @property
@@ -76,8 +82,9 @@ def llm_from_settings(settings: Settings) -> LLM | None:
 
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     assert settings.llm_base_url and settings.llm_model
-    return OpenAICompatibleLLM(settings.llm_base_url, settings.llm_model, api_key=key,
-                               timeout=settings.llm_timeout)
+    return OpenAICompatibleLLM(
+        settings.llm_base_url, settings.llm_model, api_key=key, timeout=settings.llm_timeout
+    )
 
 
 __all__ = ["LLM", "LLMResponse", "ScriptedLLM", "llm_from_settings"]

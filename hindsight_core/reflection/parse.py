@@ -16,10 +16,10 @@ from typing import Any
 from ..errors import LLMError
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.DOTALL)
-_NO_LESSON = re.compile(r"^\W*(no new lessons?|none|nothing( new)?( to learn)?|n/a)\W*$",
-                        re.IGNORECASE)
-RECORD_KEYS = ("scene", "trigger", "action", "outcome", "lesson", "confidence", "steps",
-               "evidence")
+_NO_LESSON = re.compile(
+    r"^\W*(no new lessons?|none|nothing( new)?( to learn)?|n/a)\W*$", re.IGNORECASE
+)
+RECORD_KEYS = ("scene", "trigger", "action", "outcome", "lesson", "confidence", "steps", "evidence")
 
 
 class ParseError(LLMError, ValueError):
@@ -80,9 +80,9 @@ def coerce_number(value: Any, field: str) -> float:
     return number
 
 
-def parse_records(text: str, *, max_records: int = 3,
-                  defaults: list[dict[str, Any]] | None = None
-                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def parse_records(
+    text: str, *, max_records: int = 3, defaults: list[dict[str, Any]] | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The records in a distiller answer, and the entries that were dropped.
 
     Accepts ``{"records": [...]}`` (also under ``lessons``), a bare list, one record
@@ -114,8 +114,10 @@ def parse_records(text: str, *, max_records: int = 3,
             if "lesson" in data:
                 data = [data]
             else:
-                raise ParseError('expected {"records": [...]} (an empty list when there is '
-                                 f"no new lesson); got an object with keys {sorted(data)}")
+                raise ParseError(
+                    'expected {"records": [...]} (an empty list when there is '
+                    f"no new lesson); got an object with keys {sorted(data)}"
+                )
     if data is None:
         return [], []
     if not isinstance(data, list):
@@ -134,11 +136,13 @@ def parse_records(text: str, *, max_records: int = 3,
         record = {k: item[k] for k in RECORD_KEYS if item.get(k) is not None}
         for key in ("scene", "trigger", "action", "outcome", "lesson", "evidence"):
             if key in record and not isinstance(record[key], str):
-                record[key] = json.dumps(record[key], ensure_ascii=False) \
-                    if isinstance(record[key], dict | list) else str(record[key])
+                record[key] = (
+                    json.dumps(record[key], ensure_ascii=False)
+                    if isinstance(record[key], dict | list)
+                    else str(record[key])
+                )
         try:
-            record["confidence"] = coerce_number(item.get("confidence"),
-                                                 f"records[{i}].confidence")
+            record["confidence"] = coerce_number(item.get("confidence"), f"records[{i}].confidence")
         except ParseError as exc:
             dropped.append({"record": item, "reason": str(exc)})
             continue

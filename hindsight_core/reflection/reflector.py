@@ -83,12 +83,15 @@ def _trajectory(value: Trajectory | dict[str, Any]) -> Trajectory:
             return Trajectory.model_validate(value)
         except pydantic.ValidationError as exc:
             raise raise_validation(exc, prefix="trajectory.") from None
-    raise ValidationError(f"expected a Trajectory, got {type(value).__name__}",
-                          field="trajectory")
+    raise ValidationError(f"expected a Trajectory, got {type(value).__name__}", field="trajectory")
 
 
-def reflect_flow(memory: RecordContext, llm: LLM | None, trajectory: Trajectory,
-                 namespace: Namespace | str | None) -> RFlow[ReflectionResult]:
+def reflect_flow(
+    memory: RecordContext,
+    llm: LLM | None,
+    trajectory: Trajectory,
+    namespace: Namespace | str | None,
+) -> RFlow[ReflectionResult]:
     """Distill, screen, write; drop the task log once distilled."""
     ns = memory.namespace_key(namespace)
     settings = memory.settings
@@ -96,13 +99,15 @@ def reflect_flow(memory: RecordContext, llm: LLM | None, trajectory: Trajectory,
     if llm is None:
         distiller = RuleBasedDistiller(max_chars=settings.lesson_max_chars)
         name = distiller.name
-        candidates, dropped, _ = screen(distiller.distill(trajectory), trajectory, settings,
-                                        [], can_fix=False)
+        candidates, dropped, _ = screen(
+            distiller.distill(trajectory), trajectory, settings, [], can_fix=False
+        )
         error = None
     else:
         name = f"llm:{llm.model_name}"
         candidates, dropped, error, asked = yield from llm_distill(
-            memory, ns, llm.model_name, trajectory)
+            memory, ns, llm.model_name, trajectory
+        )
     if error is not None:
         log.warning("reflection skipped (%s): %s; goal: %.80s", name, error, trajectory.goal)
         return ReflectionResult(skipped=True, error=error, distiller=name, dropped=dropped)
@@ -112,8 +117,9 @@ def reflect_flow(memory: RecordContext, llm: LLM | None, trajectory: Trajectory,
     reinforced: list[WriteResult] = []
     try:
         if records and trajectory.recalled:
-            repeats = yield from Store(reinforce_flow(memory, namespace, trajectory.recalled,
-                                                 records))
+            repeats = yield from Store(
+                reinforce_flow(memory, namespace, trajectory.recalled, records)
+            )
             reinforced = list(repeats.values())
             records = [r for i, r in enumerate(records) if i not in repeats]
         if records:
@@ -123,8 +129,14 @@ def reflect_flow(memory: RecordContext, llm: LLM | None, trajectory: Trajectory,
             yield Store(TaskFlows(memory).drop(_task_id(task), namespace))
     except HindsightError as exc:
         log.error("reflection could not be stored (%s): %s", name, exc)
-        return ReflectionResult(skipped=True, error=f"storage failed: {exc}", distiller=name,
-                                dropped=dropped, records=records, asked_again=asked)
+        return ReflectionResult(
+            skipped=True,
+            error=f"storage failed: {exc}",
+            distiller=name,
+            dropped=dropped,
+            records=records,
+            asked_again=asked,
+        )
     for d in dropped:
         log.info("reflection dropped a candidate: %s", d["reason"])
     for rec, res in zip(records, written, strict=True):
@@ -133,8 +145,14 @@ def reflect_flow(memory: RecordContext, llm: LLM | None, trajectory: Trajectory,
         log.info("reflection reinforced recalled record %s", res.id)
     if not records:
         log.info("reflection (%s): no new lesson", name)
-    return ReflectionResult(written=written, dropped=dropped, distiller=name, records=records,
-                            reinforced=reinforced, asked_again=asked)
+    return ReflectionResult(
+        written=written,
+        dropped=dropped,
+        distiller=name,
+        records=records,
+        reinforced=reinforced,
+        asked_again=asked,
+    )
 
 
 def _task_id(value: Any) -> Any:
@@ -170,14 +188,16 @@ class Reflector:
         """``llm:<model>`` or ``rule-based``."""
         return f"llm:{self.llm.model_name}" if self.llm is not None else RuleBasedDistiller.name
 
-    def reflect(self, trajectory: Trajectory | dict[str, Any], *,
-                namespace: Namespace | str | None = None) -> ReflectionResult:
+    def reflect(
+        self, trajectory: Trajectory | dict[str, Any], *, namespace: Namespace | str | None = None
+    ) -> ReflectionResult:
         """Distill a finished run into 0-3 lessons and write them (deduplicated)."""
         flow = reflect_flow(self.memory, self.llm, _trajectory(trajectory), namespace)
         return drive_sync(flow, self.memory, self.llm)
 
-    def review(self, trajectory: Trajectory | dict[str, Any], *,
-               namespace: Namespace | str | None = None) -> ReviewResult:
+    def review(
+        self, trajectory: Trajectory | dict[str, Any], *, namespace: Namespace | str | None = None
+    ) -> ReviewResult:
         """Reinforce used records, decay unused ones, merge near-duplicates."""
         model = self.llm.model_name if self.llm is not None else None
         flow = review_flow(self.memory, model, _trajectory(trajectory), namespace)
@@ -200,19 +220,22 @@ class AsyncReflector:
     def distiller(self) -> str:
         return f"llm:{self.llm.model_name}" if self.llm is not None else RuleBasedDistiller.name
 
-    async def reflect(self, trajectory: Trajectory | dict[str, Any], *,
-                      namespace: Namespace | str | None = None) -> ReflectionResult:
+    async def reflect(
+        self, trajectory: Trajectory | dict[str, Any], *, namespace: Namespace | str | None = None
+    ) -> ReflectionResult:
         flow = reflect_flow(self.memory, self.llm, _trajectory(trajectory), namespace)
         return await drive_async(flow, self.memory, self.llm)
 
-    async def review(self, trajectory: Trajectory | dict[str, Any], *,
-                     namespace: Namespace | str | None = None) -> ReviewResult:
+    async def review(
+        self, trajectory: Trajectory | dict[str, Any], *, namespace: Namespace | str | None = None
+    ) -> ReviewResult:
         model = self.llm.model_name if self.llm is not None else None
         flow = review_flow(self.memory, model, _trajectory(trajectory), namespace)
         return await drive_async(flow, self.memory, self.llm)
 
-    def submit(self, trajectory: Trajectory | dict[str, Any], namespace: Namespace | str |
-               None = None) -> asyncio.Task[ReflectionResult]:
+    def submit(
+        self, trajectory: Trajectory | dict[str, Any], namespace: Namespace | str | None = None
+    ) -> asyncio.Task[ReflectionResult]:
         """Reflect in the background on the running loop; the task's result is a
         :class:`ReflectionResult` (``skipped`` with the error if anything failed)."""
         task = asyncio.get_running_loop().create_task(self._safe(trajectory, namespace))
@@ -220,14 +243,14 @@ class AsyncReflector:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _safe(self, trajectory: Any, namespace: Namespace | str | None
-                    ) -> ReflectionResult:
+    async def _safe(self, trajectory: Any, namespace: Namespace | str | None) -> ReflectionResult:
         try:
             return await self.reflect(trajectory, namespace=namespace)
         except Exception as exc:  # background: report, never raise into the agent
             log.exception("background reflection failed")
-            return ReflectionResult(skipped=True, error=f"{type(exc).__name__}: {exc}",
-                                    distiller=self.distiller)
+            return ReflectionResult(
+                skipped=True, error=f"{type(exc).__name__}: {exc}", distiller=self.distiller
+            )
 
     @property
     def pending(self) -> int:

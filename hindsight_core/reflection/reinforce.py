@@ -28,28 +28,32 @@ def _text(lesson: str) -> str:
     return lesson.rstrip(" .。!！;；")
 
 
-def reinforce_flow(memory: RecordContext, namespace: Namespace | str | None,
-                   recalled: list[uuid.UUID], records: list[dict[str, Any]]
-                   ) -> Flow[dict[int, WriteResult]]:
+def reinforce_flow(
+    memory: RecordContext,
+    namespace: Namespace | str | None,
+    recalled: list[uuid.UUID],
+    records: list[dict[str, Any]],
+) -> Flow[dict[int, WriteResult]]:
     """Reinforce the recalled records that candidates repeat; returns index -> result."""
     ns = memory.namespace_key(namespace)
     yield from memory.ready_flow()
-    rows = yield from Sql(q.GET, {"ns": ns, "ids": list(dict.fromkeys(recalled)),
-                             **memory.decay_params(memory.now())})
+    rows = yield from Sql(
+        q.GET, {"ns": ns, "ids": list(dict.fromkeys(recalled)), **memory.decay_params(memory.now())}
+    )
     live = [r for r in rows if r["archived_at"] is None]
     if not live or not records:
         return {}
-    vectors = yield from Embed([_text(r["lesson"]) for r in records]
-                               + [_text(r["lesson"]) for r in live])
+    vectors = yield from Embed(
+        [_text(r["lesson"]) for r in records] + [_text(r["lesson"]) for r in live]
+    )
     matrix = as_matrix(vectors)
-    sims = matrix[: len(records)] @ matrix[len(records):].T
+    sims = matrix[: len(records)] @ matrix[len(records) :].T
     out: dict[int, WriteResult] = {}
     for i, rec in enumerate(records):
         for j in sims[i].argsort()[::-1]:
             sim = float(sims[i, j])
             if memory.same_meaning(rec["lesson"], live[j]["lesson"], sim):
-                out[i] = WriteResult(id=live[j]["id"], status="merged",
-                                     similarity=round(sim, 4))
+                out[i] = WriteResult(id=live[j]["id"], status="merged", similarity=round(sim, 4))
                 break
             if sim < memory.dedup_threshold:
                 break
@@ -61,11 +65,38 @@ def reinforce_flow(memory: RecordContext, namespace: Namespace | str | None,
             scenes.setdefault(res.id, [])
             if records[i]["scene"] not in scenes[res.id]:
                 scenes[res.id].append(records[i]["scene"])
-        yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows([
-            {"ns": ns, "id": rid, "now": now, "added": ids.count(rid), "critical": False,
-             "importance": None, "scenes": scenes[rid]} for rid in scenes]), fetch="none")
-        yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows([
-            {"ns": ns, "record_id": rid, "kind": "merged", "now": now,
-             "detail": json.dumps({"added": ids.count(rid), "by": "reflection"})}
-            for rid in dict.fromkeys(ids)]), fetch="none")
+        yield Sql(
+            batch_sql.MERGE_ROWS,
+            batch_sql.merge_rows(
+                [
+                    {
+                        "ns": ns,
+                        "id": rid,
+                        "now": now,
+                        "added": ids.count(rid),
+                        "critical": False,
+                        "importance": None,
+                        "scenes": scenes[rid],
+                    }
+                    for rid in scenes
+                ]
+            ),
+            fetch="none",
+        )
+        yield Sql(
+            batch_sql.EVENT_ROWS,
+            batch_sql.event_rows(
+                [
+                    {
+                        "ns": ns,
+                        "record_id": rid,
+                        "kind": "merged",
+                        "now": now,
+                        "detail": json.dumps({"added": ids.count(rid), "by": "reflection"}),
+                    }
+                    for rid in dict.fromkeys(ids)
+                ]
+            ),
+            fetch="none",
+        )
     return out

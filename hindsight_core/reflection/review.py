@@ -49,10 +49,16 @@ MERGE_SCHEMA: dict[str, Any] = {
     "properties": {
         "merge": {"type": "boolean"},
         "reason": {"type": "string"},
-        "record": {"type": "object", "properties": {
-            "trigger": {"type": "string"}, "action": {"type": "string"},
-            "outcome": {"type": "string"}, "lesson": {"type": "string"},
-            "confidence": {"type": "number"}}},
+        "record": {
+            "type": "object",
+            "properties": {
+                "trigger": {"type": "string"},
+                "action": {"type": "string"},
+                "outcome": {"type": "string"},
+                "lesson": {"type": "string"},
+                "confidence": {"type": "number"},
+            },
+        },
     },
     "required": ["merge"],
 }
@@ -78,13 +84,16 @@ class ReviewResult(BaseModel):
     errors: list[str] = Field(default_factory=list)
 
 
-def clusters_flow(memory: RecordContext, namespace: Namespace | str | None, scene: str,
-                  threshold: float) -> Flow[list[list[dict[str, Any]]]]:
+def clusters_flow(
+    memory: RecordContext, namespace: Namespace | str | None, scene: str, threshold: float
+) -> Flow[list[list[dict[str, Any]]]]:
     """Clusters (connected pairs above ``threshold``) of live records in one scene."""
     ns = memory.namespace_key(namespace)
     yield from memory.ready_flow()
-    pairs = yield from Sql(review_sql.near_pairs_sql(memory.embedder.dim), {
-        "ns": ns, "scene": scene, "threshold": threshold, "max_records": MAX_SCAN})
+    pairs = yield from Sql(
+        review_sql.near_pairs_sql(memory.embedder.dim),
+        {"ns": ns, "scene": scene, "threshold": threshold, "max_records": MAX_SCAN},
+    )
     parent: dict[uuid.UUID, uuid.UUID] = {}
 
     def root(x: uuid.UUID) -> uuid.UUID:
@@ -100,8 +109,9 @@ def clusters_flow(memory: RecordContext, namespace: Namespace | str | None, scen
         groups.setdefault(root(x), []).append(x)
     out: list[list[dict[str, Any]]] = []
     for ids in sorted(groups.values(), key=len, reverse=True)[:MAX_CLUSTERS]:
-        rows = yield from Sql(q.GET, {"ns": ns, "ids": ids[:MAX_CLUSTER_SIZE],
-                                 **memory.decay_params(memory.now())})
+        rows = yield from Sql(
+            q.GET, {"ns": ns, "ids": ids[:MAX_CLUSTER_SIZE], **memory.decay_params(memory.now())}
+        )
         live = [r for r in rows if r["archived_at"] is None]
         if len(live) >= 2:
             out.append(sorted(live, key=lambda r: r["created_at"]))
@@ -125,16 +135,23 @@ def _parse_merge(text: str) -> dict[str, Any]:
     return data
 
 
-def _merge_messages(cluster: list[dict[str, Any]], scene: str, max_chars: int
-                    ) -> list[dict[str, str]]:
+def _merge_messages(
+    cluster: list[dict[str, Any]], scene: str, max_chars: int
+) -> list[dict[str, str]]:
     system = load_prompt(MERGE_PROMPT, count=len(cluster), scene=scene, max_chars=max_chars)
-    body = "\n".join(f"{i}. lesson: {r['lesson']}\n   trigger: {r['trigger']}"
-                     for i, r in enumerate(cluster, start=1))
+    body = "\n".join(
+        f"{i}. lesson: {r['lesson']}\n   trigger: {r['trigger']}"
+        for i, r in enumerate(cluster, start=1)
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": body}]
 
 
-def review_flow(memory: RecordContext, model: str | None, trajectory: Trajectory,
-                namespace: Namespace | str | None) -> RFlow[ReviewResult]:
+def review_flow(
+    memory: RecordContext,
+    model: str | None,
+    trajectory: Trajectory,
+    namespace: Namespace | str | None,
+) -> RFlow[ReviewResult]:
     """The review (see the module docstring); ``model`` is ``None`` without an LLM."""
     ns = memory.namespace_key(namespace)
     result = ReviewResult()
@@ -145,13 +162,21 @@ def review_flow(memory: RecordContext, model: str | None, trajectory: Trajectory
         try:
             rec: Experience = yield from Store(memory.mark_used_flow(rid, helpful, namespace))
         except NotFoundError:
-            result.decisions.append(ReviewDecision(action="missing", ids=[rid],
-                                                   reason="no such record in this namespace"))
+            result.decisions.append(
+                ReviewDecision(
+                    action="missing", ids=[rid], reason="no such record in this namespace"
+                )
+            )
             continue
         (result.reinforced if helpful else result.decayed).append(rid)
-        result.decisions.append(ReviewDecision(
-            action="reinforce" if helpful else "decay", ids=[rid], lesson=rec.lesson,
-            reason="recalled and used" if helpful else "recalled but not used"))
+        result.decisions.append(
+            ReviewDecision(
+                action="reinforce" if helpful else "decay",
+                ids=[rid],
+                lesson=rec.lesson,
+                reason="recalled and used" if helpful else "recalled but not used",
+            )
+        )
         if rec.scene not in scenes:
             scenes.append(rec.scene)
     threshold = memory.settings.review_merge_similarity
@@ -164,23 +189,38 @@ def review_flow(memory: RecordContext, model: str | None, trajectory: Trajectory
         for cluster in clusters:
             yield from _review_cluster(memory, ns, model, namespace, scene, cluster, result)
     for d in result.decisions:
-        log.info("review: %s %s (%s)%s", d.action, ", ".join(map(str, d.ids)), d.reason,
-                 f" -> {d.into}: {d.lesson}" if d.into else "")
+        log.info(
+            "review: %s %s (%s)%s",
+            d.action,
+            ", ".join(map(str, d.ids)),
+            d.reason,
+            f" -> {d.into}: {d.lesson}" if d.into else "",
+        )
     return result
 
 
-def _review_cluster(memory: RecordContext, ns: str, model: str | None,
-                    namespace: Namespace | str | None, scene: str,
-                    cluster: list[dict[str, Any]], result: ReviewResult) -> RFlow[None]:
+def _review_cluster(
+    memory: RecordContext,
+    ns: str,
+    model: str | None,
+    namespace: Namespace | str | None,
+    scene: str,
+    cluster: list[dict[str, Any]],
+    result: ReviewResult,
+) -> RFlow[None]:
     ids = [r["id"] for r in cluster]
     if model is None:
-        result.decisions.append(ReviewDecision(
-            action="skip", ids=ids, reason="near-duplicates; no LLM configured to merge them"))
+        result.decisions.append(
+            ReviewDecision(
+                action="skip", ids=ids, reason="near-duplicates; no LLM configured to merge them"
+            )
+        )
         return
     settings = memory.settings
     messages = _merge_messages(cluster, scene, settings.lesson_max_chars)
-    answer, error = yield from ask_json(memory, ns, model, messages, MERGE_SCHEMA,
-                                        "review-merge", _parse_merge)
+    answer, error = yield from ask_json(
+        memory, ns, model, messages, MERGE_SCHEMA, "review-merge", _parse_merge
+    )
     if answer is not None and answer["merge"]:
         answer, error = yield from _screened(memory, ns, model, messages, cluster, answer)
     if answer is None:
@@ -188,8 +228,13 @@ def _review_cluster(memory: RecordContext, ns: str, model: str | None,
         result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(error)))
         return
     if not answer["merge"]:
-        result.decisions.append(ReviewDecision(
-            action="keep", ids=ids, reason=str(answer.get("reason") or "model: different points")))
+        result.decisions.append(
+            ReviewDecision(
+                action="keep",
+                ids=ids,
+                reason=str(answer.get("reason") or "model: different points"),
+            )
+        )
         return
     rec = answer["record"]
     into = {
@@ -202,22 +247,36 @@ def _review_cluster(memory: RecordContext, ns: str, model: str | None,
         "source": {"distiller": f"llm:{model}", "review": "merge"},
     }
     try:
-        parse_experience(into, lesson_max_chars=settings.lesson_max_chars,
-                         field_max_chars=settings.field_max_chars)
+        parse_experience(
+            into,
+            lesson_max_chars=settings.lesson_max_chars,
+            field_max_chars=settings.field_max_chars,
+        )
         merged: Experience = yield from Store(memory.merge_flow(ids, into, namespace))
     except (ValidationError, HindsightError) as exc:
         result.errors.append(f"merge of {len(ids)} records failed: {exc}")
         result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(exc)))
         return
     result.merged.append(merged)
-    result.decisions.append(ReviewDecision(
-        action="merge", ids=ids, into=merged.id, lesson=merged.lesson,
-        reason=str(answer.get("reason") or "model: same point")))
+    result.decisions.append(
+        ReviewDecision(
+            action="merge",
+            ids=ids,
+            into=merged.id,
+            lesson=merged.lesson,
+            reason=str(answer.get("reason") or "model: same point"),
+        )
+    )
 
 
-def _screened(memory: RecordContext, ns: str, model: str, messages: list[dict[str, str]],
-              cluster: list[dict[str, Any]], answer: dict[str, Any]
-              ) -> RFlow[tuple[dict[str, Any] | None, str | None]]:
+def _screened(
+    memory: RecordContext,
+    ns: str,
+    model: str,
+    messages: list[dict[str, str]],
+    cluster: list[dict[str, Any]],
+    answer: dict[str, Any],
+) -> RFlow[tuple[dict[str, Any] | None, str | None]]:
     """The merge answer if its lesson passes :func:`screen_merge` (after one rewrite for
     length or language), else ``(None, why)``."""
     originals = [str(r["lesson"]) for r in cluster]
@@ -229,15 +288,27 @@ def _screened(memory: RecordContext, ns: str, model: str, messages: list[dict[st
         return None, reason
     if fix is None:
         return answer, None
-    again = [*messages, {"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)},
-             {"role": "user", "content": f"The merged lesson cannot be stored: {fix}. Answer "
-              "again with the same JSON object, the lesson rewritten."}]
-    retry, error = yield from ask_json(memory, ns, model, again, MERGE_SCHEMA,
-                                       "review-merge-fix", _parse_merge, attempts=1)
+    again = [
+        *messages,
+        {"role": "assistant", "content": json.dumps(answer, ensure_ascii=False)},
+        {
+            "role": "user",
+            "content": f"The merged lesson cannot be stored: {fix}. Answer "
+            "again with the same JSON object, the lesson rewritten.",
+        },
+    ]
+    retry, error = yield from ask_json(
+        memory, ns, model, again, MERGE_SCHEMA, "review-merge-fix", _parse_merge, attempts=1
+    )
     if retry is None or not retry["merge"]:
         return None, f"{fix} ({error or 'the model withdrew the merge when asked again'})"
-    reason, fix = screen_merge(str(retry["record"]["lesson"]).strip(), originals,
-                               [messages[0]["content"]], settings, triggers)
+    reason, fix = screen_merge(
+        str(retry["record"]["lesson"]).strip(),
+        originals,
+        [messages[0]["content"]],
+        settings,
+        triggers,
+    )
     if reason is not None or fix is not None:
         return None, f"after being asked again: {reason or fix}"
     return retry, None

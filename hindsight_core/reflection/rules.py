@@ -37,12 +37,26 @@ def _calls(trajectory: Trajectory) -> list[_Call]:
         if step.kind == "tool_call":
             calls.append(_Call(tool=step.tool or "tool", args=dict(step.args or {}), steps=[n]))
         elif step.kind in ("tool_result", "error"):
-            target = next((c for c in reversed(calls) if not c.done
-                           and (step.tool is None or c.tool == step.tool)), None)
+            target = next(
+                (
+                    c
+                    for c in reversed(calls)
+                    if not c.done and (step.tool is None or c.tool == step.tool)
+                ),
+                None,
+            )
             if target is None:
                 if step.kind == "error" and step.tool:  # a failed call reported in one step
-                    calls.append(_Call(tool=step.tool, args=dict(step.args or {}), failed=True,
-                                       error=step.content, done=True, steps=[n]))
+                    calls.append(
+                        _Call(
+                            tool=step.tool,
+                            args=dict(step.args or {}),
+                            failed=True,
+                            error=step.content,
+                            done=True,
+                            steps=[n],
+                        )
+                    )
                 continue
             target.done = True
             target.steps.append(n)
@@ -53,14 +67,29 @@ def _calls(trajectory: Trajectory) -> list[_Call]:
 
 # Wordings from the most to the least explicit; the first that fits the limit is used.
 _EN = {
-    "swap": ("When {t} fails, use {w} instead of {f}", "If {t} fails, use {w} instead",
-             "Use {w} instead of {f}", "Use {w}, not {f}"),
-    "add": ("When calling {t}, add {w} instead of omitting it", "When calling {t}, always add {w}",
-            "{t}: add {w} instead of omitting it", "{t}: always add {w}"),
-    "drop": ("When calling {t}, drop {w} instead of passing it", "When calling {t}, never pass {w}",
-             "{t}: do not pass {w}"),
-    "use": ("When calling {t}, use {w} instead of {f}", "When calling {t}, use {w}, not {f}",
-            "{t}: use {w} instead of {f}", "{t}: use {w}, not {f}"),
+    "swap": (
+        "When {t} fails, use {w} instead of {f}",
+        "If {t} fails, use {w} instead",
+        "Use {w} instead of {f}",
+        "Use {w}, not {f}",
+    ),
+    "add": (
+        "When calling {t}, add {w} instead of omitting it",
+        "When calling {t}, always add {w}",
+        "{t}: add {w} instead of omitting it",
+        "{t}: always add {w}",
+    ),
+    "drop": (
+        "When calling {t}, drop {w} instead of passing it",
+        "When calling {t}, never pass {w}",
+        "{t}: do not pass {w}",
+    ),
+    "use": (
+        "When calling {t}, use {w} instead of {f}",
+        "When calling {t}, use {w}, not {f}",
+        "{t}: use {w} instead of {f}",
+        "{t}: use {w}, not {f}",
+    ),
 }
 _ZH = {
     "swap": ("{t}出错时改用{w}而不是{f}", "{t}出错时改用{w}"),
@@ -84,7 +113,7 @@ def _diff(old: str, new: str) -> tuple[str, str]:
         j = 0
         while j < min(len(a), len(b)) - i and a[-1 - j] == b[-1 - j]:
             j += 1
-        return " ".join(a[i:len(a) - j]), " ".join(b[i:len(b) - j])
+        return " ".join(a[i : len(a) - j]), " ".join(b[i : len(b) - j])
     return old, new
 
 
@@ -106,8 +135,9 @@ class RuleBasedDistiller:
 
     name = NAME
 
-    def __init__(self, *, max_chars: int = 50, confidence: float = 0.65,
-                 max_records: int = 3) -> None:
+    def __init__(
+        self, *, max_chars: int = 50, confidence: float = 0.65, max_records: int = 3
+    ) -> None:
         self.max_chars = max_chars
         self.confidence = confidence
         self.max_records = max_records
@@ -121,10 +151,20 @@ class RuleBasedDistiller:
         for i, bad in enumerate(calls):
             if not bad.failed or len(out) >= self.max_records:
                 continue
-            fix = next((c for c in calls[i + 1:] if c.tool == bad.tool and not c.failed
-                        and c.args != bad.args), None)
-            if fix is None and i + 1 < len(calls) and not calls[i + 1].failed \
-                    and calls[i + 1].tool != bad.tool:
+            fix = next(
+                (
+                    c
+                    for c in calls[i + 1 :]
+                    if c.tool == bad.tool and not c.failed and c.args != bad.args
+                ),
+                None,
+            )
+            if (
+                fix is None
+                and i + 1 < len(calls)
+                and not calls[i + 1].failed
+                and calls[i + 1].tool != bad.tool
+            ):
                 fix = calls[i + 1]
             if fix is None:
                 continue
@@ -141,8 +181,9 @@ class RuleBasedDistiller:
         """(kind, worked, failed): kind is 'swap' (another tool), 'add', 'drop' or 'use'."""
         if fix.tool != bad.tool:
             return "swap", fix.tool, bad.tool
-        keys = [k for k in sorted(set(bad.args) | set(fix.args))
-                if bad.args.get(k) != fix.args.get(k)]
+        keys = [
+            k for k in sorted(set(bad.args) | set(fix.args)) if bad.args.get(k) != fix.args.get(k)
+        ]
         if len(keys) == 1:
             k = keys[0]
             old, new = bad.args.get(k), fix.args.get(k)
@@ -182,8 +223,9 @@ class RuleBasedDistiller:
             w, f = _clip(worked, budget), ""
         return _clip(template.format(t=tool, w=w, f=f), self.max_chars)
 
-    def _record(self, trajectory: Trajectory, bad: _Call, fix: _Call, lesson: str,
-                chinese: bool) -> dict[str, Any]:
+    def _record(
+        self, trajectory: Trajectory, bad: _Call, fix: _Call, lesson: str, chinese: bool
+    ) -> dict[str, Any]:
         def call(c: _Call) -> str:
             return f"{c.tool}({json.dumps(c.args, ensure_ascii=False)})"[:600]
 

@@ -126,8 +126,7 @@ def _grounding(cand: dict[str, Any], run: Run, trajectory: Trajectory) -> str | 
         return "cites no step of the run (it must give the numbers of the steps it draws on)"
     missing = [n for n in steps if n not in run.texts]
     if missing:
-        return (f"cites step {', '.join(map(str, missing))}, but the run has "
-                f"{len(run.texts)} steps")
+        return f"cites step {', '.join(map(str, missing))}, but the run has {len(run.texts)} steps"
     mine = units(lesson)
     cited = set().union(*(units(run.texts[n]) for n in steps))
     if not mine & cited:
@@ -136,11 +135,15 @@ def _grounding(cand: dict[str, Any], run: Run, trajectory: Trajectory) -> str | 
     if not signals:  # not a failure lesson: it must quote what a cited step showed
         evidence = str(cand.get("evidence") or "").strip()
         if not evidence and run.signals:
-            return ("cites none of the run's failures, retries, corrections or complaints "
-                    f"(steps {', '.join(map(str, run.signals))}) and quotes nothing it learned")
+            return (
+                "cites none of the run's failures, retries, corrections or complaints "
+                f"(steps {', '.join(map(str, run.signals))}) and quotes nothing it learned"
+            )
         if not evidence:
-            return ("nothing new: the run has no error, retry, correction or complaint, and "
-                    "the record quotes nothing it learned")
+            return (
+                "nothing new: the run has no error, retry, correction or complaint, and "
+                "the record quotes nothing it learned"
+            )
         if not any(quoted_in(evidence, run.texts[n]) for n in steps):
             return "its evidence is not a quote of the steps it cites"
         if not mine & units(evidence):
@@ -174,17 +177,24 @@ def _contradiction(lesson: str, run: Run, trajectory: Trajectory) -> str | None:
         for negated, clause in prohibitions(complaint):
             # the forbidden verb on the forbidden object, or as the lesson's own verb
             if negated & said and (not clause or clause & said or negated & _lead(lesson)):
-                return (f"recommends what the user said not to do in step {n} "
-                        f"({', '.join(sorted(negated & said))})")
+                return (
+                    f"recommends what the user said not to do in step {n} "
+                    f"({', '.join(sorted(negated & said))})"
+                )
     bad, good = changed_units(run, trajectory)
     if said & bad and not units(lesson) & good and not negated_units(lesson):
         return "recommends the failed call's arguments, not the correction's"
     return None
 
 
-def screen(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: Settings,
-           prompts: list[str], *, can_fix: bool = True
-           ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+def screen(
+    candidates: list[dict[str, Any]],
+    trajectory: Trajectory,
+    settings: Settings,
+    prompts: list[str],
+    *,
+    can_fix: bool = True,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """Check candidates; returns ``(kept, dropped, fixable)``.
 
     Args:
@@ -223,9 +233,11 @@ def screen(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: S
             continue
         fixes = []
         if len(lesson) > settings.lesson_max_chars:
-            fixes.append(f"the lesson is {len(lesson)} characters: shorten it to ≤ "
-                         f"{settings.lesson_max_chars} characters (a CJK character counts "
-                         "as one), keeping its point")
+            fixes.append(
+                f"the lesson is {len(lesson)} characters: shorten it to ≤ "
+                f"{settings.lesson_max_chars} characters (a CJK character counts "
+                "as one), keeping its point"
+            )
         wrong_language = language_problem(lesson, run.chinese)
         if wrong_language:
             fixes.append(wrong_language)
@@ -243,8 +255,11 @@ def screen(candidates: list[dict[str, Any]], trajectory: Trajectory, settings: S
 def validate(record: dict[str, Any], settings: Settings) -> str | None:
     """The record's validation error (the write path's own rules), or None."""
     try:
-        parse_experience(record, lesson_max_chars=settings.lesson_max_chars,
-                         field_max_chars=settings.field_max_chars)
+        parse_experience(
+            record,
+            lesson_max_chars=settings.lesson_max_chars,
+            field_max_chars=settings.field_max_chars,
+        )
     except ValidationError as exc:
         return str(exc)
     return None
@@ -253,9 +268,13 @@ def validate(record: dict[str, Any], settings: Settings) -> str | None:
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
-def screen_merge(lesson: str, originals: list[str], prompts: list[str],
-                 settings: Settings, triggers: list[str] = ()  # type: ignore[assignment]
-                 ) -> tuple[str | None, str | None]:
+def screen_merge(
+    lesson: str,
+    originals: list[str],
+    prompts: list[str],
+    settings: Settings,
+    triggers: list[str] = (),  # type: ignore[assignment]
+) -> tuple[str | None, str | None]:
     """Check a merged lesson against the lessons it replaces.
 
     It must keep what every original says (share content with each, same polarity,
@@ -278,17 +297,22 @@ def screen_merge(lesson: str, originals: list[str], prompts: list[str],
         if veto in ("one is negated",) or (veto or "").startswith("opposite"):
             return f"the merged lesson contradicts lesson {i} ({veto})", None
     numbers = set(_NUMBER.findall(lesson)) - set().union(
-        *(set(_NUMBER.findall(o)) for o in originals))
+        *(set(_NUMBER.findall(o)) for o in originals)
+    )
     if numbers:
-        return ("the merged lesson adds a number none of the lessons has "
-                f"({', '.join(sorted(numbers))})"), None
+        return (
+            "the merged lesson adds a number none of the lessons has "
+            f"({', '.join(sorted(numbers))})"
+        ), None
     new = mine - set().union(*(units(o) for o in [*originals, *triggers]))
     if len(new) > 1:
         return f"the merged lesson adds claims ({', '.join(sorted(new))})", None
     fixes = []
     if len(lesson) > settings.lesson_max_chars:
-        fixes.append(f"the lesson is {len(lesson)} characters: shorten it to ≤ "
-                     f"{settings.lesson_max_chars} characters (a CJK character counts as one)")
+        fixes.append(
+            f"the lesson is {len(lesson)} characters: shorten it to ≤ "
+            f"{settings.lesson_max_chars} characters (a CJK character counts as one)"
+        )
     chinese = cjk_weight(" ".join(originals)) >= 0.25
     wrong_language = language_problem(lesson, chinese)
     if wrong_language:

@@ -32,8 +32,9 @@ def _step(step: Step | Mapping[str, Any]) -> Step:
     if isinstance(step, Step):
         return step
     if not isinstance(step, Mapping):
-        raise ValidationError(f"a step must be a Step or a mapping, got {type(step).__name__}",
-                              field="step")
+        raise ValidationError(
+            f"a step must be a Step or a mapping, got {type(step).__name__}", field="step"
+        )
     try:
         return Step.model_validate(dict(step))
     except pydantic.ValidationError as exc:
@@ -52,8 +53,13 @@ class TaskFlows:
         now = self.memory.now()
         return now, now + timedelta(hours=self.memory.settings.task_ttl_hours)
 
-    def start(self, goal: str, namespace: Namespace | str | None, scene: str | None,
-              source: Mapping[str, Any] | None) -> Flow[uuid.UUID]:
+    def start(
+        self,
+        goal: str,
+        namespace: Namespace | str | None,
+        scene: str | None,
+        source: Mapping[str, Any] | None,
+    ) -> Flow[uuid.UUID]:
         ns = self.memory.namespace_key(namespace)
         if not isinstance(goal, str) or not goal.strip() or "\x00" in goal:
             raise ValidationError("goal must be a non-empty string", field="goal")
@@ -63,12 +69,26 @@ class TaskFlows:
         yield from self.memory.ready_flow()
         now, expires = self._expires()
         task_id = uuid.uuid4()
-        yield Sql(t.START_TASK, {"ns": ns, "id": task_id, "goal": goal.strip(), "now": now,
-                                 "expires": expires, "meta": json.dumps(meta)}, fetch="none")
+        yield Sql(
+            t.START_TASK,
+            {
+                "ns": ns,
+                "id": task_id,
+                "goal": goal.strip(),
+                "now": now,
+                "expires": expires,
+                "meta": json.dumps(meta),
+            },
+            fetch="none",
+        )
         return task_id
 
-    def log(self, task_id: object, steps: Iterable[Step | Mapping[str, Any]],
-            namespace: Namespace | str | None) -> Flow[None]:
+    def log(
+        self,
+        task_id: object,
+        steps: Iterable[Step | Mapping[str, Any]],
+        namespace: Namespace | str | None,
+    ) -> Flow[None]:
         ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         payload = [_step(s).model_dump(exclude_none=True) for s in steps]
@@ -77,39 +97,63 @@ class TaskFlows:
             raise ValidationError("a step contains a NUL byte", field="step")
         yield from self.memory.ready_flow()
         now, expires = self._expires()
-        rows = yield from Sql(t.APPEND_STEPS, {"ns": ns, "id": tid, "steps": text, "now": now,
-                                          "expires": expires})
+        rows = yield from Sql(
+            t.APPEND_STEPS, {"ns": ns, "id": tid, "steps": text, "now": now, "expires": expires}
+        )
         if not rows:
             yield from self._missing(ns, tid)
 
-    def note_recall(self, task_id: object, recalled: Iterable[object], used: Iterable[object],
-                    namespace: Namespace | str | None) -> Flow[None]:
+    def note_recall(
+        self,
+        task_id: object,
+        recalled: Iterable[object],
+        used: Iterable[object],
+        namespace: Namespace | str | None,
+    ) -> Flow[None]:
         ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         rec = unique_ids(recalled, "recalled")
         use = unique_ids(used, "used")
         yield from self.memory.ready_flow()
         now, expires = self._expires()
-        rows = yield from Sql(t.NOTE_RECALL, {"ns": ns, "id": tid, "recalled": rec + use,
-                                         "used": [str(u) for u in use], "now": now,
-                                         "expires": expires})
+        rows = yield from Sql(
+            t.NOTE_RECALL,
+            {
+                "ns": ns,
+                "id": tid,
+                "recalled": rec + use,
+                "used": [str(u) for u in use],
+                "now": now,
+                "expires": expires,
+            },
+        )
         if not rows:
             yield from self._missing(ns, tid)
 
-    def end(self, task_id: object, outcome: str, final_state: str,
-            namespace: Namespace | str | None) -> Flow[Trajectory]:
+    def end(
+        self, task_id: object, outcome: str, final_state: str, namespace: Namespace | str | None
+    ) -> Flow[Trajectory]:
         ns = self.memory.namespace_key(namespace)
         tid = parse_id(task_id, field="task_id")
         if outcome not in OUTCOMES:
-            raise ValidationError(f"outcome must be one of {', '.join(OUTCOMES)}, got "
-                                  f"{outcome!r}", field="outcome")
+            raise ValidationError(
+                f"outcome must be one of {', '.join(OUTCOMES)}, got {outcome!r}", field="outcome"
+            )
         if not isinstance(final_state, str) or "\x00" in final_state:
             raise ValidationError("final_state must be a string", field="final_state")
         yield from self.memory.ready_flow()
         now, expires = self._expires()
-        rows = yield from Sql(t.END_TASK, {"ns": ns, "id": tid, "outcome": outcome, "now": now,
-                                      "expires": expires,
-                                      "meta": json.dumps({"final_state": final_state})})
+        rows = yield from Sql(
+            t.END_TASK,
+            {
+                "ns": ns,
+                "id": tid,
+                "outcome": outcome,
+                "now": now,
+                "expires": expires,
+                "meta": json.dumps({"final_state": final_state}),
+            },
+        )
         if not rows:
             yield from self._missing(ns, tid)
         return (yield from self.get(tid, namespace))
@@ -120,8 +164,9 @@ class TaskFlows:
         yield from self.memory.ready_flow()
         rows = yield from Sql(t.GET_TASK, {"ns": ns, "id": tid})
         if not rows:
-            raise NotFoundError(f"no task {tid} in this namespace (it ended and was "
-                                "distilled, or expired)")
+            raise NotFoundError(
+                f"no task {tid} in this namespace (it ended and was distilled, or expired)"
+            )
         return to_trajectory(rows[0])
 
     def drop(self, task_id: object, namespace: Namespace | str | None) -> Flow[bool]:
@@ -172,30 +217,52 @@ class TaskLog:
         self.memory = memory
         self._flows = TaskFlows(memory)
 
-    def start_task(self, goal: str, *, namespace: Namespace | str | None = None,
-                   scene: str | None = None, source: Mapping[str, Any] | None = None
-                   ) -> uuid.UUID:
+    def start_task(
+        self,
+        goal: str,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> uuid.UUID:
         """Open a task log; returns its id."""
         return self.memory.run_flow(self._flows.start(goal, namespace, scene, source))
 
-    def log_step(self, task_id: object, step: Step | Mapping[str, Any], *,
-                 namespace: Namespace | str | None = None) -> None:
+    def log_step(
+        self,
+        task_id: object,
+        step: Step | Mapping[str, Any],
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> None:
         """Append a step (a :class:`Step` or a mapping with the same fields)."""
         self.memory.run_flow(self._flows.log(task_id, [step], namespace))
 
-    def note_recall(self, task_id: object, recalled: Iterable[object] = (),
-                    used: Iterable[object] = (), *,
-                    namespace: Namespace | str | None = None) -> None:
+    def note_recall(
+        self,
+        task_id: object,
+        recalled: Iterable[object] = (),
+        used: Iterable[object] = (),
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> None:
         """Remember which records were shown to the agent, and which of them helped."""
         self.memory.run_flow(self._flows.note_recall(task_id, recalled, used, namespace))
 
-    def end_task(self, task_id: object, outcome: str = "success", final_state: str = "", *,
-                 namespace: Namespace | str | None = None) -> Trajectory:
+    def end_task(
+        self,
+        task_id: object,
+        outcome: str = "success",
+        final_state: str = "",
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> Trajectory:
         """Close the log and return the trajectory (kept until distilled or expired)."""
         return self.memory.run_flow(self._flows.end(task_id, outcome, final_state, namespace))
 
-    def get_trajectory(self, task_id: object, *, namespace: Namespace | str | None = None
-                       ) -> Trajectory:
+    def get_trajectory(
+        self, task_id: object, *, namespace: Namespace | str | None = None
+    ) -> Trajectory:
         """The trajectory so far (of a running or ended task)."""
         return self.memory.run_flow(self._flows.get(task_id, namespace))
 
@@ -211,28 +278,49 @@ class AsyncTaskLog:
         self.memory = memory
         self._flows = TaskFlows(memory)
 
-    async def start_task(self, goal: str, *, namespace: Namespace | str | None = None,
-                         scene: str | None = None, source: Mapping[str, Any] | None = None
-                         ) -> uuid.UUID:
+    async def start_task(
+        self,
+        goal: str,
+        *,
+        namespace: Namespace | str | None = None,
+        scene: str | None = None,
+        source: Mapping[str, Any] | None = None,
+    ) -> uuid.UUID:
         return await self.memory.run_flow(self._flows.start(goal, namespace, scene, source))
 
-    async def log_step(self, task_id: object, step: Step | Mapping[str, Any], *,
-                       namespace: Namespace | str | None = None) -> None:
+    async def log_step(
+        self,
+        task_id: object,
+        step: Step | Mapping[str, Any],
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> None:
         await self.memory.run_flow(self._flows.log(task_id, [step], namespace))
 
-    async def note_recall(self, task_id: object, recalled: Iterable[object] = (),
-                          used: Iterable[object] = (), *,
-                          namespace: Namespace | str | None = None) -> None:
+    async def note_recall(
+        self,
+        task_id: object,
+        recalled: Iterable[object] = (),
+        used: Iterable[object] = (),
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> None:
         await self.memory.run_flow(self._flows.note_recall(task_id, recalled, used, namespace))
 
-    async def end_task(self, task_id: object, outcome: str = "success", final_state: str = "",
-                       *, namespace: Namespace | str | None = None) -> Trajectory:
+    async def end_task(
+        self,
+        task_id: object,
+        outcome: str = "success",
+        final_state: str = "",
+        *,
+        namespace: Namespace | str | None = None,
+    ) -> Trajectory:
         return await self.memory.run_flow(self._flows.end(task_id, outcome, final_state, namespace))
 
-    async def get_trajectory(self, task_id: object, *,
-                             namespace: Namespace | str | None = None) -> Trajectory:
+    async def get_trajectory(
+        self, task_id: object, *, namespace: Namespace | str | None = None
+    ) -> Trajectory:
         return await self.memory.run_flow(self._flows.get(task_id, namespace))
 
-    async def drop_task(self, task_id: object, *, namespace: Namespace | str | None = None
-                        ) -> bool:
+    async def drop_task(self, task_id: object, *, namespace: Namespace | str | None = None) -> bool:
         return await self.memory.run_flow(self._flows.drop(task_id, namespace))

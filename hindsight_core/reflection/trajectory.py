@@ -60,8 +60,9 @@ class Step(BaseModel):
     @property
     def failed(self) -> bool:
         """Whether this step reports a failure (an error, or a result that reads as one)."""
-        return self.kind == "error" or (self.kind == "tool_result" and bool(
-            _FAILURE.match(self.content)))
+        return self.kind == "error" or (
+            self.kind == "tool_result" and bool(_FAILURE.match(self.content))
+        )
 
 
 class Trajectory(BaseModel):
@@ -130,8 +131,9 @@ class Boundary:
         'explicit'
     """
 
-    def __init__(self, *, idle_rounds: int | None = 3,
-                 until: Callable[[Trajectory], bool] | None = None) -> None:
+    def __init__(
+        self, *, idle_rounds: int | None = 3, until: Callable[[Trajectory], bool] | None = None
+    ) -> None:
         if idle_rounds is not None and idle_rounds < 1:
             raise ValueError("idle_rounds must be at least 1 (or None)")
         self.idle_rounds = idle_rounds

@@ -75,8 +75,7 @@ def broken(exc: BaseException | None, conn: sa.Connection | AsyncConnection) -> 
     return driver is None or bool(driver.closed or driver.broken)
 
 
-def _dict_rows(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]
-               ) -> RowMaker[dict[str, Any]]:
+def _dict_rows(cursor: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> RowMaker[dict[str, Any]]:
     """Rows as dicts, like psycopg's ``dict_row``, with the column names read straight
     from the result: ``dict_row`` builds a ``Column`` object per column per statement
     through ``cursor.description`` (~0.08 ms for a recall's 25 columns)."""
@@ -145,8 +144,9 @@ class _Source(Generic[E, C]):
         self._lock = threading.Lock()
 
     @classmethod
-    def of(cls: type[Self], current: Self | None, engine: E,
-           side: Callable[[], E] | None = None) -> Self:
+    def of(
+        cls: type[Self], current: Self | None, engine: E, side: Callable[[], E] | None = None
+    ) -> Self:
         """``current`` if it is ``engine``'s, else new connections of ``engine`` (a
         front end whose engine was replaced)."""
         if current is not None and current.engine is engine:
@@ -188,8 +188,7 @@ class _Source(Generic[E, C]):
 class Connections(_Source[sa.Engine, sa.Connection]):
     """Connections of ``engine`` for :func:`~.driver.run_sync` (blocking I/O)."""
 
-    def __init__(self, engine: sa.Engine, side: Callable[[], sa.Engine] | None = None
-                 ) -> None:
+    def __init__(self, engine: sa.Engine, side: Callable[[], sa.Engine] | None = None) -> None:
         super().__init__(engine, side)
         sa.event.listen(engine, "engine_disposed", self._on_dispose)
 
@@ -208,8 +207,7 @@ class Connections(_Source[sa.Engine, sa.Connection]):
 class AsyncConnections(_Source[AsyncEngine, AsyncConnection]):
     """Connections of ``engine`` for :func:`~.driver.run_async` (asyncio)."""
 
-    def __init__(self, engine: AsyncEngine, side: Callable[[], AsyncEngine] | None = None
-                 ) -> None:
+    def __init__(self, engine: AsyncEngine, side: Callable[[], AsyncEngine] | None = None) -> None:
         super().__init__(engine, side)
         sa.event.listen(engine.sync_engine, "engine_disposed", self._on_dispose)
 

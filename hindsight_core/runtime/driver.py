@@ -84,8 +84,9 @@ class _Broken(Exception):
     """A kept (warm) connection was found broken: run the flow again on a fresh one."""
 
 
-def _drive(flow: Flow[R] | MakeFlow[R], io: SyncIO | AsyncIO, retry: Retry | None
-           ) -> Generator[Step, Any, R]:
+def _drive(
+    flow: Flow[R] | MakeFlow[R], io: SyncIO | AsyncIO, retry: Retry | None
+) -> Generator[Step, Any, R]:
     """Run ``flow`` (or ``flow()``, again when a kept connection broke or ``retry``
     says so) as steps of ``io``."""
     if not callable(flow):  # a flow already built cannot run twice: fresh connections
@@ -166,8 +167,9 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
         raise
 
 
-def _fetch(io: SyncIO | AsyncIO, conn: Any, cur: Any, req: Sql, warm: bool
-           ) -> Generator[Step, Any, Rows]:
+def _fetch(
+    io: SyncIO | AsyncIO, conn: Any, cur: Any, req: Sql, warm: bool
+) -> Generator[Step, Any, Rows]:
     """``req`` on a warm connection's cursor; a broken connection is invalidated (and,
     if it was kept from an earlier flow, the flow runs again)."""
     try:
@@ -182,8 +184,7 @@ def _fetch(io: SyncIO | AsyncIO, conn: Any, cur: Any, req: Sql, warm: bool
     return rows
 
 
-def _parallel(io: SyncIO | AsyncIO, conn: Any, req: Parallel
-              ) -> Generator[Step, Any, list[Rows]]:
+def _parallel(io: SyncIO | AsyncIO, conn: Any, req: Parallel) -> Generator[Step, Any, list[Rows]]:
     """The first part on ``conn``, as many others as there are free side connections
     at the same time on those, the rest after it on ``conn``."""
     extra: list[Any] = []
@@ -195,7 +196,7 @@ def _parallel(io: SyncIO | AsyncIO, conn: Any, req: Parallel
             extra.append(side)
         pairs = list(zip([conn, *extra], req.parts, strict=False))
         found: list[Rows] = (yield io.gather, pairs) if extra else []
-        for part in req.parts[len(found):]:
+        for part in req.parts[len(found) :]:
             found.append((yield io.execute, (conn, part)))
     except GeneratorExit:
         raise
@@ -324,8 +325,9 @@ class AsyncIO:
 
     async def gather(self, pairs: list[tuple[AsyncConnection, Sql]]) -> list[Rows]:
         # Every read finishes before the side connections close, even if one fails.
-        found = await asyncio.gather(*(_aexecute(c, part) for c, part in pairs),
-                                     return_exceptions=True)
+        found = await asyncio.gather(
+            *(_aexecute(c, part) for c, part in pairs), return_exceptions=True
+        )
         for rows in found:
             if isinstance(rows, BaseException):
                 raise rows
@@ -341,8 +343,9 @@ class AsyncIO:
         await conn.close()
 
 
-def run_sync(flow: Flow[R] | MakeFlow[R], conns: Connections, embedder: Embedder,
-             retry: Retry | None = None) -> R:
+def run_sync(
+    flow: Flow[R] | MakeFlow[R], conns: Connections, embedder: Embedder, retry: Retry | None = None
+) -> R:
     """Run a flow with blocking I/O on ``conns``; given a maker (``flow()``), the flow
     may reuse a warm connection and run again on a broken one or as ``retry`` says."""
     plan = Plan(_drive(flow, SyncIO(conns, embedder), retry))
@@ -354,8 +357,12 @@ def run_sync(flow: Flow[R] | MakeFlow[R], conns: Connections, embedder: Embedder
     return plan.result
 
 
-async def run_async(flow: Flow[R] | MakeFlow[R], conns: AsyncConnections, embedder: Embedder,
-                    retry: Retry | None = None) -> R:
+async def run_async(
+    flow: Flow[R] | MakeFlow[R],
+    conns: AsyncConnections,
+    embedder: Embedder,
+    retry: Retry | None = None,
+) -> R:
     """:func:`run_sync` with asyncio I/O (psycopg's async driver)."""
     plan = Plan(_drive(flow, AsyncIO(conns, embedder), retry))
     for op, arg in plan:

@@ -157,7 +157,8 @@ def embedding_errors(embedder: Embedder) -> Iterator[None]:
     except Exception as exc:  # noqa: BLE001 - any failure of the embedder is one
         raise EmbeddingError(
             f"the embedder {getattr(embedder, 'model_name', type(embedder).__name__)} "
-            f"failed: {type(exc).__name__}: {exc}") from exc
+            f"failed: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def embed_sync(embedder: Embedder, req: Embed) -> list[list[float]]:

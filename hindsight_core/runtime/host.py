@@ -100,8 +100,9 @@ class RecordContext(FlowContext, Protocol):
         """Whether two lessons at ``similarity`` may be merged (threshold and veto)."""
         ...
 
-    def write_flow(self, records: Sequence[ExperienceIn | Mapping[str, Any]],
-                   namespace: Namespace | str | None) -> Flow[list[WriteResult]]:
+    def write_flow(
+        self, records: Sequence[ExperienceIn | Mapping[str, Any]], namespace: Namespace | str | None
+    ) -> Flow[list[WriteResult]]:
         """Validate and write records, merging near-duplicates (``Memory.write_many``).
 
         Raises:
@@ -109,13 +110,18 @@ class RecordContext(FlowContext, Protocol):
         """
         ...
 
-    def merge_flow(self, record_ids: Iterable[object], into: ExperienceIn | Mapping[str, Any],
-                   namespace: Namespace | str | None) -> Flow[Experience]:
+    def merge_flow(
+        self,
+        record_ids: Iterable[object],
+        into: ExperienceIn | Mapping[str, Any],
+        namespace: Namespace | str | None,
+    ) -> Flow[Experience]:
         """Replace records by one more general lesson (``Memory.merge``)."""
         ...
 
-    def mark_used_flow(self, record_id: object, helpful: bool,
-                       namespace: Namespace | str | None) -> Flow[Experience]:
+    def mark_used_flow(
+        self, record_id: object, helpful: bool, namespace: Namespace | str | None
+    ) -> Flow[Experience]:
         """Feedback on a recalled record (``Memory.mark_used``).
 
         Raises:

@@ -91,8 +91,9 @@ class ReplicaReads(_Pools[Connections]):
             conns.close()
             conns.engine.dispose()
 
-    def run(self, make: MakeFlow[R], embedder: Embedder, key: str | None,
-            primary: Callable[[], R]) -> R:
+    def run(
+        self, make: MakeFlow[R], embedder: Embedder, key: str | None, primary: Callable[[], R]
+    ) -> R:
         """Run ``make()``'s read flow where the router says; ``primary`` runs it on the
         primary."""
         plan = self._plan(key)
@@ -103,8 +104,7 @@ class ReplicaReads(_Pools[Connections]):
                 time.sleep(step.seconds)  # bounded by the router's deadline
             else:
                 try:
-                    plan.reply = run_sync(self._flow(step, make), self.pool(step.index),
-                                          embedder)
+                    plan.reply = run_sync(self._flow(step, make), self.pool(step.index), embedder)
                 except DatabaseError as exc:
                     plan.error = exc
         return cast(R, plan.result)
@@ -122,8 +122,13 @@ class AsyncReplicaReads(_Pools[AsyncConnections]):
             await conns.aclose()
             await conns.engine.dispose()
 
-    async def run(self, make: MakeFlow[R], embedder: Embedder, key: str | None,
-                  primary: Callable[[], Awaitable[R]]) -> R:
+    async def run(
+        self,
+        make: MakeFlow[R],
+        embedder: Embedder,
+        key: str | None,
+        primary: Callable[[], Awaitable[R]],
+    ) -> R:
         """:meth:`ReplicaReads.run`, awaited."""
         plan = self._plan(key)
         for step in plan:
@@ -133,8 +138,9 @@ class AsyncReplicaReads(_Pools[AsyncConnections]):
                 await asyncio.sleep(step.seconds)  # bounded by the router's deadline
             else:
                 try:
-                    plan.reply = await run_async(self._flow(step, make),
-                                                 self.pool(step.index), embedder)
+                    plan.reply = await run_async(
+                        self._flow(step, make), self.pool(step.index), embedder
+                    )
                 except DatabaseError as exc:
                     plan.error = exc
         return cast(R, plan.result)

@@ -33,8 +33,9 @@ class ScanChoice:
         self._lock = threading.Lock()
         self._cached: OrderedDict[Hashable, tuple[float, bool]] = OrderedDict()
 
-    def flow(self, key: Hashable, stmt: sa.TextClause, params: dict[str, Any],
-             autocommit: bool = False) -> Flow[bool]:
+    def flow(
+        self, key: Hashable, stmt: sa.TextClause, params: dict[str, Any], autocommit: bool = False
+    ) -> Flow[bool]:
         """Whether the namespace ``key`` stands for should be scanned exactly; ``stmt``
         (one row, ``exact``) with ``params`` answers when the cache does not."""
         now = time.monotonic()

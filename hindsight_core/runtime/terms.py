@@ -42,8 +42,7 @@ class CommonTerms:
         cached = self._cached
         if cached is not None and cached[1] == limit and now - cached[0] < self.ttl:
             return cached[2]
-        rows = yield from Sql(common_terms_sql(self.table), {"limit": limit},
-                              autocommit=autocommit)
+        rows = yield from Sql(common_terms_sql(self.table), {"limit": limit}, autocommit=autocommit)
         terms = MappingProxyType({r["term"]: float(r["freq"]) for r in rows})
         with self._lock:
             self._cached = (now, limit, terms)

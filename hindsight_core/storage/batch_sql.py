@@ -27,23 +27,39 @@ from .vectors import Float4Array
 # (parameter, SQL array type) of the insert's columns, in the INSERT's order; the
 # embedding comes apart (one flat real[], sliced per row).
 _INSERT_COLUMNS = (
-    ("ns", "text"), ("id", "uuid"), ("scene", "text"), ("trigger", "text"),
-    ("action", "text"), ("outcome", "text"), ("lesson", "text"), ("confidence", "real"),
-    ("importance", "real"), ("critical", "boolean"), ("source", "jsonb"),
-    ("score", "float8"), ("use_count", "int"), ("occurrences", "int"),
-    ("last_used_at", "timestamptz"), ("created_at", "timestamptz"),
-    ("updated_at", "timestamptz"), ("archived_at", "timestamptz"), ("merged_into", "uuid"),
+    ("ns", "text"),
+    ("id", "uuid"),
+    ("scene", "text"),
+    ("trigger", "text"),
+    ("action", "text"),
+    ("outcome", "text"),
+    ("lesson", "text"),
+    ("confidence", "real"),
+    ("importance", "real"),
+    ("critical", "boolean"),
+    ("source", "jsonb"),
+    ("score", "float8"),
+    ("use_count", "int"),
+    ("occurrences", "int"),
+    ("last_used_at", "timestamptz"),
+    ("created_at", "timestamptz"),
+    ("updated_at", "timestamptz"),
+    ("archived_at", "timestamptz"),
+    ("merged_into", "uuid"),
     # per-row arrays travel as array literals (PostgreSQL has no ragged arrays)
-    ("merged_from", "uuid[]"), ("also_scenes", "text[]"),
-    ("embed_key", "text"), ("search_tsv", "tsvector"),
+    ("merged_from", "uuid[]"),
+    ("also_scenes", "text[]"),
+    ("embed_key", "text"),
+    ("search_tsv", "tsvector"),
 )
 
 
 def _unnest(columns: Sequence[tuple[str, str]]) -> str:
     """``unnest(...) WITH ORDINALITY AS p(<names>, i)`` over text[] parameters, each
     cast per row to its column's type (a per-row array from its literal)."""
-    args = ", ".join(f"CAST(:{name} AS {'text' if typ.endswith('[]') else typ}[])"
-                     for name, typ in columns)
+    args = ", ".join(
+        f"CAST(:{name} AS {'text' if typ.endswith('[]') else typ}[])" for name, typ in columns
+    )
     return f"unnest({args}) WITH ORDINALITY AS p({', '.join(n for n, _ in columns)}, i)"
 
 
@@ -61,8 +77,15 @@ INSERT_ROWS = sa.text(
     """
 )
 
-_MERGE_COLUMNS = (("ns", "text"), ("id", "uuid"), ("added", "int"), ("critical", "boolean"),
-                  ("importance", "real"), ("scenes", "text[]"), ("now", "timestamptz"))
+_MERGE_COLUMNS = (
+    ("ns", "text"),
+    ("id", "uuid"),
+    ("added", "int"),
+    ("critical", "boolean"),
+    ("importance", "real"),
+    ("scenes", "text[]"),
+    ("now", "timestamptz"),
+)
 
 # A near-duplicate folded into a stored record: its count, use time, criticality,
 # importance and scenes (each record at most once per statement).
@@ -80,8 +103,13 @@ MERGE_ROWS = sa.text(
     """
 )
 
-_EVENT_COLUMNS = (("ns", "text"), ("record_id", "uuid"), ("kind", "text"),
-                  ("now", "timestamptz"), ("detail", "jsonb"))
+_EVENT_COLUMNS = (
+    ("ns", "text"),
+    ("record_id", "uuid"),
+    ("kind", "text"),
+    ("now", "timestamptz"),
+    ("detail", "jsonb"),
+)
 
 # Events of the records' history (hindsight_events).
 EVENT_ROWS = sa.text(
@@ -96,8 +124,9 @@ def _array_literal(values: Sequence[Any]) -> str:
     return "{" + ",".join(f'"{v}"' for v in quoted) + "}"
 
 
-def _columns(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]
-             ) -> dict[str, list[Any]]:
+def _columns(
+    rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]
+) -> dict[str, list[Any]]:
     """Each column's values as a list of text (``None`` stays NULL): one text[]
     parameter per column, so that a column of NULLs has a type too."""
     out: dict[str, list[Any]] = {}

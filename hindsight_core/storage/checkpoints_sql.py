@@ -34,14 +34,17 @@ _UPSERT_CHECKPOINT = f"""
 def _rows(n: int, columns: tuple[str, ...], lead: str) -> str:
     """``VALUES``-style rows ``(lead, :col0, ...)`` for ``n`` rows, or an unnest of arrays."""
     if n > MAX_VALUES_ROWS:
-        arrays = ", ".join(f"CAST(:{c}s AS {t}[])" for c, t in
-                           (col.split(":") for col in columns))
+        arrays = ", ".join(f"CAST(:{c}s AS {t}[])" for c, t in (col.split(":") for col in columns))
         names = ", ".join(col.split(":")[0] for col in columns)
         return f"SELECT {lead}, {names} FROM unnest({arrays}) AS r({names})"
     values = ", ".join(
-        "(" + lead + ", " + ", ".join(f"CAST(:{c}{i} AS {t})" for c, t in
-                                       (col.split(":") for col in columns)) + ")"
-        for i in range(n))
+        "("
+        + lead
+        + ", "
+        + ", ".join(f"CAST(:{c}{i} AS {t})" for c, t in (col.split(":") for col in columns))
+        + ")"
+        for i in range(n)
+    )
     return f"VALUES {values}"
 
 
@@ -54,8 +57,11 @@ def put_sql(n_blobs: int) -> sa.TextClause:
     """
     if n_blobs == 0:
         return sa.text(_UPSERT_CHECKPOINT)
-    rows = _rows(n_blobs, ("channel:text", "version:text", "type:text", "blob:bytea"),
-                 ":thread_id, :checkpoint_ns")
+    rows = _rows(
+        n_blobs,
+        ("channel:text", "version:text", "type:text", "blob:bytea"),
+        ":thread_id, :checkpoint_ns",
+    )
     return sa.text(f"""
     WITH blobs AS (
         INSERT INTO {B} (thread_id, checkpoint_ns, channel, version, type, blob)
@@ -74,10 +80,16 @@ def put_writes_sql(n: int, upsert: bool) -> sa.TextClause:
     ones, as in PostgresSaver. Row parameters: ``idx<i>``, ``channel<i>``,
     ``type<i>``, ``blob<i>`` (or arrays ``idxs``, ... past ``MAX_VALUES_ROWS``).
     """
-    rows = _rows(n, ("idx:int", "channel:text", "type:text", "blob:bytea"),
-                 ":thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path")
-    conflict = ("DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, "
-                "blob = EXCLUDED.blob") if upsert else "DO NOTHING"
+    rows = _rows(
+        n,
+        ("idx:int", "channel:text", "type:text", "blob:bytea"),
+        ":thread_id, :checkpoint_ns, :checkpoint_id, :task_id, :task_path",
+    )
+    conflict = (
+        ("DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob")
+        if upsert
+        else "DO NOTHING"
+    )
     return sa.text(f"""
     INSERT INTO {W} (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path,
                      idx, channel, type, blob)

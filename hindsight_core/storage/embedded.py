@@ -97,8 +97,7 @@ def prune_dead_users(server: Any) -> list[int]:
         pids: list[int] = server.global_process_id_list.get()
         alive = [pid for pid in pids if pid == os.getpid() or _alive(pid)]
         if alive != pids:
-            log.info("embedded PostgreSQL: dropping dead users %s",
-                     sorted(set(pids) - set(alive)))
+            log.info("embedded PostgreSQL: dropping dead users %s", sorted(set(pids) - set(alive)))
             server.global_process_id_list.put(alive)
     return alive
 

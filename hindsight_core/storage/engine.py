@@ -47,7 +47,8 @@ def parse_database_url(raw: str) -> sa.URL:
     except (sa_exc.ArgumentError, ValueError) as exc:  # ValueError: e.g. a port not a number
         raise ConfigurationError(
             f"HINDSIGHT_DATABASE_URL is not a valid URL ({exc}); expected e.g. "
-            "postgresql://user:password@host:5432/dbname") from None
+            "postgresql://user:password@host:5432/dbname"
+        ) from None
     if parsed.get_backend_name() != "postgresql":
         raise ConfigurationError(
             f"HINDSIGHT_DATABASE_URL must point at PostgreSQL, got {parsed.get_backend_name()!r}"
@@ -70,15 +71,20 @@ def resolve_url(settings: Settings, url: str | None = None) -> str:
 def _engine_args(settings: Settings) -> dict[str, Any]:
     # pgvector >= 0.8: filtered ANN scans (namespace, scene, item filters) keep scanning
     # until enough rows pass, instead of coming back short. Older pgvector ignores them.
-    options = (f"-c statement_timeout={settings.statement_timeout_ms} "
-               "-c hnsw.iterative_scan=strict_order -c ivfflat.iterative_scan=relaxed_order")
+    options = (
+        f"-c statement_timeout={settings.statement_timeout_ms} "
+        "-c hnsw.iterative_scan=strict_order -c ivfflat.iterative_scan=relaxed_order"
+    )
     return {
         "pool_size": settings.pool_size,
         "max_overflow": settings.pool_size,
         "pool_pre_ping": True,
         "pool_recycle": 1800,
-        "connect_args": {"connect_timeout": max(1, round(settings.connect_timeout)),
-                         "options": options, "context": ADAPTERS},
+        "connect_args": {
+            "connect_timeout": max(1, round(settings.connect_timeout)),
+            "options": options,
+            "context": ADAPTERS,
+        },
     }
 
 
@@ -87,10 +93,17 @@ def _side_args(settings: Settings) -> dict[str, Any]:
     # flow whose side connection is busy runs its reads in its own transaction), in
     # autocommit mode, with the dedup lookup's HNSW search effort.
     args = _engine_args(settings)
-    args["connect_args"] = {**args["connect_args"], "options": (
-        args["connect_args"]["options"] + f" -c hnsw.ef_search={DEDUP_EF_SEARCH}")}
-    return {**args, "pool_size": 1, "max_overflow": 0, "pool_timeout": 0,
-            "isolation_level": "AUTOCOMMIT"}
+    args["connect_args"] = {
+        **args["connect_args"],
+        "options": (args["connect_args"]["options"] + f" -c hnsw.ef_search={DEDUP_EF_SEARCH}"),
+    }
+    return {
+        **args,
+        "pool_size": 1,
+        "max_overflow": 0,
+        "pool_timeout": 0,
+        "isolation_level": "AUTOCOMMIT",
+    }
 
 
 def create_side_engine(settings: Settings, engine: sa.Engine) -> sa.Engine:
@@ -137,9 +150,10 @@ def translate_db_error(exc: Exception) -> HindsightError:
         orig, psycopg.OperationalError | psycopg.InterfaceError | OSError
     ) or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
     # No state (a failed connect) or connection exception / resources / shutdown classes.
-    if (connection_error and (not sqlstate or sqlstate[:2] in ("08", "53")
-                              or sqlstate.startswith("57P"))) or (
-            isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated):
+    if (
+        connection_error
+        and (not sqlstate or sqlstate[:2] in ("08", "53") or sqlstate.startswith("57P"))
+    ) or (isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated):
         return DatabaseUnavailableError(f"the database cannot be reached: {_first_line(text)}")
     return DatabaseError(f"database error: {_first_line(text)}")
 

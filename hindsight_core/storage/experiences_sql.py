@@ -34,7 +34,6 @@ def scene_condition(scene: str = ":scene") -> str:
     return f"(e.scene = {scene} OR e.also_scenes @> ARRAY[{scene}])"
 
 
-
 def decay_multiplier(since: str) -> str:
     """``decay_factor ** (time since <since> / decay_period)``, from the clock's ``:now``.
 
@@ -212,9 +211,13 @@ def list_sql(
 ) -> sa.TextClause:
     """Records of a namespace (or all), for listing, export and the inspector."""
     order_cols = {
-        "created_at": "e.created_at", "updated_at": "e.updated_at", "score": "decayed_score",
-        "use_count": "e.use_count", "occurrences": "e.occurrences",
-        "last_used_at": "e.last_used_at", "lesson": "e.lesson",
+        "created_at": "e.created_at",
+        "updated_at": "e.updated_at",
+        "score": "decayed_score",
+        "use_count": "e.use_count",
+        "occurrences": "e.occurrences",
+        "last_used_at": "e.last_used_at",
+        "lesson": "e.lesson",
     }
     direction = "DESC NULLS LAST" if descending else "ASC NULLS FIRST"
     return sa.text(
@@ -223,8 +226,15 @@ def list_sql(
     )
 
 
-SORTABLE = ("created_at", "updated_at", "score", "use_count", "occurrences", "last_used_at",
-            "lesson")
+SORTABLE = (
+    "created_at",
+    "updated_at",
+    "score",
+    "use_count",
+    "occurrences",
+    "last_used_at",
+    "lesson",
+)
 
 FILTERABLE = {
     "critical": ("e.critical", "bool"),
@@ -281,6 +291,7 @@ def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:
         "decay_factor": settings.decay_factor,
         "decay_period_s": settings.decay_period_days * 86400.0,
     }
+
 
 # The dedup lookup's HNSW search effort, set for the write transaction (whatever the
 # server's default). A shorter candidate list is cheaper but misses near-duplicates in

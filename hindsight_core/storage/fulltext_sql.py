@@ -67,7 +67,6 @@ def common_terms_sql(table: str) -> sa.TextClause:
     )
 
 
-
 def tsvector_literal(tokens: list[str]) -> str:
     """A tsvector literal with positions, bypassing PostgreSQL's parser.
 
@@ -152,8 +151,10 @@ def bm25_sql(tsv: str) -> str:
     chat turns are, the two rarely differ; where no record repeats a term, the scores
     are rank_bm25's (tests/test_core_keyword.py).
     """
-    return (f"((SELECT COALESCE(sum(i.w), 0) FROM kw_idf i WHERE {tsv} @@ i.q) * {K1 + 1}"
-            f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / (SELECT avgdl FROM kw_st))))")
+    return (
+        f"((SELECT COALESCE(sum(i.w), 0) FROM kw_idf i WHERE {tsv} @@ i.q) * {K1 + 1}"
+        f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / (SELECT avgdl FROM kw_st))))"
+    )
 
 
 # The keyword score of a BM25 score: the share it reaches of the summed IDF of the
@@ -173,6 +174,7 @@ KEYWORD = "LEAST(1, COALESCE({bm25} / (SELECT mass FROM kw_mass), 0))"
 
 def _array_literal(values: Sequence[object]) -> str:
     """A PostgreSQL array literal (``{"a","b",NULL}``) of strings, numbers or None."""
+
     def cell(v: object) -> str:
         if v is None:
             return "NULL"
@@ -181,8 +183,9 @@ def _array_literal(values: Sequence[object]) -> str:
     return "{" + ",".join(map(cell, values)) + "}"
 
 
-def bm25_params(terms: Sequence[str], common: Mapping[str, float], *,
-                whole_query: bool = False) -> dict[str, Any]:
+def bm25_params(
+    terms: Sequence[str], common: Mapping[str, float], *, whole_query: bool = False
+) -> dict[str, Any]:
     """``:kw_terms`` / ``:kw_tsq`` / ``:kw_freq`` / ``:kw_whole`` for :func:`bm25_ctes`.
 
     The three term arrays are array literals, one string each: psycopg dumped three
@@ -202,6 +205,9 @@ def bm25_params(terms: Sequence[str], common: Mapping[str, float], *,
     counts fully: a Chinese query sharing one bigram with its lesson still finds it
     with an English-only model (tests/test_core_recall.py).
     """
-    return {"kw_terms": _array_literal(terms),
-            "kw_tsq": _array_literal([f"'{t}'" for t in terms]),
-            "kw_freq": _array_literal([common.get(t) for t in terms]), "kw_whole": whole_query}
+    return {
+        "kw_terms": _array_literal(terms),
+        "kw_tsq": _array_literal([f"'{t}'" for t in terms]),
+        "kw_freq": _array_literal([common.get(t) for t in terms]),
+        "kw_whole": whole_query,
+    }

@@ -41,8 +41,9 @@ SCENES = sa.text(
 
 def count_sql(*, scene: bool, archived: bool | None) -> sa.TextClause:
     """How many records ``list_records`` would page through (same filters)."""
-    return sa.text(f"SELECT count(*) AS n FROM {T} e "
-                   f"WHERE {list_conditions(scene=scene, archived=archived)}")
+    return sa.text(
+        f"SELECT count(*) AS n FROM {T} e WHERE {list_conditions(scene=scene, archived=archived)}"
+    )
 
 
 ACTIVITY = sa.text(

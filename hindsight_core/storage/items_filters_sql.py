@@ -30,11 +30,15 @@ def filter_conditions(spec: FilterSpec) -> list[str]:
         if op in ("$eq", "$ne"):
             out.append(f"{e} {'=' if op == '$eq' else '!='} CAST(:fv{i} AS jsonb)")
         elif kind == "number":
-            out.append(f"(CASE WHEN jsonb_typeof({e}) = 'number' THEN CAST({e} AS numeric) END)"
-                       f" {_CMP[op]} CAST(:fv{i} AS numeric)")
+            out.append(
+                f"(CASE WHEN jsonb_typeof({e}) = 'number' THEN CAST({e} AS numeric) END)"
+                f" {_CMP[op]} CAST(:fv{i} AS numeric)"
+            )
         elif kind == "text":
-            out.append(f"(CASE WHEN jsonb_typeof({e}) = 'string' THEN {e} #>> '{{}}' END)"
-                       f" {_CMP[op]} CAST(:fv{i} AS text)")
+            out.append(
+                f"(CASE WHEN jsonb_typeof({e}) = 'string' THEN {e} #>> '{{}}' END)"
+                f" {_CMP[op]} CAST(:fv{i} AS text)"
+            )
         else:
             out.append(f"({e} #>> '{{}}') {_CMP[op]} CAST(:fv{i} AS text)")
     return out

@@ -209,8 +209,11 @@ def prefix_condition(n_labels: int, column: str = "i.ns") -> str:
 def prefix_params(ns_key: str | None) -> dict[str, Any]:
     if not ns_key:
         return {}
-    return {"pfx": ns_key, "pfx_lo": ns_key + NS_SEPARATOR,
-            "pfx_hi": ns_key + chr(ord(NS_SEPARATOR) + 1)}
+    return {
+        "pfx": ns_key,
+        "pfx_lo": ns_key + NS_SEPARATOR,
+        "pfx_hi": ns_key + chr(ord(NS_SEPARATOR) + 1),
+    }
 
 
 def _where(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str:
@@ -225,8 +228,10 @@ def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool) -> str
     needs their columns (value filters, expiry)."""
     if not filters and not omit_expired:
         return f"FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}"
-    return (f"FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key "
-            f"WHERE {_where(n_labels, filters, omit_expired)}")
+    return (
+        f"FROM {V} v JOIN {T} i ON i.ns = v.ns AND i.key = v.key "
+        f"WHERE {_where(n_labels, filters, omit_expired)}"
+    )
 
 
 # ---------------------------------------------------------------------- search
@@ -266,11 +271,16 @@ def vector_search_sql(
     )
 
 
-
 @lru_cache(maxsize=256)
 def hybrid_search_sql(
-    spec: VectorSpec, n_labels: int, filters: FilterSpec, omit_expired: bool, keyword: bool,
-    keyword_candidates: bool | None = None, scan_limit: int = 1000, exact: bool = False,
+    spec: VectorSpec,
+    n_labels: int,
+    filters: FilterSpec,
+    omit_expired: bool,
+    keyword: bool,
+    keyword_candidates: bool | None = None,
+    scan_limit: int = 1000,
+    exact: bool = False,
 ) -> sa.TextClause:
     """The core's fusion for items: semantic + keyword, bent by recency decay.
 
@@ -316,8 +326,15 @@ def hybrid_search_sql(
     rank = bm25_sql("v.search_tsv") if keyword else "0::float8"
     stats = ""
     if keyword:
-        stats = bm25_ctes(V, docs=prefix_condition(n_labels, "d.ns"),
-                          stats=prefix_condition(n_labels, "s.ns"), tbl="i") + ","
+        stats = (
+            bm25_ctes(
+                V,
+                docs=prefix_condition(n_labels, "d.ns"),
+                stats=prefix_condition(n_labels, "s.ns"),
+                tbl="i",
+            )
+            + ","
+        )
     cosine = VectorSpec(spec.dims, "cosine", "vector")
     return sa.text(
         f"""
@@ -353,8 +370,9 @@ def hybrid_search_sql(
 
 
 @lru_cache(maxsize=256)
-def list_namespaces_sql(n_conditions: int, max_depth: int | None, omit_expired: bool
-                        ) -> sa.TextClause:
+def list_namespaces_sql(
+    n_conditions: int, max_depth: int | None, omit_expired: bool
+) -> sa.TextClause:
     """Distinct namespaces matching regex conditions ``:re0..``, truncated to ``max_depth``.
 
     The namespaces are found by a loose index scan over the primary key (one probe per
@@ -362,12 +380,16 @@ def list_namespaces_sql(n_conditions: int, max_depth: int | None, omit_expired: 
     """
     conds = [f"t.ns ~ :re{i}" for i in range(n_conditions)]
     if omit_expired:
-        conds.append(f"EXISTS (SELECT 1 FROM {T} x WHERE x.ns = t.ns AND (x.expires_at IS NULL "
-                     "OR x.expires_at > CAST(:now AS timestamptz)))")
+        conds.append(
+            f"EXISTS (SELECT 1 FROM {T} x WHERE x.ns = t.ns AND (x.expires_at IS NULL "
+            "OR x.expires_at > CAST(:now AS timestamptz)))"
+        )
     ns = "t.ns"
     if max_depth is not None:
-        ns = (f"array_to_string((string_to_array(t.ns, CAST(:sep AS text)))[1:{int(max_depth)}],"
-              " CAST(:sep AS text))")
+        ns = (
+            f"array_to_string((string_to_array(t.ns, CAST(:sep AS text)))[1:{int(max_depth)}],"
+            " CAST(:sep AS text))"
+        )
     return sa.text(
         f"""
         WITH RECURSIVE t(ns) AS (

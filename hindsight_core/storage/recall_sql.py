@@ -18,9 +18,16 @@ from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
 
 @lru_cache(maxsize=64)
 def search_sql(
-    dim: int, *, scene: bool, keyword: bool, filters: tuple[str, ...], candidates: int,
-    scan_limit: int = 1000, keyword_candidates: bool | None = None,
-    min_relevance: bool = False, exact: bool = False,
+    dim: int,
+    *,
+    scene: bool,
+    keyword: bool,
+    filters: tuple[str, ...],
+    candidates: int,
+    scan_limit: int = 1000,
+    keyword_candidates: bool | None = None,
+    min_relevance: bool = False,
+    exact: bool = False,
 ) -> sa.TextClause:
     """Hybrid recall in one round trip.
 
@@ -77,9 +84,11 @@ def search_sql(
     # Both scores are computed where a candidate's row is read: semantic candidates
     # straight from the HNSW scan, keyword candidates (not already semantic ones) by
     # key. Re-joining every candidate to the table cost ~0.1-0.2 ms per recall.
-    scored = (f"{', '.join('e.' + c.strip() for c in COLUMNS.split(','))}, "
-              f"{DECAYED} AS decayed_score, "
-              f"GREATEST(0, 1 - ({vec(dim)} <=> {qv})) AS semantic, {rank} AS kw_rank")
+    scored = (
+        f"{', '.join('e.' + c.strip() for c in COLUMNS.split(','))}, "
+        f"{DECAYED} AS decayed_score, "
+        f"GREATEST(0, 1 - ({vec(dim)} <=> {qv})) AS semantic, {rank} AS kw_rank"
+    )
     ranked = (
         f"""kw AS (
             SELECT m.id FROM (
@@ -98,9 +107,15 @@ def search_sql(
     )
     stats = ""
     if keyword:
-        stats = bm25_ctes(
-            T, docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
-            stats=f"s.ns = {ns}", tbl="e") + ","
+        stats = (
+            bm25_ctes(
+                T,
+                docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
+                stats=f"s.ns = {ns}",
+                tbl="e",
+            )
+            + ","
+        )
     keyword_score = KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"
     return sa.text(
         f"""
@@ -114,8 +129,7 @@ def search_sql(
             (:w_sem * semantic + :w_kw * keyword)
                 * power(GREATEST(decayed_score, 1e-6), :score_weight) AS final
         FROM (SELECT *, {keyword_score} AS keyword FROM ranked) fused
-        {"WHERE :w_sem * semantic + :w_kw * keyword >= :min_relevance"
-         if min_relevance else ""}
+        {"WHERE :w_sem * semantic + :w_kw * keyword >= :min_relevance" if min_relevance else ""}
         ORDER BY final DESC, id LIMIT :top_k
         """
     )

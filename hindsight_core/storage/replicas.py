@@ -58,8 +58,7 @@ REPLICA_STATE = sa.text(
     " END::float8 AS lag"
 )
 
-COUNTERS = ("replica", "primary", "waited", "skipped_down", "skipped_lag", "failed",
-            "no_replica")
+COUNTERS = ("replica", "primary", "waited", "skipped_down", "skipped_lag", "failed", "no_replica")
 _MAX_SESSIONS = 4096
 
 
@@ -81,10 +80,13 @@ def parse_urls(raw: str | None) -> list[str]:
                 f"HINDSIGHT_READ_DATABASE_URLS: {part.strip()!r} is not a valid URL: {exc}"
             ) from exc
         if parsed.get_backend_name() != "postgresql":
-            raise ConfigurationError("HINDSIGHT_READ_DATABASE_URLS must list PostgreSQL URLs, "
-                                     f"got {parsed.get_backend_name()!r}")
-        urls.append(parsed.set(drivername="postgresql+psycopg")
-                    .render_as_string(hide_password=False))
+            raise ConfigurationError(
+                "HINDSIGHT_READ_DATABASE_URLS must list PostgreSQL URLs, "
+                f"got {parsed.get_backend_name()!r}"
+            )
+        urls.append(
+            parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
+        )
     return urls
 
 
@@ -142,8 +144,7 @@ class ReadRouter:
     def __init__(self, settings: Any, urls: list[str]) -> None:
         self.settings = settings
         self.urls = urls
-        self._replicas = [_Replica(make_url(u).render_as_string(hide_password=True))
-                          for u in urls]
+        self._replicas = [_Replica(make_url(u).render_as_string(hide_password=True)) for u in urls]
         self._written: OrderedDict[str, int] = OrderedDict()  # session key -> LSN
         self._written_all = 0  # writes of no one namespace, and evicted sessions
         self._next = 0
@@ -200,16 +201,21 @@ class ReadRouter:
         replica.down_until = self.clock() + self.settings.replica_retry_interval
         replica.checked_at = float("-inf")
         self.count("skipped_down")
-        log.warning("read replica %s skipped for %.1f s (the next replica or the primary "
-                    "serves its reads): %s",
-                    replica.name, self.settings.replica_retry_interval, error)
+        log.warning(
+            "read replica %s skipped for %.1f s (the next replica or the primary "
+            "serves its reads): %s",
+            replica.name,
+            self.settings.replica_retry_interval,
+            error,
+        )
 
     def _seen(self, index: int, row: dict[str, Any]) -> None:
         replica = self._replicas[index]
         if not row["standby"]:  # another database, not a copy: never read there
             raise DatabaseUnavailableError(
                 f"{replica.name} is not a standby (pg_is_in_recovery() is false): remove it "
-                "from HINDSIGHT_READ_DATABASE_URLS")
+                "from HINDSIGHT_READ_DATABASE_URLS"
+            )
         replica.replay = int(row["replay"] or 0)
         replica.lag = float(row["lag"] or 0.0)
         replica.checked_at = self.clock()
@@ -239,8 +245,11 @@ class ReadRouter:
                 continue
             except DatabaseError as exc:
                 self.count("failed")
-                log.warning("a read failed on replica %s, the next replica or the primary "
-                            "serves it: %s", self._replicas[index].name, exc)
+                log.warning(
+                    "a read failed on replica %s, the next replica or the primary serves it: %s",
+                    self._replicas[index].name,
+                    exc,
+                )
                 continue
             self.count("replica")
             return result
@@ -257,9 +266,13 @@ class ReadRouter:
         self._seen(index, (yield Probe(index)))
         if replica.lag > settings.replica_max_lag:
             self.count("skipped_lag")
-            log.warning("read replica %s lags %.1f s (> replica_max_lag %.1f s): skipped, "
-                        "the next replica or the primary serves", replica.name, replica.lag,
-                        settings.replica_max_lag)
+            log.warning(
+                "read replica %s lags %.1f s (> replica_max_lag %.1f s): skipped, "
+                "the next replica or the primary serves",
+                replica.name,
+                replica.lag,
+                settings.replica_max_lag,
+            )
             raise _Skip
         if replica.replay >= need:
             return
@@ -269,10 +282,13 @@ class ReadRouter:
         while replica.replay < need:
             if self.clock() + pause > deadline:
                 self.count("skipped_lag")
-                log.warning("read replica %s had not replayed this session's last write "
-                            "within read_your_writes_timeout (%.3f s): skipped, the next "
-                            "replica or the primary serves",
-                            replica.name, settings.read_your_writes_timeout)
+                log.warning(
+                    "read replica %s had not replayed this session's last write "
+                    "within read_your_writes_timeout (%.3f s): skipped, the next "
+                    "replica or the primary serves",
+                    replica.name,
+                    settings.read_your_writes_timeout,
+                )
                 raise _Skip
             yield Pause(pause)
             pause = min(pause * 2, 0.02)

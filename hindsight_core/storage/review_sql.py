@@ -28,10 +28,10 @@ def near_pairs_sql(dim: int, neighbours: int = 5) -> sa.TextClause:
         )
         SELECT a.id AS a, n.id AS b, n.similarity
         FROM base a CROSS JOIN LATERAL (
-            SELECT e.id, 1 - ({vec(dim)} <=> {vec(dim, 'a.embedding')}) AS similarity
+            SELECT e.id, 1 - ({vec(dim)} <=> {vec(dim, "a.embedding")}) AS similarity
             FROM {T} e
             WHERE e.ns = :ns AND e.scene = :scene AND e.archived_at IS NULL AND e.id <> a.id
-            ORDER BY {ann(dim)} <=> {ann(dim, 'a.embedding')}
+            ORDER BY {ann(dim)} <=> {ann(dim, "a.embedding")}
             LIMIT {int(neighbours)}
         ) n
         WHERE n.similarity >= :threshold AND a.id < n.id

@@ -27,8 +27,10 @@ EXACT_SCAN_ALWAYS = 40
 def _few_enough(always: str, at_most: str, table: str) -> str:
     """SQL true when ``n`` rows are few enough to scan exactly: at most ``always``, or
     at most ``at_most`` and under ``EXACT_SCAN_SHARE`` of ``table``."""
-    return (f"(n <= {always} OR (n <= {at_most} AND n < {EXACT_SCAN_SHARE} * (SELECT "
-            f"c.reltuples FROM pg_class c WHERE c.oid = CAST('{table}' AS regclass))))")
+    return (
+        f"(n <= {always} OR (n <= {at_most} AND n < {EXACT_SCAN_SHARE} * (SELECT "
+        f"c.reltuples FROM pg_class c WHERE c.oid = CAST('{table}' AS regclass))))"
+    )
 
 
 def _gate(rows_sql: str, table: str) -> sa.TextClause:

@@ -59,8 +59,9 @@ class Float4Array:
         out = cls(())
         if dim:
             out.size = dim * len(arrays)
-            out.payload = (struct.pack(">iiiii", 1, 0, _FLOAT4_OID, out.size, 1)
-                           + b"".join(a.payload[20:] for a in arrays))
+            out.payload = struct.pack(">iiiii", 1, 0, _FLOAT4_OID, out.size, 1) + b"".join(
+                a.payload[20:] for a in arrays
+            )
         return out, dim
 
 

@@ -43,12 +43,16 @@ from hindsight_adapters.langgraph.reflection import reflection_node
 from hindsight_core import Memory, Settings
 from hindsight_core.reflection import LLM, ScriptedLLM
 
-TASK = ("Clean up the project directory: delete old dated files (logs, downloads, "
-        "temporary files) to free disk space, then run check_project.")
+TASK = (
+    "Clean up the project directory: delete old dated files (logs, downloads, "
+    "temporary files) to free disk space, then run check_project."
+)
 PACKAGE = "node-v20.11.0-2024-01-15.tar.gz"
 DATED = re.compile(r"\d{4}-\d{2}-\d{2}")
-SYSTEM = ("You are a careful file-cleanup agent. Use the tools; finish with a short "
-          "summary of what you deleted.")
+SYSTEM = (
+    "You are a careful file-cleanup agent. Use the tools; finish with a short "
+    "summary of what you deleted."
+)
 
 
 def make_project(root: Path) -> Path:
@@ -58,8 +62,9 @@ def make_project(root: Path) -> Path:
     (root / "download-2023-12-24.zip").write_text("old download\n")
     (root / "cache.tmp").write_text("tmp\n")
     (root / PACKAGE).write_text("pretend tarball\n")
-    (root / "package.json").write_text(json.dumps(
-        {"name": "demo", "dependencies": {"node": f"file:./{PACKAGE}"}}, indent=2))
+    (root / "package.json").write_text(
+        json.dumps({"name": "demo", "dependencies": {"node": f"file:./{PACKAGE}"}}, indent=2)
+    )
     return root
 
 
@@ -94,8 +99,9 @@ def make_tools(root: Path) -> list[BaseTool]:
         deps = json.loads((root / "package.json").read_text()).get("dependencies", {})
         for spec in deps.values():
             if spec.startswith("file:./") and not (root / spec[7:]).exists():
-                raise RuntimeError(f"build failed: dependency {spec[7:]} required by "
-                                   "package.json is missing")
+                raise RuntimeError(
+                    f"build failed: dependency {spec[7:]} required by package.json is missing"
+                )
         return "ok: the project builds"
 
     return [list_files, read_file, delete_file, check_project]
@@ -116,14 +122,21 @@ class ScriptedCleanupModel(BaseChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedCleanupModel:
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._next(messages))])
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
-        lessons = "\n".join(str(m.content) for m in messages if isinstance(m, SystemMessage)
-                            and str(m.content).startswith(MEMORY_HEADER))
+        lessons = "\n".join(
+            str(m.content)
+            for m in messages
+            if isinstance(m, SystemMessage) and str(m.content).startswith(MEMORY_HEADER)
+        )
         careful = "package.json" in lessons.lower()
         results = {m.name: str(m.content) for m in messages if isinstance(m, ToolMessage)}
         if "list_files" not in results:
@@ -132,14 +145,24 @@ class ScriptedCleanupModel(BaseChatModel):
             return _call("read_file", {"name": "package.json"})
         if "delete_file" not in results and "check_project" not in results:
             needed = results.get("read_file", "")
-            doomed = [f for f in results["list_files"].splitlines()
-                      if (DATED.search(f) or f.endswith(".tmp")) and f not in needed]
-            return AIMessage(content="Deleting old dated files.", tool_calls=[
-                {"name": "delete_file", "args": {"name": f}, "id": _id()} for f in doomed])
+            doomed = [
+                f
+                for f in results["list_files"].splitlines()
+                if (DATED.search(f) or f.endswith(".tmp")) and f not in needed
+            ]
+            return AIMessage(
+                content="Deleting old dated files.",
+                tool_calls=[
+                    {"name": "delete_file", "args": {"name": f}, "id": _id()} for f in doomed
+                ],
+            )
         if "check_project" not in results:
             return _call("check_project", {})
-        deleted = [str(m.content)[8:] for m in messages
-                   if isinstance(m, ToolMessage) and m.name == "delete_file"]
+        deleted = [
+            str(m.content)[8:]
+            for m in messages
+            if isinstance(m, ToolMessage) and m.name == "delete_file"
+        ]
         return AIMessage(content=f"Deleted {', '.join(deleted)}. Check: {results['check_project']}")
 
 
@@ -152,27 +175,39 @@ def _call(name: str, args: dict[str, Any]) -> AIMessage:
 
 
 # The distiller's answer when running offline (a real model writes its own).
-SCRIPTED_LESSON = json.dumps({"records": [{
-    "scene": "file-cleanup",
-    "trigger": "cleaning up old dated files in a project directory",
-    "action": f"deleted every dated file, including {PACKAGE}; check_project failed",
-    "outcome": "failure: a dependency package listed in package.json was deleted",
-    "lesson": "Check package.json before deleting packages",
-    "confidence": 0.9,
-    # The steps it draws on (the deletion and the failed check) and their words:
-    # the reflection screen drops a lesson that cites nothing in the run.
-    "steps": [8, 14],
-    "evidence": "dependency node-v20.11.0-2024-01-15.tar.gz required by package.json is missing",
-}]})
+SCRIPTED_LESSON = json.dumps(
+    {
+        "records": [
+            {
+                "scene": "file-cleanup",
+                "trigger": "cleaning up old dated files in a project directory",
+                "action": f"deleted every dated file, including {PACKAGE}; check_project failed",
+                "outcome": "failure: a dependency package listed in package.json was deleted",
+                "lesson": "Check package.json before deleting packages",
+                "confidence": 0.9,
+                # The steps it draws on (the deletion and the failed check) and their words:
+                # the reflection screen drops a lesson that cites nothing in the run.
+                "steps": [8, 14],
+                "evidence": (
+                    "dependency node-v20.11.0-2024-01-15.tar.gz required by package.json is missing"
+                ),
+            }
+        ]
+    }
+)
 
 
 class State(TypedDict):
     messages: Annotated[list[BaseMessage], add_messages]
 
 
-def build_graph(chat_model: BaseChatModel, tools: list[BaseTool], memory: Memory,
-                checkpointer: HindsightCheckpointer, reflection_llm: LLM | None
-                ) -> tuple[Any, Any]:
+def build_graph(
+    chat_model: BaseChatModel,
+    tools: list[BaseTool],
+    memory: Memory,
+    checkpointer: HindsightCheckpointer,
+    reflection_llm: LLM | None,
+) -> tuple[Any, Any]:
     """recall -> agent <-> tools -> reflect -> END; returns the graph and the reflect node."""
     model = chat_model.bind_tools(tools)
     reflect = reflection_node(memory, llm=reflection_llm, scene="file-cleanup")
@@ -207,13 +242,22 @@ def real_models() -> tuple[BaseChatModel, LLM] | None:
         print("langchain-openai is not installed; running offline")
         return None
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "none"
-    chat = ChatOpenAI(base_url=settings.llm_base_url, model=settings.llm_model or "",
-                      api_key=key, timeout=settings.llm_timeout)
+    chat = ChatOpenAI(
+        base_url=settings.llm_base_url,
+        model=settings.llm_model or "",
+        api_key=key,
+        timeout=settings.llm_timeout,
+    )
     return chat, LangChainLLM(chat)
 
 
-def run_once(memory: Memory, checkpointer: HindsightCheckpointer, root: Path,
-             chat_model: BaseChatModel, reflection_llm: LLM | None) -> dict[str, Any]:
+def run_once(
+    memory: Memory,
+    checkpointer: HindsightCheckpointer,
+    root: Path,
+    chat_model: BaseChatModel,
+    reflection_llm: LLM | None,
+) -> dict[str, Any]:
     """One run over a fresh project copy; waits for its reflection."""
     project = make_project(root)
     tools = make_tools(project)
@@ -226,26 +270,30 @@ def run_once(memory: Memory, checkpointer: HindsightCheckpointer, root: Path,
     return {
         "thread_id": config["configurable"]["thread_id"],
         "package_kept": (project / PACKAGE).exists(),
-        "check_failed": any(m.name == "check_project" and m.status == "error"
-                            for m in tool_msgs),
-        "lessons_in_prompt": any(isinstance(m, SystemMessage)
-                                 and str(m.content).startswith(MEMORY_HEADER)
-                                 for m in out["messages"]),
+        "check_failed": any(m.name == "check_project" and m.status == "error" for m in tool_msgs),
+        "lessons_in_prompt": any(
+            isinstance(m, SystemMessage) and str(m.content).startswith(MEMORY_HEADER)
+            for m in out["messages"]
+        ),
         "answer": str(out["messages"][-1].content),
         "lessons_written": [r["lesson"] for res in reflections for r in res.records],
         "dropped": [d for res in reflections for d in res.dropped],
     }
 
 
-def run_demo(memory: Memory, checkpointer: HindsightCheckpointer, workdir: Path, *,
-             chat_model: BaseChatModel | None = None,
-             reflection_llm: LLM | None = None) -> list[dict[str, Any]]:
+def run_demo(
+    memory: Memory,
+    checkpointer: HindsightCheckpointer,
+    workdir: Path,
+    *,
+    chat_model: BaseChatModel | None = None,
+    reflection_llm: LLM | None = None,
+) -> list[dict[str, Any]]:
     """Run 1 (learns the lesson) and run 2 (uses it). Offline unless models are given."""
     runs = []
     for i in (1, 2):
         model = chat_model or ScriptedCleanupModel()
-        llm = reflection_llm or ScriptedLLM([SCRIPTED_LESSON] if i == 1 else
-                                            ['{"records": []}'])
+        llm = reflection_llm or ScriptedLLM([SCRIPTED_LESSON] if i == 1 else ['{"records": []}'])
         runs.append(run_once(memory, checkpointer, workdir / f"run{i}", model, llm))
     return runs
 
@@ -254,8 +302,11 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the example's namespace and threads (default: dropped)")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the example's namespace and threads (default: dropped)",
+    )
     args = parser.parse_args(argv)
     # A fresh namespace per demo, so that run 1 starts without the lesson every time;
     # dropped at the end (with the runs' threads) so nothing is left in your store.
@@ -265,19 +316,18 @@ def main(argv: list[str] | None = None) -> None:
     runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp, HindsightCheckpointer(memory) as checkpointer:
         try:
-            runs = run_demo(memory, checkpointer, Path(tmp), chat_model=chat,
-                            reflection_llm=llm)
+            runs = run_demo(memory, checkpointer, Path(tmp), chat_model=chat, reflection_llm=llm)
             for i, run in enumerate(runs, start=1):
                 print(f"--- run {i} (thread {run['thread_id']})")
                 print(f"lessons in prompt: {run['lessons_in_prompt']}")
                 print(f"agent: {run['answer']}")
-                print(f"{PACKAGE} kept: {run['package_kept']}; "
-                      f"check failed: {run['check_failed']}")
+                print(f"{PACKAGE} kept: {run['package_kept']}; check failed: {run['check_failed']}")
                 for lesson in run["lessons_written"]:
                     print(f"lesson stored: {lesson}")
                 for dropped in run["dropped"]:
-                    print(f"lesson dropped: {dropped['record'].get('lesson')} "
-                          f"({dropped['reason']})")
+                    print(
+                        f"lesson dropped: {dropped['record'].get('lesson')} ({dropped['reason']})"
+                    )
         finally:
             if args.keep:
                 print(f"kept namespace {'/'.join(memory.namespace)}")

@@ -45,8 +45,11 @@ def list_files(folder: str) -> str:
 
 def scripted_reply(messages: list[ChatMessage]) -> ChatMessage | str:
     """The offline model: calls the tool once (agent), then acts on the lesson if it saw it."""
-    agent_turn = messages and messages[-1].role.value in ("user", "tool") and any(
-        "Use the tools" in (m.content or "") for m in messages if m.role.value == "system")
+    agent_turn = (
+        messages
+        and messages[-1].role.value in ("user", "tool")
+        and any("Use the tools" in (m.content or "") for m in messages if m.role.value == "system")
+    )
     if agent_turn and not any(m.role.value == "tool" for m in messages):
         return tool_call("list_files", folder="downloads")
     return CAREFUL if "Check the file extension" in prompt_text(messages) else CARELESS
@@ -59,15 +62,22 @@ def pick_chat_llm(settings: Settings) -> tuple[Any, bool]:
     try:
         from llama_index.llms.openai_like import OpenAILike
     except ImportError:
-        print("HINDSIGHT_LLM_* is set, but llama-index-llms-openai-like is not installed, so "
-              "the chat model stays scripted (offline). To chat with the real model:\n"
-              "    pip install llama-index-llms-openai-like\n"
-              "(reflection still uses the configured model through Hindsight's own client)")
+        print(
+            "HINDSIGHT_LLM_* is set, but llama-index-llms-openai-like is not installed, so "
+            "the chat model stays scripted (offline). To chat with the real model:\n"
+            "    pip install llama-index-llms-openai-like\n"
+            "(reflection still uses the configured model through Hindsight's own client)"
+        )
         return ScriptedChatLLM(scripted_reply), True
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "none"
-    llm = OpenAILike(model=settings.llm_model, api_base=settings.llm_base_url, api_key=key,
-                     is_chat_model=True, is_function_calling_model=True,
-                     timeout=settings.llm_timeout)
+    llm = OpenAILike(
+        model=settings.llm_model,
+        api_base=settings.llm_base_url,
+        api_key=key,
+        is_chat_model=True,
+        is_function_calling_model=True,
+        timeout=settings.llm_timeout,
+    )
     return llm, False
 
 
@@ -75,8 +85,9 @@ async def chat_engine_demo(memory: AsyncMemory, llm: Any) -> str:
     """SimpleChatEngine + LlamaIndex Memory with a HindsightMemoryBlock."""
     block = HindsightMemoryBlock(memory=memory)
     chat_memory = ChatMemory.from_defaults(memory_blocks=[block])
-    engine = SimpleChatEngine.from_defaults(llm=llm, memory=chat_memory,
-                                            system_prompt="You manage files for the user.")
+    engine = SimpleChatEngine.from_defaults(
+        llm=llm, memory=chat_memory, system_prompt="You manage files for the user."
+    )
     reply = await engine.achat("Please clean up my downloads folder.")
     print(f"[chat engine] lessons shown: {block.shown_ids}")
     print(f"[chat engine] {reply.response}")
@@ -86,8 +97,11 @@ async def chat_engine_demo(memory: AsyncMemory, llm: Any) -> str:
 
 async def agent_demo(memory: AsyncMemory, llm: Any, reflection_llm: Any) -> str:
     """FunctionAgent + HindsightMemory; then end the task and reflect on it."""
-    hmem = HindsightMemory(memory=memory, reflection_llm=reflection_llm,
-                           system_prompt="You manage files. Use the tools.")
+    hmem = HindsightMemory(
+        memory=memory,
+        reflection_llm=reflection_llm,
+        system_prompt="You manage files. Use the tools.",
+    )
     agent = FunctionAgent(tools=[FunctionTool.from_defaults(list_files)], llm=llm)
     try:
         result = await agent.run(user_msg="Clean up my downloads folder.", memory=hmem)
@@ -97,8 +111,10 @@ async def agent_demo(memory: AsyncMemory, llm: Any, reflection_llm: Any) -> str:
             await hmem.afeedback(lesson_id, helpful=True)
         reflection = await hmem.aend_task(outcome="success")
         lessons = [r["lesson"] for r in reflection.records] or "no new lesson"
-        print(f"[agent] reflection ({reflection.distiller}): "
-              f"{'skipped: ' + str(reflection.error) if reflection.skipped else lessons}")
+        print(
+            f"[agent] reflection ({reflection.distiller}): "
+            f"{'skipped: ' + str(reflection.error) if reflection.skipped else lessons}"
+        )
         return str(result.response.content)
     finally:
         await hmem.aclose()
@@ -106,14 +122,20 @@ async def agent_demo(memory: AsyncMemory, llm: Any, reflection_llm: Any) -> str:
 
 async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--namespace", default=None,
-                        help="e.g. examples/llamaindex, kept (default: a fresh one per run, "
-                        "dropped at the end)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the fresh namespace instead of dropping it")
+    parser.add_argument(
+        "--namespace",
+        default=None,
+        help="e.g. examples/llamaindex, kept (default: a fresh one per run, dropped at the end)",
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the fresh namespace instead of dropping it"
+    )
     args = parser.parse_args(argv)
-    namespace = tuple(args.namespace.split("/")) if args.namespace else (
-        "examples", "llamaindex-" + uuid.uuid4().hex[:8])
+    namespace = (
+        tuple(args.namespace.split("/"))
+        if args.namespace
+        else ("examples", "llamaindex-" + uuid.uuid4().hex[:8])
+    )
     drop = args.namespace is None and not args.keep  # nothing left in your store
     settings = Settings()
     llm, offline = pick_chat_llm(settings)
@@ -124,8 +146,10 @@ async def main(argv: list[str] | None = None) -> int:
         written = await memory.write(LESSON)
         print(f"stored lesson {written.id} ({written.status}) in {'/'.join(namespace)}")
         try:
-            answers = [await chat_engine_demo(memory, llm),
-                       await agent_demo(memory, llm, reflection_llm)]
+            answers = [
+                await chat_engine_demo(memory, llm),
+                await agent_demo(memory, llm, reflection_llm),
+            ]
         finally:
             if drop:
                 await memory.drop_namespace(namespace)

@@ -24,12 +24,16 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.execute("ALTER TABLE hindsight_experiences "
-               "ADD COLUMN IF NOT EXISTS also_scenes text[] NOT NULL DEFAULT '{}'")
+    op.execute(
+        "ALTER TABLE hindsight_experiences "
+        "ADD COLUMN IF NOT EXISTS also_scenes text[] NOT NULL DEFAULT '{}'"
+    )
     op.execute("ALTER TABLE hindsight_experiences ADD COLUMN IF NOT EXISTS embed_key text")
-    op.execute("CREATE INDEX IF NOT EXISTS hindsight_experiences_also_scenes "
-               "ON hindsight_experiences USING gin (also_scenes) WITH (fastupdate = off) "
-               "WHERE archived_at IS NULL")
+    op.execute(
+        "CREATE INDEX IF NOT EXISTS hindsight_experiences_also_scenes "
+        "ON hindsight_experiences USING gin (also_scenes) WITH (fastupdate = off) "
+        "WHERE archived_at IS NULL"
+    )
 
 
 def downgrade() -> None:

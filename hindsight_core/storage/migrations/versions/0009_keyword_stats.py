@@ -37,8 +37,10 @@ def _function(name: str, tbl: str, live: str, key: str) -> str:
     """The trigger function of one table; ``live`` says whether a row counts."""
     ins = f"SELECT ns, 1 AS docs, length(search_tsv) AS len FROM nt WHERE {live}"
     dele = f"SELECT ns, -1 AS docs, -length(search_tsv) AS len FROM ot WHERE {live}"
-    o_live, n_live = live.replace("archived_at", "o.archived_at"), live.replace(
-        "archived_at", "n.archived_at")
+    o_live, n_live = (
+        live.replace("archived_at", "o.archived_at"),
+        live.replace("archived_at", "n.archived_at"),
+    )
     upd = (
         f"SELECT n.ns, (CASE WHEN {n_live} THEN 1 ELSE 0 END)"
         f" - (CASE WHEN {o_live} THEN 1 ELSE 0 END) AS docs,"
@@ -65,8 +67,13 @@ END $$
 
 
 _TABLES = (
-    ("hindsight_experiences", "hindsight_experiences_kw_stats", "e", "archived_at IS NULL",
-     "ns, id"),
+    (
+        "hindsight_experiences",
+        "hindsight_experiences_kw_stats",
+        "e",
+        "archived_at IS NULL",
+        "ns, id",
+    ),
     ("hindsight_item_vectors", "hindsight_item_vectors_kw_stats", "i", "TRUE", "ns, key, field"),
 )
 
@@ -82,12 +89,19 @@ def upgrade() -> None:
         )""")
     for table, fn, tbl, live, key in _TABLES:
         op.execute(_function(fn, tbl, live, key))
-        for event, ref in (("INSERT", "NEW TABLE AS nt"), ("DELETE", "OLD TABLE AS ot"),
-                           ("UPDATE", "OLD TABLE AS ot NEW TABLE AS nt")):
-            op.execute(f"CREATE TRIGGER {fn}_{event.lower()} AFTER {event} ON {table} "
-                       f"REFERENCING {ref} FOR EACH STATEMENT EXECUTE FUNCTION {fn}()")
-        op.execute(f"CREATE TRIGGER {fn}_truncate AFTER TRUNCATE ON {table} "
-                   f"FOR EACH STATEMENT EXECUTE FUNCTION {fn}()")
+        for event, ref in (
+            ("INSERT", "NEW TABLE AS nt"),
+            ("DELETE", "OLD TABLE AS ot"),
+            ("UPDATE", "OLD TABLE AS ot NEW TABLE AS nt"),
+        ):
+            op.execute(
+                f"CREATE TRIGGER {fn}_{event.lower()} AFTER {event} ON {table} "
+                f"REFERENCING {ref} FOR EACH STATEMENT EXECUTE FUNCTION {fn}()"
+            )
+        op.execute(
+            f"CREATE TRIGGER {fn}_truncate AFTER TRUNCATE ON {table} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {fn}()"
+        )
         op.execute(f"""
             INSERT INTO hindsight_keyword_stats (tbl, ns, docs, total_len)
             SELECT '{tbl}', ns, count(*), COALESCE(sum(length(search_tsv)), 0)

@@ -20,10 +20,14 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.execute("ALTER TABLE hindsight_keyword_stats DROP CONSTRAINT hindsight_keyword_stats_pkey,"
-               " ADD CONSTRAINT hindsight_keyword_stats_pkey PRIMARY KEY (ns, tbl)")
+    op.execute(
+        "ALTER TABLE hindsight_keyword_stats DROP CONSTRAINT hindsight_keyword_stats_pkey,"
+        " ADD CONSTRAINT hindsight_keyword_stats_pkey PRIMARY KEY (ns, tbl)"
+    )
 
 
 def downgrade() -> None:
-    op.execute("ALTER TABLE hindsight_keyword_stats DROP CONSTRAINT hindsight_keyword_stats_pkey,"
-               " ADD CONSTRAINT hindsight_keyword_stats_pkey PRIMARY KEY (tbl, ns)")
+    op.execute(
+        "ALTER TABLE hindsight_keyword_stats DROP CONSTRAINT hindsight_keyword_stats_pkey,"
+        " ADD CONSTRAINT hindsight_keyword_stats_pkey PRIMARY KEY (tbl, ns)"
+    )
