@@ -14,9 +14,9 @@ import unicodedata
 from difflib import SequenceMatcher
 
 # CJK Unified Ideographs (+ Ext A), Hiragana, Katakana, Hangul syllables, CJK compat.
-_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{_CJK}]+")
-_CJK_CHAR = re.compile(f"[{_CJK}]")
+CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_RUN = re.compile(f"[{CJK_RANGES}]+")
+_CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 # Tiny stop list: only words so common that they would dominate keyword match.
 _STOP = frozenset(
@@ -141,7 +141,7 @@ _OPPOSITES = [
 ]
 _OPPOSITE_PAIRS = [(x, y, has_cjk(x)) for x, y in _OPPOSITES]
 # CJK function characters that rewording adds or drops without changing the meaning.
-_CJK_FUNCTION = frozenset(
+CJK_FUNCTION_CHARS = frozenset(
     "的了地得着过在时用使之先再把被将就都也而且与和及或是要需请到对并会能可以一个这那"
 )
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
@@ -157,7 +157,7 @@ def _content_units(text: str) -> set[str]:
     """Content words (Latin, stop words removed) and content characters (CJK)."""
     text = unicodedata.normalize("NFKC", text).lower()
     units = {w for w in _WORD.findall(_CJK_RUN.sub(" ", text)) if w not in _STOP}
-    units |= {ch for ch in text if _CJK_CHAR.match(ch) and ch not in _CJK_FUNCTION}
+    units |= {ch for ch in text if _CJK_CHAR.match(ch) and ch not in CJK_FUNCTION_CHARS}
     return units
 
 
@@ -177,7 +177,7 @@ _SYNONYMS = [
 _SYNONYM = {w: group[0] for group in _SYNONYMS for w in group}
 # Words that open a clause a rewording adds or drops ("When calling X, ..." / "With X, ...").
 _CLAUSE_WORDS = frozenset({"when", "while", "whenever", "during"})
-_UNIT = re.compile(f"[{_CJK}]|[^\\W_]+", re.UNICODE)  # one CJK character or one word
+_UNIT = re.compile(f"[{CJK_RANGES}]|[^\\W_]+", re.UNICODE)  # one CJK character or one word
 
 
 def _unit_sequence(text: str) -> list[str]:
@@ -188,7 +188,7 @@ def _unit_sequence(text: str) -> list[str]:
     for m in _UNIT.finditer(text):
         unit = m.group()
         if _CJK_CHAR.match(unit):
-            if unit not in _CJK_FUNCTION:
+            if unit not in CJK_FUNCTION_CHARS:
                 out.append(unit)
         elif unit not in _STOP and unit not in _CLAUSE_WORDS:
             unit = (

@@ -27,9 +27,8 @@ from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
 from .inspection import AsyncInspectMethods
-from .lifecycle import LifecycleFlows, Progress
+from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
 from .results import RecallResult, degraded
-from .sync import _read_lines, _write_lines
 from .write_flows import RecordFlows, RecordInput
 
 
@@ -288,7 +287,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         all_namespaces: bool = False,
     ) -> int:
         records = await self.run_flow(self._export_flow(namespace, all_namespaces))
-        return _write_lines(target, records)
+        return write_export(target, records)
 
     async def import_records(
         self,
@@ -298,7 +297,9 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         return await self._run_write(
-            self._import_flow(_read_lines(source), skip_invalid=skip_invalid, progress=progress),
+            self._import_flow(
+                read_import_lines(source), skip_invalid=skip_invalid, progress=progress
+            ),
             None,
         )
 

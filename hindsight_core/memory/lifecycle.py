@@ -6,7 +6,8 @@ import json
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import pydantic
 from pydantic import Field
@@ -300,3 +301,22 @@ def _import_params(r: ExportedRecord, vector: dict[str, Any], now: datetime) -> 
         merged_from=r.merged_from,
         also_scenes=[s for s in dict.fromkeys(r.scenes) if s != r.scene],
     )
+
+
+def write_export(target: str | Path | IO[str], records: list[Experience]) -> int:
+    """Write ``records`` as export lines (JSON Lines) to a path or an open text file;
+    returns how many (shared by ``Memory.export`` and ``AsyncMemory.export``)."""
+    if isinstance(target, str | Path):
+        with open(target, "w", encoding="utf-8") as fh:
+            return write_export(fh, records)
+    for record in records:
+        target.write(export_line(record) + "\n")
+    return len(records)
+
+
+def read_import_lines(source: str | Path | Iterable[str]) -> list[str]:
+    """The lines of an import: from a path, or any iterable of strings as given."""
+    if isinstance(source, str | Path):
+        with open(source, encoding="utf-8") as fh:
+            return fh.read().splitlines()
+    return list(source)

@@ -28,7 +28,7 @@ from ..runtime.routing import ReplicaReads, write_lsn_flow
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
 from .inspection import InspectMethods
-from .lifecycle import LifecycleFlows, Progress, export_line
+from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
 from .results import RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput
 
@@ -354,7 +354,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     ) -> int:
         """Write records (archived too) as JSON lines; returns how many."""
         records = self.run_flow(self._export_flow(namespace, all_namespaces))
-        return _write_lines(target, records)
+        return write_export(target, records)
 
     def import_records(
         self,
@@ -376,7 +376,9 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             ``skipped_lines`` (their numbers).
         """
         return self._run_write(
-            self._import_flow(_read_lines(source), skip_invalid=skip_invalid, progress=progress),
+            self._import_flow(
+                read_import_lines(source), skip_invalid=skip_invalid, progress=progress
+            ),
             None,
         )
 
@@ -385,19 +387,3 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         model or from other text (``force``: every record), record the model and build
         the index. Returns how many were re-embedded and skipped."""
         return self._run_write(self._reindex_flow(progress, force), None)
-
-
-def _write_lines(target: str | Path | IO[str], records: list[Experience]) -> int:
-    if isinstance(target, str | Path):
-        with open(target, "w", encoding="utf-8") as fh:
-            return _write_lines(fh, records)
-    for record in records:
-        target.write(export_line(record) + "\n")
-    return len(records)
-
-
-def _read_lines(source: str | Path | Iterable[str]) -> list[str]:
-    if isinstance(source, str | Path):
-        with open(source, encoding="utf-8") as fh:
-            return fh.read().splitlines()
-    return list(source)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from functools import lru_cache
 
-from ..text import _CJK, _CJK_FUNCTION, cjk_share, is_cjk_text, tokens
+from ..text import CJK_FUNCTION_CHARS, CJK_RANGES, cjk_share, is_cjk_text, tokens
 from .trajectory import Step, Trajectory
 
 # Words every lesson may use: sharing only these with a step grounds nothing.
@@ -75,11 +75,11 @@ def _stem(word: str) -> str:
 def _generic() -> frozenset[str]:
     cjk_chars = {ch for word in _GENERIC_CJK for ch in word}
     return frozenset(
-        {_stem(w) for w in _GENERIC_WORDS} | set(_GENERIC_CJK) | cjk_chars | _CJK_FUNCTION
+        {_stem(w) for w in _GENERIC_WORDS} | set(_GENERIC_CJK) | cjk_chars | CJK_FUNCTION_CHARS
     )
 
 
-_IDENTIFIER = re.compile(f"[^\\s,;:()\\[\\]{{}}\"'`，。；：！？、（）{_CJK}]+")
+_IDENTIFIER = re.compile(f"[^\\s,;:()\\[\\]{{}}\"'`，。；：！？、（）{CJK_RANGES}]+")
 _JOINER = re.compile(r"[-_./%=@]")
 
 

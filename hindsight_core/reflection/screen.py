@@ -28,8 +28,7 @@ from typing import Any
 from ..errors import ValidationError
 from ..models import parse_experience
 from ..settings import Settings
-from ..text import _CJK as CJK_RANGES
-from ..text import merge_veto
+from ..text import CJK_RANGES, merge_veto
 from .evidence import (
     Run,
     affirmed_units,
@@ -47,7 +46,7 @@ from .trajectory import Trajectory
 
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+|\n+|[\"“”]")
 _STEP_NUMBER = re.compile(r"\d+")
-_CJK = re.compile(f"[{CJK_RANGES}]")
+_CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
 _LATIN_WORD = re.compile(r"[A-Za-z]+")
 
 
@@ -103,8 +102,8 @@ def _run_names(trajectory: Trajectory) -> set[str]:
 def cjk_weight(text: str) -> float:
     """CJK characters over CJK characters plus Latin words: an identifier such as
     ``package-lock.json`` weighs like one Chinese word, not like its 16 letters."""
-    cjk = len(_CJK.findall(text))
-    latin = len(_LATIN_WORD.findall(_CJK.sub(" ", text)))
+    cjk = len(_CJK_CHAR.findall(text))
+    latin = len(_LATIN_WORD.findall(_CJK_CHAR.sub(" ", text)))
     return cjk / (cjk + latin) if cjk + latin else 0.0
 
 
@@ -159,7 +158,7 @@ def _lead(lesson: str) -> set[str]:
     """The units of the lesson's opening verb, in an imperative ("Delete ...", "删除...");
     none for "删除前..." (before deleting) or an opening generic word ("Check ...")."""
     text = lesson.strip()
-    if _CJK.match(text):
+    if _CJK_CHAR.match(text):
         return set() if text[2:3] in ("前", "后", "时", "之") else units(text[:2])
     words = re.findall(r"[\w'-]+", text)
     while words and words[0].lower() in ("always", "please", "just"):
