@@ -317,21 +317,36 @@ def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) 
     return cp
 
 
+def _terminate_idle_checkpoint_connections(database_url: str) -> int:
+    """End, server-side, the idle connections whose last statement wrote a checkpoint
+    (the checkpointer's warm ones, seen from outside); returns how many."""
+    import sqlalchemy as sa
+
+    admin = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            return len(
+                conn.execute(
+                    sa.text(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                        " AND state = 'idle' AND query ILIKE '%hindsight_checkpoint%'"
+                    )
+                ).all()
+            )
+    finally:
+        admin.dispose()
+
+
 def test_warm_connection_recovers_after_server_side_disconnect(
     saver: HindsightCheckpointer, database_url: str
 ) -> None:
-    import sqlalchemy as sa
 
     config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
     saver.put(config, _checkpoint({"x": 1}), {"source": "input", "step": -1}, {})
-    backends = saver.checkpoints
-    assert backends._warm, "a recently used connection is kept warm"
-    warm_pids = {c.connection.driver_connection.info.backend_pid for _, c in backends._warm}
-    admin = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        for pid in warm_pids:
-            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-    admin.dispose()
+    assert _terminate_idle_checkpoint_connections(database_url), (
+        "a recently used connection is kept warm"
+    )
     # The broken warm connection is dropped and the call retried on a fresh one.
     assert saver.get_tuple(config).checkpoint["channel_values"] == {"x": 1}
 
@@ -389,17 +404,9 @@ async def test_async_warm_connection_keeps_its_cursor_without_rows(
 async def test_async_warm_connection_recovers(
     asaver: HindsightCheckpointer, database_url: str
 ) -> None:
-    import sqlalchemy as sa
 
     config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
     await asaver.aput(config, _checkpoint({"x": 2}), {"source": "input", "step": -1}, {})
-    warm = asaver._backends.aio._warm
-    assert warm
-    pids = {c.sync_connection.connection.driver_connection.info.backend_pid for _, c in warm}
-    admin = sa.create_engine(database_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        for pid in pids:
-            conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
-    admin.dispose()
+    assert _terminate_idle_checkpoint_connections(database_url), "kept warm"
     tup = await asaver.aget_tuple(config)
     assert tup is not None and tup.checkpoint["channel_values"] == {"x": 2}

@@ -119,11 +119,6 @@ class _Base:
     _migrated: bool
     _pool: Connections | AsyncConnections | None = None
 
-    @property
-    def _warm(self) -> list[tuple[float, Any]]:
-        """The warm connections (``(last used, connection)``), for tests."""
-        return [(used, conn) for used, conn, _ in self._pool._warm] if self._pool else []
-
     def _ready(self) -> Flow[None]:
         if not self._migrated:
             yield Migrate()
