@@ -9,7 +9,7 @@ any ISO 8601 form are normalised to UTC. Every failure becomes a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -98,16 +98,6 @@ def to_utc(value: datetime) -> datetime:
     if value.tzinfo is None:
         return value.replace(tzinfo=UTC)
     return value.astimezone(UTC)
-
-
-def parse_id(value: object, *, field: str = "id") -> uuid.UUID:
-    """Parse a record id (UUID, as object or string) or raise naming the field."""
-    if isinstance(value, uuid.UUID):
-        return value
-    try:
-        return uuid.UUID(str(value).strip())
-    except (ValueError, AttributeError, TypeError):
-        raise ValidationError(f"{field} is not a valid record id: {value!r}", field=field) from None
 
 
 def raise_validation(exc: pydantic.ValidationError, *, prefix: str = "") -> ValidationError:
@@ -377,38 +367,6 @@ class ItemHit(BaseModel):
     item: Item
     score: float | None
     breakdown: ScoreBreakdown | None = None
-
-
-MAX_OFFSET = 2**53
-"""Paging past this (an offset no store reaches) is refused rather than sent to
-PostgreSQL, where a bigint overflow would read as a database failure."""
-
-
-def check_int(value: object, field: str, low: int, high: int) -> int:
-    """A whole number from ``low`` to ``high`` (not a bool, not a string)."""
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ValidationError(
-            f"{field} must be an integer from {low} to {high}, got {value!r}", field=field
-        )
-    return value
-
-
-def check_page(
-    limit: object, offset: object, *, min_limit: int = 1, max_limit: int = 10_000
-) -> tuple[int, int]:
-    """The one paging check of every surface: ``limit`` and ``offset`` (at most
-    :data:`MAX_OFFSET`)."""
-    return check_int(limit, "limit", min_limit, max_limit), check_int(
-        offset, "offset", 0, MAX_OFFSET
-    )
-
-
-def unique_ids(ids: Iterable[object], field: str = "ids") -> list[uuid.UUID]:
-    """Parse a list of ids, keeping order and dropping repeats."""
-    out: dict[uuid.UUID, None] = {}
-    for i, value in enumerate(ids):
-        out.setdefault(parse_id(value, field=f"{field}[{i}]"), None)
-    return list(out)
 
 
 def now_utc() -> datetime:

@@ -15,7 +15,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from hindsight_core import AsyncMemory, reflection
-from hindsight_core.models import Namespace, parse_id
+from hindsight_core.arguments import parse_id
+from hindsight_core.models import Namespace
 
 from ._models import ReflectOutcome, ReviewOutcome, TrajectoryIn, WriteOutcome
 

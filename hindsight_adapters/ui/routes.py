@@ -14,8 +14,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from hindsight_core.arguments import MAX_OFFSET, check_int, parse_id
 from hindsight_core.errors import NotFoundError, ValidationError
-from hindsight_core.models import MAX_OFFSET, Experience, Namespace, check_int, parse_id
+from hindsight_core.models import Experience, Namespace
 
 from .auth import COOKIE, safe_next, same_token, session_value, token_ok
 from .charts import activity_chart, decay_chart, utc_today

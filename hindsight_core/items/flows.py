@@ -22,6 +22,7 @@ from ..runtime.scan import ScanChoice
 from ..runtime.terms import CommonTerms
 from ..storage import experiences_sql as eq
 from ..storage import fulltext_sql as fts
+from ..storage import items_search_sql as qs
 from ..storage import items_sql as q
 from ..storage import scan_sql
 from ..storage.items_filters_sql import filter_params
@@ -191,14 +192,14 @@ class ItemFlows:
             "limit": op.limit,
             "offset": op.offset,
             "now": now,
-            **q.prefix_params(ns_key(prefix)),
+            **qs.prefix_params(ns_key(prefix)),
             **filter_params(spec_f, values),
         }
         if op.limit == 0:
             return []
         if qvec is None or self.index is None:
             rows = yield from Sql(
-                q.list_sql(len(prefix), spec_f, self.omit_expired), params, autocommit=ac
+                qs.list_sql(len(prefix), spec_f, self.omit_expired), params, autocommit=ac
             )
             return [
                 (
@@ -214,7 +215,7 @@ class ItemFlows:
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
             rows = yield from Sql(
-                q.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
+                qs.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
                 params,
                 autocommit=ac,
             )
@@ -248,10 +249,10 @@ class ItemFlows:
         exact = yield from self._scan_choice.flow(
             ns_key(prefix),
             scan_sql.items_exact_scan_sql(len(prefix)),
-            q.prefix_params(ns_key(prefix)),
+            qs.prefix_params(ns_key(prefix)),
             ac,
         )
-        stmt = q.hybrid_search_sql(
+        stmt = qs.hybrid_search_sql(
             spec,
             len(prefix),
             spec_f,
@@ -296,11 +297,11 @@ class ItemFlows:
             "offset": op.offset,
             "now": now,
             "sep": NS_SEPARATOR,
-            **q.namespace_range(conditions),
+            **qs.namespace_range(conditions),
         }
         for i, (kind, labels) in enumerate(conditions):
             params[f"re{i}"] = namespace_pattern(labels, kind)
-        stmt = q.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired)
+        stmt = qs.list_namespaces_sql(len(conditions), op.max_depth, self.omit_expired)
         rows = yield from Sql(stmt, params, autocommit=ac)
         return [ns_from_key(r["ns"]) for r in rows]
 

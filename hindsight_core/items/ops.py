@@ -15,9 +15,10 @@ from decimal import Decimal
 from enum import Enum
 from typing import Any, Literal
 
-from .. import models
+from .. import arguments
+from ..arguments import MAX_OFFSET
 from ..errors import ValidationError
-from ..models import MAX_OFFSET, NS_SEPARATOR, Namespace
+from ..models import NS_SEPARATOR, Namespace
 from ..storage.items_sql import Distance, IndexKind, VectorSpec, VectorType
 
 Ranking = Literal["vector", "hybrid"]
@@ -139,7 +140,7 @@ def check_namespace(
 
 def check_page(limit: object, offset: object) -> tuple[int, int]:
     """An item search's or listing's paging: a ``limit`` of 0 is allowed (nothing)."""
-    return models.check_page(limit, offset, min_limit=0, max_limit=MAX_OFFSET)
+    return arguments.check_page(limit, offset, min_limit=0, max_limit=MAX_OFFSET)
 
 
 def check_ttl(ttl: object) -> float | None:

@@ -8,8 +8,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..arguments import parse_id
 from ..errors import NotFoundError, ValidationError
-from ..models import Experience, Namespace, parse_id
+from ..models import Experience, Namespace
 from ..runtime.flow import Embed, Flow, Sql
 from ..storage import batch_sql
 from ..storage import experiences_sql as q

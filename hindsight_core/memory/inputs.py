@@ -9,8 +9,9 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..arguments import MAX_OFFSET, check_page
 from ..errors import ValidationError
-from ..models import MAX_OFFSET, ExperienceIn, check_page, parse_experience
+from ..models import ExperienceIn, parse_experience
 from ..settings import Settings
 from ..storage import experiences_sql as q
 

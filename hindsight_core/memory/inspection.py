@@ -14,16 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..arguments import check_int, parse_id
 from ..errors import NotFoundError, ValidationError
-from ..models import (
-    Namespace,
-    check_int,
-    ns_from_key,
-    ns_key,
-    parse_id,
-    show_namespace,
-    validate_namespace,
-)
+from ..models import Namespace, ns_from_key, ns_key, show_namespace, validate_namespace
 from ..runtime.flow import Flow, R, Sql
 from ..storage import inspect_sql as iq
 from .base import MemoryBase

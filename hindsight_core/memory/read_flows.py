@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..arguments import parse_id
 from ..embeddings.profiles import covers
 from ..errors import NotFoundError, ValidationError
-from ..models import Experience, Namespace, SearchHit, parse_id, show_namespace
+from ..models import Experience, Namespace, SearchHit, show_namespace
 from ..runtime.flow import Flow, Sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts

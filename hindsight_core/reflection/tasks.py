@@ -18,8 +18,9 @@ from typing import Any
 
 import pydantic
 
+from ..arguments import parse_id, unique_ids
 from ..errors import NotFoundError, ValidationError
-from ..models import Namespace, parse_id, unique_ids
+from ..models import Namespace
 from ..runtime.flow import Flow, Sql
 from ..runtime.host import AsyncFlowHost, FlowContext, FlowHost
 from ..storage import tasks_sql as t

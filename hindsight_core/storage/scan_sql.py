@@ -17,7 +17,8 @@ from functools import lru_cache
 import sqlalchemy as sa
 
 from .experiences_sql import DEDUP_EF_SEARCH, T, scene_condition
-from .items_sql import V, prefix_condition
+from .items_search_sql import prefix_condition
+from .items_sql import V
 
 EXACT_SCAN_MAX = 2000
 EXACT_SCAN_SHARE = 0.2
