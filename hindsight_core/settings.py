@@ -14,6 +14,8 @@ import platformdirs
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .errors import ConfigurationError
+
 
 def _default_home() -> Path:
     return Path(platformdirs.user_data_dir("hindsight", appauthor=False))
@@ -107,6 +109,12 @@ class Settings(BaseSettings):
         "keyword weight is scaled by 1 - it, so that a keyword match weighs as much "
         "against the model's spread of cosines as with any model. Unset: the model's "
         "(0; 0.7 for e5 models, whose cosines lie in 0.7-1.0).",
+    )
+    embedding_fields: str | None = Field(
+        default=None,
+        description="The record fields embedded for a record, in order: a comma-separated "
+        "list of lesson, trigger, scene, action, outcome. Unset: the model's (lesson,trigger; "
+        "every field for multilingual e5 models). Run `hindsight reindex` after a change.",
     )
     embedding_base_url: str | None = None
     embedding_api_key: SecretStr | None = None
@@ -217,6 +225,18 @@ class Settings(BaseSettings):
     def _check_languages(cls, value: str | None) -> str | None:
         if value is not None and not {p.strip() for p in value.split(",")} - {""}:
             raise ValueError("give ISO codes such as 'en' or 'zh,en', or '*' for any language")
+        return value
+
+    @field_validator("embedding_fields")
+    @classmethod
+    def _check_fields(cls, value: str | None) -> str | None:
+        if value is not None:
+            from .embeddings.profiles import parse_fields  # lazily: the package loads numpy
+
+            try:
+                parse_fields(value)
+            except ConfigurationError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("home", mode="before")

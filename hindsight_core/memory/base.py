@@ -25,7 +25,7 @@ from ..embeddings import (
     ensure_embedder,
     profile_for,
 )
-from ..embeddings.profiles import covers, keyword_weight
+from ..embeddings.profiles import covers, document_fields, keyword_weight
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -123,6 +123,12 @@ class MemoryBase:
         return (
             float(own) if own is not None else profile_for(self.embedder.model_name).dedup_threshold
         )
+
+    @property
+    def document_fields(self) -> tuple[str, ...]:
+        """The record fields embedded for a record (``inputs.embedding_text``): the
+        ``embedding_fields`` setting when given, else the model profile's."""
+        return document_fields(self.settings, self.embedder)
 
     @property
     def keyword_weight(self) -> float:

@@ -121,7 +121,7 @@ class CurationFlows(RecallFlows):
         merged = {k: getattr(current, k) for k in allowed} | dict(changes)
         (rec,) = validate_records([merged], self.settings)
         self._warn_language([rec.lesson])
-        text = embedding_text(rec)
+        text = embedding_text(rec, self.document_fields)
         (vector,) = yield from Embed([text])
         now = self.now()
         yield Sql(
@@ -170,7 +170,7 @@ class CurationFlows(RecallFlows):
             raise NotFoundError(
                 f"cannot merge: no live record {', '.join(missing)} in namespace {self._show(ns)}"
             )
-        text = embedding_text(rec)
+        text = embedding_text(rec, self.document_fields)
         (vector,) = yield from Embed([text])
         new_id = self._new_id()
         # The general lesson belongs to every scene its sources belonged to.

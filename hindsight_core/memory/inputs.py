@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ..arguments import MAX_OFFSET, check_page
+from ..embeddings.profiles import LESSON_AND_TRIGGER
 from ..errors import ValidationError
 from ..models import ExperienceIn, parse_experience
 from ..settings import Settings
@@ -19,20 +21,32 @@ MAX_QUERY_CHARS = 10_000
 MAX_TOP_K = 100
 MAX_BATCH = 10_000
 RecordInput = ExperienceIn | Mapping[str, Any]
+DEFAULT_SCENE = ExperienceIn.model_fields["scene"].default
 
 
-def embedding_text(record: ExperienceIn | Mapping[str, Any]) -> str:
-    """What is embedded for a record: the lesson (without closing punctuation, which
-    moves a short sentence's vector a lot), then its trigger.
+def embedding_text(
+    record: ExperienceIn | Mapping[str, Any], fields: Sequence[str] = LESSON_AND_TRIGGER
+) -> str:
+    """What is embedded for a record: its ``fields`` one per line, in that order (the
+    model profile's ``document_fields``: lesson and trigger by default). The lesson
+    without closing punctuation, which moves a short sentence's vector a lot; empty
+    fields and the default scene (``general``, which says nothing) are left out.
 
     The one place that says it: writes, edits, merges, imports and ``reindex`` (which
     reads stored rows, hence the mapping) all embed this text.
     """
-    if isinstance(record, Mapping):
-        lesson, trigger = record["lesson"], record["trigger"]
-    else:
-        lesson, trigger = record.lesson, record.trigger
-    return f"{lesson.rstrip(' .。!！;；')}\n{trigger}"
+    # A mapping lacking a field is a KeyError, not a silently shorter text.
+    get = record.__getitem__ if isinstance(record, Mapping) else partial(getattr, record)
+    parts = []
+    for name in fields:
+        value = get(name) or ""
+        if name == "lesson":
+            value = value.rstrip(" .。!！;；")
+        elif name == "scene" and value == DEFAULT_SCENE:
+            continue
+        if value:
+            parts.append(value)
+    return "\n".join(parts)
 
 
 def embed_key(model: str, dim: int, text: str) -> str:

@@ -205,7 +205,7 @@ class LifecycleFlows(MemoryBase):
             new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
             existing += len(batch) - len(new)
             if new:
-                texts = [embedding_text(r) for r in new]
+                texts = [embedding_text(r, self.document_fields) for r in new]
                 vectors = yield from Embed(texts)
                 params = [
                     _import_params(r, self._vector_fields(t, v), now)
@@ -256,7 +256,8 @@ class LifecycleFlows(MemoryBase):
             rows = yield from Sql(q.REINDEX_BATCH, {**cursor, "limit": REINDEX_BATCH})
             if not rows:
                 break
-            texts = {i: embedding_text(r) for i, r in enumerate(rows)}
+            fields = self.document_fields
+            texts = {i: embedding_text(r, fields) for i, r in enumerate(rows)}
             stale = [
                 i for i, t in texts.items() if force or rows[i]["embed_key"] != self._embed_key(t)
             ]

@@ -117,7 +117,7 @@ class WriteFlows(MemoryBase):
             return []
         yield from self.ready_flow()
         self._warn_language([p.lesson for p in parsed])
-        texts = [embedding_text(p) for p in parsed]
+        texts = [embedding_text(p, self.document_fields) for p in parsed]
         vectors = yield from Embed(texts)
         now = self.now()
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})

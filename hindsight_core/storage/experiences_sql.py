@@ -274,7 +274,8 @@ SET_META = sa.text(
 LOCK_META = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:meta', 0))")
 
 REINDEX_BATCH = sa.text(
-    f"SELECT ns, id, trigger, lesson, embed_key FROM {T} WHERE (ns, id) > (:ns, :id) "
+    f"SELECT ns, id, scene, trigger, action, outcome, lesson, embed_key FROM {T} "
+    "WHERE (ns, id) > (:ns, :id) "
     "ORDER BY ns, id LIMIT :limit"
 )
 REINDEX_UPDATE = sa.text(

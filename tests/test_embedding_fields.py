@@ -1,0 +1,132 @@
+"""Which record fields are embedded: one function, chosen per model profile.
+
+Multilingual e5 models embed the whole record (lesson, trigger, scene, action,
+outcome); every other model lesson and trigger, as before. ``HINDSIGHT_EMBEDDING_FIELDS``
+overrides the profile; writes, edits and reindex all embed the same text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pydantic
+import pytest
+
+from hindsight_core import Memory, Settings
+from hindsight_core.embeddings import CallableEmbedder, profile_for, profile_from_settings
+from hindsight_core.embeddings.profiles import RECORD_FIELDS, document_fields, parse_fields
+from hindsight_core.errors import ConfigurationError
+from hindsight_core.memory.inputs import embedding_text
+from hindsight_core.models import ExperienceIn
+
+RECORD = {
+    "scene": "数据抓取",
+    "trigger": "抓取网站数据之前",
+    "action": "直接并发抓取整个站点",
+    "outcome": "失败：IP 被封禁",
+    "lesson": "先读取 robots 协议，遵守抓取频率限制。",
+}
+LESSON_AND_TRIGGER = "先读取 robots 协议，遵守抓取频率限制\n抓取网站数据之前"
+ALL = LESSON_AND_TRIGGER + "\n数据抓取\n直接并发抓取整个站点\n失败：IP 被封禁"
+
+
+# ---------------------------------------------------------------------- DB-free
+
+
+def test_profiles_choose_the_fields() -> None:
+    for name in (
+        "intfloat/multilingual-e5-small",
+        "multilingual-e5-small-q4",
+        "multilingual-e5-base",
+    ):
+        assert profile_for(name).document_fields == RECORD_FIELDS
+    # models whose cosine is the dedup test keep lesson and trigger
+    for name in ("all-MiniLM-L6-v2", "intfloat/e5-small-v2", "bge-m3", "text-embedding-3-small"):
+        assert profile_for(name).document_fields == ("lesson", "trigger")
+
+
+def test_embedding_text_follows_the_fields() -> None:
+    rec = ExperienceIn.model_validate(RECORD)
+    # the default text is the one stored before fields were configurable (same embed keys)
+    assert embedding_text(rec) == LESSON_AND_TRIGGER
+    assert embedding_text(rec, RECORD_FIELDS) == ALL
+    assert embedding_text(dict(RECORD), RECORD_FIELDS) == ALL  # a stored row: the same
+    assert (
+        embedding_text(rec, ("trigger", "lesson"))
+        == "抓取网站数据之前\n先读取 robots 协议，遵守抓取频率限制"
+    )
+    # empty fields and the default scene add nothing
+    bare = ExperienceIn(trigger="t", lesson="l.")
+    assert embedding_text(bare, RECORD_FIELDS) == "l\nt"
+    with pytest.raises(KeyError):  # a row read without a field is an error, not a shorter text
+        embedding_text({"lesson": "l", "trigger": "t"}, RECORD_FIELDS)
+
+
+def test_the_setting_overrides_and_is_checked() -> None:
+    assert parse_fields(" Lesson, scene ,lesson") == ("lesson", "scene")
+    for bad in ("", " , ", "lesson,confidence"):
+        with pytest.raises(ConfigurationError, match="embedding_fields"):
+            parse_fields(bad)
+    with pytest.raises(pydantic.ValidationError, match="embedding_fields.*'confidence'"):
+        Settings(embedding_fields="lesson,confidence")
+    given = Settings(embedding_fields="lesson,trigger,scene")
+    e5 = profile_from_settings(given, "multilingual-e5-small")
+    assert e5.document_fields == ("lesson", "trigger", "scene")
+    assert e5.query_prefix == "query: "  # the rest of the profile stays
+    # an embedder without a profile: its model name's, unless the setting says otherwise
+    fn = CallableEmbedder(
+        lambda t: [[1.0, 0.0]] * len(t), model_name="multilingual-e5-small", dim=2
+    )
+    assert document_fields(Settings(), fn) == RECORD_FIELDS
+    assert document_fields(given, fn) == ("lesson", "trigger", "scene")
+
+
+# ---------------------------------------------------------------------- through Memory
+
+
+class Recording:
+    """The real local model under another name; records every documents' batch."""
+
+    def __init__(self, inner: Any, model_name: str) -> None:
+        self.inner, self.model_name, self.dim = inner, model_name, inner.dim
+        self.languages: frozenset[str] | None = None
+        self.documents: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        self.documents.append(list(texts))
+        return self.inner.embed_documents(texts)  # type: ignore[no-any-return]
+
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.inner.embed_queries(texts)  # type: ignore[no-any-return]
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    async def aembed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_queries(texts)
+
+
+def test_an_e5_model_embeds_the_whole_record_on_write_and_edit(
+    fresh_db: str, embedder: Any
+) -> None:
+    rec = Recording(embedder, "multilingual-e5-small")
+    with Memory(("t",), settings=Settings(database_url=fresh_db), embedder=rec) as mem:
+        first = mem.write(RECORD)
+        assert rec.documents == [[ALL]]
+        mem.edit(first.id, action="每秒一个请求")
+        assert rec.documents[-1] == [ALL.replace("直接并发抓取整个站点", "每秒一个请求")]
+        assert mem.reindex().reembedded == 0  # what edit stored is today's text
+
+
+def test_changing_the_fields_makes_reindex_re_embed(fresh_db: str, embedder: Any) -> None:
+    url = Settings(database_url=fresh_db)
+    with Memory(("t",), settings=url, embedder=embedder) as mem:
+        mem.write_many([RECORD, {**RECORD, "lesson": "抓取前先看网站条款", "trigger": "x"}])
+        assert mem.reindex().reembedded == 0
+    every = url.model_copy(update={"embedding_fields": ",".join(RECORD_FIELDS)})
+    rec = Recording(embedder, embedder.model_name)
+    with Memory(("t",), settings=every, embedder=rec) as mem:
+        assert mem.reindex().reembedded == 2
+        assert ALL in rec.documents[-1]  # reindex read scene, action and outcome back
+        assert mem.reindex().reembedded == 0
