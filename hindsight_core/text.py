@@ -85,7 +85,8 @@ def search_document(*parts: str | None) -> str:
 # turns (~3, more than most content words) and so decided which turns the keyword side
 # ranked first. Left out of queries only: records keep them (they are text like any
 # other), so nothing stored changes. LoCoMo dev (bench_locomo.py), store hybrid R@5 /
-# R@10 .570 / .662 -> see bench/README.md; keyword-only too.
+# R@10 .570 / .662 -> .584 / .680, keyword-only .525 / .601 -> .542 / .614; LongMemEval
+# hybrid none worse (bench/README.md).
 QUESTION_WORDS = frozenset(
     "what when where who whom whose which why how would could should has have had".split()
 )
