@@ -251,6 +251,7 @@ class ItemFlows:
             scan_sql.items_exact_scan_sql(len(prefix)),
             qs.prefix_params(ns_key(prefix)),
             ac,
+            settings.semantic_scan,
         )
         stmt = qs.hybrid_search_sql(
             spec,
@@ -263,6 +264,8 @@ class ItemFlows:
             exact,
         )
         rows = yield from Sql(stmt, params, autocommit=ac)
+        # A "flat" index is no index: its search is an exact scan either way.
+        scan = "exact" if exact or spec.kind == "flat" else "index"
         return [
             (
                 ItemHit.model_construct(
@@ -274,6 +277,7 @@ class ItemFlows:
                         relevance=float(r["relevance"]),
                         decay=float(r["decay"]),
                         final=float(r["final"]),
+                        scan=scan,
                     ),
                 ),
                 r["ttl_minutes"],
