@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -132,3 +133,64 @@ def test_an_item_batch_takes_the_keyword_counters_in_namespace_order(
     writer.close()
     assert out == [[None, None]], out
     assert free, "the batch held the second namespace's counter while waiting for the first's"
+
+
+@pytest.mark.parametrize("archiving", ["maintain", "archive"])
+def test_archiving_and_a_merging_write_take_the_namespace_in_one_order(
+    settings: Settings, embedder: Any, database_url: str, archiving: str
+) -> None:
+    """A write locks its namespace, inserts (the namespace's keyword counter, by
+    trigger) and then merges (the merged-into record's row); eviction (``maintain``)
+    and ``archive`` archived the record (its row) and then, by trigger, took the
+    counter: in the other order, so a write merging into a record being archived
+    deadlocked with it (SQLSTATE 40P01; one of them failed). Both now take the
+    namespace lock first, as writers do."""
+    ns = ("lk", uuid.uuid4().hex[:8])
+    old = {"scene": "files", "trigger": "cleaning downloads", "lesson": "Check the extension"}
+    first = Memory(ns, settings=settings, embedder=embedder)
+    written = first.write(old)
+    first.close()
+    app_e, app_w = "hs-evict-" + ns[1], "hs-write-" + ns[1]
+
+    def memory(app: str, **kwargs: Any) -> Memory:
+        url = tagged(database_url, app)
+        return Memory(ns, settings=settings.model_copy(update={"database_url": url}), **kwargs)
+
+    # Two years on, the record has decayed below evict_below.
+    def later() -> datetime:
+        return datetime.now(UTC) + timedelta(days=730)
+
+    evictor = memory(app_e, embedder=embedder, clock=later)
+    writer = memory(app_w, embedder=embedder)
+    admin = sa.create_engine(database_url)
+    record = "SELECT 1 FROM hindsight_experiences WHERE ns = :ns AND id = :id"
+    try:
+        with admin.connect() as holder:  # holds the record: both queue behind it
+            holder.execute(
+                sa.text(record + " FOR UPDATE"), {"ns": ns_key(ns), "id": written.id}
+            ).all()
+            evicting, evicted = _in_thread(
+                (lambda: evictor.maintain(namespace=ns))
+                if archiving == "maintain"
+                else (lambda: evictor.archive(written.id))
+            )
+            _wait_until_blocked(admin, app_e)
+            writing, wrote = _in_thread(
+                lambda: writer.write_many([old, {**old, "lesson": "Keep a backup first"}])
+            )
+            _wait_until_blocked(admin, app_w)
+            holder.rollback()
+            evicting.join()
+            writing.join()
+    finally:
+        admin.dispose()
+        evictor.close()
+        writer.close()
+    failed = [r for r in (*evicted, *wrote) if isinstance(r, BaseException)]
+    assert not failed, failed
+    if archiving == "maintain":
+        assert evicted[0].archived == 1
+    else:
+        assert evicted[0].archived_at is not None
+    # the write came after the eviction: its duplicate found no live record to merge into
+    assert [r.status for r in wrote[0]] == ["inserted", "inserted"]
