@@ -63,6 +63,8 @@ def test_deletes_run_before_upserts_and_the_first_statement_takes_the_locks() ->
     (delete, dparams), (upsert, uparams) = put_statements(plan.puts, [], [], NOW)
     # two namespaces: the first statement also locks their keyword counters, in order
     assert delete is q.delete_many_sql(True, True) and upsert is q.upsert_sql(False, False)
+    # a store without vectors has no keyword counters to lock
+    assert put_statements(plan.puts, [], [], NOW, False)[0][0] is q.delete_many_sql(True, False)
     assert (dparams["ns"], dparams["keys"]) == ([ns_key(A)], ["y"])
     keys = sorted(plan.puts)
     assert list(zip(dparams["lk_ns"], dparams["lk_keys"], strict=True)) == keys, "one global order"

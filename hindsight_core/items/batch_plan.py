@@ -197,13 +197,15 @@ def put_statements(
     fields: Sequence[Field],
     vectors: Sequence[Sequence[float]],
     now: datetime,
+    indexed: bool = True,
 ) -> list[tuple[sa.TextClause, dict[str, Any]]]:
     """The statements that apply the puts: the deletes, then the upserts (with the
     ``fields``' ``vectors``). The first one takes every key's lock, in one order, and
-    when the keys span namespaces, then their keyword counters' (``items_sql``)."""
+    when the keys span namespaces of an ``indexed`` store (whose vectors have keyword
+    counters), then their counters' (``items_sql``)."""
     keys = sorted(puts)
     lock = {"lk_ns": [k[0] for k in keys], "lk_keys": [k[1] for k in keys]}
-    counters = keys[0][0] != keys[-1][0] if keys else False
+    counters = indexed and bool(keys) and keys[0][0] != keys[-1][0]
     deletes = [k for k, (op, _) in puts.items() if op.value is None]
     upserts = [(k, op, ttl) for k, (op, ttl) in puts.items() if op.value is not None]
     out: list[tuple[sa.TextClause, dict[str, Any]]] = []

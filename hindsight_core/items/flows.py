@@ -154,7 +154,8 @@ class ItemFlows:
             if listing not in seen:
                 seen[listing] = yield from self._list_namespaces(listing, now, ac)
             results[i] = seen[listing]
-        for stmt, params in put_statements(plan.puts, plan.fields, fvectors, now):
+        puts = put_statements(plan.puts, plan.fields, fvectors, now, self.index is not None)
+        for stmt, params in puts:
             yield Sql(stmt, params, fetch="none", autocommit=ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
             req = Sql(q.REFRESH, refresh_params(list(refresh), now), fetch="none", autocommit=ac)
