@@ -140,9 +140,10 @@ _LOCKED = "(SELECT n FROM lk) >= 0"
 # statement (UPDATE, INSERT, DELETE) locks its namespaces' rows in order, but they fire
 # one after the other, so a batch that changed a text in namespace b and added an item
 # in a held the counter of b while waiting for a's, and a second batch the other way
-# round deadlocked with it (tests/test_lock_order.py). Locked up front, the triggers
-# find them held. A namespace's first counter row comes from the INSERT trigger (one
-# firing, in order). A batch of one namespace skips this: one row has no order.
+# round deadlocked with it (tests/test_lock_order.py). Locked before the triggers fire
+# (in ``upsert_sql`` after the vectors' insert), the triggers find them held. A
+# namespace's first counter row comes from the INSERT trigger (one firing, in order).
+# A batch of one namespace skips this: one row has no order.
 _COUNTERS_CTE = f"""lc AS (
         SELECT count(*) AS n FROM (
             SELECT 1 FROM {KEYWORD_STATS} s
@@ -182,6 +183,11 @@ def upsert_sql(lock: bool, counters: bool = False) -> sa.TextClause:
     """
     ctes, cond = _lock(lock, counters)
     locked = f"AND {cond}" if lock else ""
+    # The vectors' insert (the HNSW work) waits for the keys only; the counters are
+    # locked by the items' insert and the stale vectors' delete, which (referenced by
+    # nothing) run after it, before the statement's triggers: so batches over the same
+    # namespaces insert their vectors at the same time.
+    keys_locked = f"AND {_LOCKED}" if lock else ""
     return sa.text(
         f"""
         WITH {ctes} up AS (
@@ -213,7 +219,7 @@ def upsert_sql(lock: bool, counters: bool = False) -> sa.TextClause:
         )
         INSERT INTO {V} AS v (ns, key, field, embedding, search_tsv)
         SELECT nv.ns, nv.key, nv.field, nv.emb, CAST(nv.tsv AS tsvector)
-        FROM nv WHERE TRUE {locked} ORDER BY nv.ns, nv.key, nv.field
+        FROM nv WHERE TRUE {keys_locked} ORDER BY nv.ns, nv.key, nv.field
         ON CONFLICT (ns, key, field) DO UPDATE SET embedding = EXCLUDED.embedding,
             search_tsv = EXCLUDED.search_tsv
         """
