@@ -135,9 +135,9 @@ def test_an_item_batch_takes_the_keyword_counters_in_namespace_order(
     assert free, "the batch held the second namespace's counter while waiting for the first's"
 
 
-@pytest.mark.parametrize("archiving", ["maintain", "archive"])
+@pytest.mark.parametrize("archiving", ["maintain", "maintain everywhere", "archive"])
 def test_archiving_and_a_merging_write_take_the_namespace_in_one_order(
-    settings: Settings, embedder: Any, database_url: str, archiving: str
+    fresh_db: str, embedder: Any, archiving: str
 ) -> None:
     """A write locks its namespace, inserts (the namespace's keyword counter, by
     trigger) and then merges (the merged-into record's row); eviction (``maintain``)
@@ -145,6 +145,7 @@ def test_archiving_and_a_merging_write_take_the_namespace_in_one_order(
     counter: in the other order, so a write merging into a record being archived
     deadlocked with it (SQLSTATE 40P01; one of them failed). Both now take the
     namespace lock first, as writers do."""
+    database_url, settings = fresh_db, Settings(database_url=fresh_db)
     ns = ("lk", uuid.uuid4().hex[:8])
     old = {"scene": "files", "trigger": "cleaning downloads", "lesson": "Check the extension"}
     first = Memory(ns, settings=settings, embedder=embedder)
@@ -170,9 +171,11 @@ def test_archiving_and_a_merging_write_take_the_namespace_in_one_order(
                 sa.text(record + " FOR UPDATE"), {"ns": ns_key(ns), "id": written.id}
             ).all()
             evicting, evicted = _in_thread(
-                (lambda: evictor.maintain(namespace=ns))
-                if archiving == "maintain"
-                else (lambda: evictor.archive(written.id))
+                {
+                    "maintain": lambda: evictor.maintain(namespace=ns),
+                    "maintain everywhere": lambda: evictor.maintain(),
+                    "archive": lambda: evictor.archive(written.id),
+                }[archiving]
             )
             _wait_until_blocked(admin, app_e)
             writing, wrote = _in_thread(
@@ -188,7 +191,7 @@ def test_archiving_and_a_merging_write_take_the_namespace_in_one_order(
         writer.close()
     failed = [r for r in (*evicted, *wrote) if isinstance(r, BaseException)]
     assert not failed, failed
-    if archiving == "maintain":
+    if archiving.startswith("maintain"):
         assert evicted[0].archived == 1
     else:
         assert evicted[0].archived_at is not None
