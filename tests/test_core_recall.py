@@ -288,6 +288,24 @@ def test_exact_scan_and_index_scan_rank_alike(stocked: Memory, scene: str | None
     assert results[0] == results[1]
 
 
+@pytest.mark.parametrize("scan", ["exact", "index"])
+async def test_async_recall_takes_and_reports_the_pinned_scan(stocked: Memory, scan: str) -> None:
+    amem = AsyncMemory(
+        stocked.namespace,
+        embedder=stocked.embedder,
+        settings=stocked.settings.model_copy(update={"semantic_scan": scan}),
+    )
+    try:
+        hits = await amem.search("the payment API keeps failing", top_k=3)
+        recalled = await amem.recall("the payment API keeps failing", top_k=3)
+    finally:
+        await amem.aclose()
+    assert hits and {h.breakdown.scan for h in hits} == {scan}
+    assert {h.breakdown.scan for h in recalled.hits} == {scan}
+    # the default decides: a namespace of a few records is scanned exactly
+    assert {h.breakdown.scan for h in stocked.search("the payment API", top_k=3)} == {"exact"}
+
+
 def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
     fresh_db: str,
 ) -> None:
