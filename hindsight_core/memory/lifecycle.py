@@ -13,6 +13,7 @@ import pydantic
 from pydantic import Field
 
 from ..errors import ImportFormatError, ValidationError
+from ..items.flows import sweep_flow
 from ..models import (
     Experience,
     ExperienceIn,
@@ -90,11 +91,11 @@ class LifecycleFlows(MemoryBase):
             for i in range(0, len(spaces), EVICT_NAMESPACES):
                 chunk = spaces[i : i + EVICT_NAMESPACES]
                 archived += yield from Unit(self._evict_flow(chunk, params, now))
-        items = yield from Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
+        # The items' sweep as Items.sweep runs it: in chunks committed one by one, each
+        # under its keys' locks (items_sql.SWEEP; a chunk's locks fill the lock table).
+        items = yield from Unit(sweep_flow(now))
         tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
-        return MaintenanceReport(
-            archived=archived, expired_items=len(items), expired_tasks=len(tasks)
-        )
+        return MaintenanceReport(archived=archived, expired_items=items, expired_tasks=len(tasks))
 
     def _evict_flow(self, spaces: list[str], params: dict[str, Any], now: datetime) -> Flow[int]:
         """Archive the decayed records of the namespaces ``spaces`` (their locks first,
