@@ -26,7 +26,7 @@ from _pool import tagged
 
 from hindsight_core import CallableEmbedder, Memory, Settings
 from hindsight_core.items import ItemIndex, Items, PutItem
-from hindsight_core.models import ns_key
+from hindsight_core.models import NS_SEPARATOR, ns_key
 
 DIM = 8
 WAIT = 60.0  # seconds a writer may take to reach the lock (a loaded machine)
@@ -330,11 +330,13 @@ def test_reinforcing_waits_for_the_namespace_and_skips_a_record_archived_meanwhi
     assert records[result.written[0].id].archived_at is None
 
 
-def test_the_sweep_deletes_every_expired_item_a_chunk_at_a_time(fresh_db: str) -> None:
+def test_the_sweep_deletes_every_expired_item_a_chunk_at_a_time(
+    fresh_db: str, admin: sa.Engine
+) -> None:
     """The sweep deletes ``SWEEP_CHUNK`` keys per statement (each chunk's key locks are
-    slots of the server's lock table), resuming after the last key it looked at: items
-    that expire at the same instant, over two namespaces and more than two chunks, are
-    all deleted, and the live ones are kept."""
+    slots of the server's lock table) until a chunk comes back short: items over two
+    namespaces and more than two chunks are all deleted, and the live ones kept. A key
+    whose lock a writer holds is left for a later sweep, without waiting."""
     from hindsight_core.storage.items_sql import SWEEP_CHUNK
 
     run = uuid.uuid4().hex[:8]
@@ -353,8 +355,15 @@ def test_the_sweep_deletes_every_expired_item_a_chunk_at_a_time(fresh_db: str) -
         embedder=EMB,
         clock=lambda: datetime.now(UTC) + timedelta(days=1),
     )
-    assert later.maintain().expired_items == expired
     sweeps = Items(later)
+    with admin.connect() as holder:  # a writer holds one expired key: skipped, not waited for
+        holder.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": f"hindsight:item:{ns_key(spaces[0])}{NS_SEPARATOR}k0"},
+        )
+        assert later.maintain().expired_items == expired - 1
+        holder.rollback()
+    assert sweeps.sweep() == 1
     assert sweeps.sweep() == 0
     left = [sweeps.get(spaces[0], "live"), sweeps.get(spaces[1], "k1")]
     sweeps.close()

@@ -113,28 +113,29 @@ def _key_lock(ns: str, key: str) -> str:
     return f"hashtextextended('hindsight:item:' || {ns} || chr(31) || {key}, 0)"
 
 
-SWEEP_CHUNK = 500  # keys per sweep statement: each holds a slot of the server's lock table
-# The sweep deletes the expired items :limit at a time, in (expires_at, ns, key) order
-# after the cursor :after_*, each under its key's lock as a batch takes them: a batch
-# locks its keys, then their vectors' rows, then the items' rows, and a sweep that
-# locked an expired item's row and then waited for its vector row (ON DELETE CASCADE)
-# deadlocked with a batch putting that key (tests/test_lock_order.py). A key whose lock
-# is held is skipped (its writer decides what it becomes, or another sweep deletes it):
-# the sweep never waits for a key, and it touches only the rows of keys it holds (a
-# refresh holding one is skipped too; one refreshed meanwhile is re-checked by FOR
-# UPDATE). The keyword counters are then locked by the vectors' delete trigger, which
-# fires once for the statement's cascade, in namespace order, as a batch takes them.
-# The caller commits each statement (autocommit): the key locks last until then.
+SWEEP_CHUNK = 1000  # keys per sweep statement: each holds a slot of the server's lock table
+# The sweep deletes the expired items :limit at a time, each under its key's lock as a
+# batch takes them: a batch locks its keys, then their vectors' rows, then the items'
+# rows, and a sweep that locked an expired item's row and then waited for its vector
+# row (ON DELETE CASCADE) deadlocked with a batch putting that key
+# (tests/test_lock_order.py). A key whose lock is held is skipped (its writer decides
+# what it becomes, or another sweep deletes it): the sweep never waits for a key, and
+# it touches only the rows of keys it holds (a row a refresh holds is skipped too; one
+# refreshed meanwhile is re-checked by FOR UPDATE). The keyword counters are then
+# locked by the vectors' delete trigger, which fires once for the statement's cascade,
+# in namespace order, as a batch takes them. The keys a chunk looked at and did not
+# delete come back (``skip_ns``, ``skip_keys``), and the next chunks leave them out:
+# no order to keep, so each chunk reads only its own rows. The caller commits each
+# statement (autocommit): the key locks last until then.
 SWEEP = sa.text(
     f"""
-    WITH c AS MATERIALIZED (
-        SELECT ns, key, expires_at FROM {T}
-        WHERE expires_at IS NOT NULL AND expires_at <= :now
-          AND expires_at >= COALESCE(CAST(:after_at AS timestamptz), '-infinity')
-          AND (expires_at, ns, key) > (COALESCE(CAST(:after_at AS timestamptz), '-infinity'),
-                                       COALESCE(CAST(:after_ns AS text), ''),
-                                       COALESCE(CAST(:after_key AS text), ''))
-        ORDER BY expires_at, ns, key LIMIT :limit
+    WITH s AS MATERIALIZED (
+        SELECT * FROM unnest(CAST(:skip_ns AS text[]), CAST(:skip_keys AS text[])) AS s(ns, key)
+    ), c AS MATERIALIZED (
+        SELECT t.ns, t.key FROM {T} t
+        WHERE t.expires_at IS NOT NULL AND t.expires_at <= :now
+          AND NOT EXISTS (SELECT 1 FROM s WHERE s.ns = t.ns AND s.key = t.key)
+        LIMIT :limit
     ), k AS MATERIALIZED (
         SELECT c.ns, c.key FROM c WHERE pg_try_advisory_xact_lock({_key_lock("c.ns", "c.key")})
     ), d AS (
@@ -143,13 +144,13 @@ SWEEP = sa.text(
             WHERE t.expires_at IS NOT NULL AND t.expires_at <= :now
             FOR UPDATE OF t SKIP LOCKED
         ) x
-        WHERE i.ns = x.ns AND i.key = x.key RETURNING 1
+        WHERE i.ns = x.ns AND i.key = x.key RETURNING i.ns, i.key
+    ), kept AS (
+        SELECT c.ns, c.key FROM c WHERE NOT EXISTS (
+            SELECT 1 FROM d WHERE d.ns = c.ns AND d.key = c.key)
     )
     SELECT (SELECT count(*) FROM d) AS n, (SELECT count(*) FROM c) AS seen,
-           l.expires_at AS after_at, l.ns AS after_ns, l.key AS after_key
-    FROM (SELECT 1) one LEFT JOIN LATERAL (
-        SELECT * FROM c ORDER BY c.expires_at DESC, c.ns DESC, c.key DESC LIMIT 1
-    ) l ON TRUE
+           ARRAY(SELECT ns FROM kept) AS skip_ns, ARRAY(SELECT key FROM kept) AS skip_keys
     """
 )
 
