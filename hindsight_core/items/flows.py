@@ -154,7 +154,8 @@ class ItemFlows:
             if listing not in seen:
                 seen[listing] = yield from self._list_namespaces(listing, now, ac)
             results[i] = seen[listing]
-        for stmt, params in put_statements(plan.puts, plan.fields, fvectors, now):
+        puts = put_statements(plan.puts, plan.fields, fvectors, now, self.index is not None)
+        for stmt, params in puts:
             yield Sql(stmt, params, fetch="none", autocommit=ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
             req = Sql(q.REFRESH, refresh_params(list(refresh), now), fetch="none", autocommit=ac)
@@ -251,6 +252,7 @@ class ItemFlows:
             scan_sql.items_exact_scan_sql(len(prefix)),
             qs.prefix_params(ns_key(prefix)),
             ac,
+            settings.semantic_scan,
         )
         stmt = qs.hybrid_search_sql(
             spec,
@@ -263,6 +265,8 @@ class ItemFlows:
             exact,
         )
         rows = yield from Sql(stmt, params, autocommit=ac)
+        # A "flat" index is no index: its search is an exact scan either way.
+        scan = "exact" if exact or spec.kind == "flat" else "index"
         return [
             (
                 ItemHit.model_construct(
@@ -274,6 +278,7 @@ class ItemFlows:
                         relevance=float(r["relevance"]),
                         decay=float(r["decay"]),
                         final=float(r["final"]),
+                        scan=scan,
                     ),
                 ),
                 r["ttl_minutes"],
@@ -307,8 +312,23 @@ class ItemFlows:
 
     def _sweep_flow(self) -> Flow[int]:
         yield from self._ready_flow()
-        rows = yield from Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
-        return int(rows[0]["n"])
+        return (yield from sweep_flow(self._now()))
+
+
+def sweep_flow(now: datetime) -> Flow[int]:
+    """Delete the items expired at ``now``; how many. In statements of
+    ``items_sql.SWEEP_CHUNK`` keys, each committed by itself (autocommit: the key
+    locks of one chunk are released before the next), never waiting for a key; the
+    keys one left (a writer held them) are left out of the next ones."""
+    skip: dict[str, list[str]] = {"skip_ns": [], "skip_keys": []}
+    deleted = 0
+    while True:
+        params = {"now": now, "limit": q.SWEEP_CHUNK, **skip}
+        (row,) = yield from Sql(q.SWEEP, params, autocommit=True)
+        deleted += int(row["n"])
+        if row["seen"] < q.SWEEP_CHUNK:
+            return deleted
+        skip = {k: skip[k] + list(row[k]) for k in skip}
 
 
 def _key(hit: ItemHit) -> tuple[str, str]:

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 T = "hindsight_items"
 V = "hindsight_item_vectors"
+KEYWORD_STATS = "hindsight_keyword_stats"  # BM25 counters (migration 0009)
 
 Distance = Literal["cosine", "inner_product", "l2"]
 VectorType = Literal["vector", "halfvec"]
@@ -106,15 +107,50 @@ REFRESH = sa.text(
     """
 )
 
+
+def _key_lock(ns: str, key: str) -> str:
+    """The advisory lock's key of one item (``ns``, ``key``: SQL expressions)."""
+    return f"hashtextextended('hindsight:item:' || {ns} || chr(31) || {key}, 0)"
+
+
+SWEEP_CHUNK = 1000  # keys per sweep statement: each holds a slot of the server's lock table
+# The sweep deletes the expired items :limit at a time, each under its key's lock as a
+# batch takes them: a batch locks its keys, then their vectors' rows, then the items'
+# rows, and a sweep that locked an expired item's row and then waited for its vector
+# row (ON DELETE CASCADE) deadlocked with a batch putting that key
+# (tests/test_lock_order.py). A key whose lock is held is skipped (its writer decides
+# what it becomes, or another sweep deletes it): the sweep never waits for a key, and
+# it touches only the rows of keys it holds (a row a refresh holds is skipped too; one
+# refreshed meanwhile is re-checked by FOR UPDATE). The keyword counters are then
+# locked by the vectors' delete trigger, which fires once for the statement's cascade,
+# in namespace order, as a batch takes them. The keys a chunk looked at and did not
+# delete come back (``skip_ns``, ``skip_keys``), and the next chunks leave them out:
+# no order to keep, so each chunk reads only its own rows. The caller commits each
+# statement (autocommit): the key locks last until then.
 SWEEP = sa.text(
     f"""
-    WITH d AS (
+    WITH s AS MATERIALIZED (
+        SELECT * FROM unnest(CAST(:skip_ns AS text[]), CAST(:skip_keys AS text[])) AS s(ns, key)
+    ), c AS MATERIALIZED (
+        SELECT t.ns, t.key FROM {T} t
+        WHERE t.expires_at IS NOT NULL AND t.expires_at <= :now
+          AND NOT EXISTS (SELECT 1 FROM s WHERE s.ns = t.ns AND s.key = t.key)
+        LIMIT :limit
+    ), k AS MATERIALIZED (
+        SELECT c.ns, c.key FROM c WHERE pg_try_advisory_xact_lock({_key_lock("c.ns", "c.key")})
+    ), d AS (
         DELETE FROM {T} i USING (
-            SELECT ns, key FROM {T} WHERE expires_at IS NOT NULL AND expires_at <= :now
-            FOR UPDATE SKIP LOCKED
+            SELECT t.ns, t.key FROM {T} t JOIN k ON t.ns = k.ns AND t.key = k.key
+            WHERE t.expires_at IS NOT NULL AND t.expires_at <= :now
+            FOR UPDATE OF t SKIP LOCKED
         ) x
-        WHERE i.ns = x.ns AND i.key = x.key RETURNING 1
-    ) SELECT count(*) AS n FROM d
+        WHERE i.ns = x.ns AND i.key = x.key RETURNING i.ns, i.key
+    ), kept AS (
+        SELECT c.ns, c.key FROM c WHERE NOT EXISTS (
+            SELECT 1 FROM d WHERE d.ns = c.ns AND d.key = c.key)
+    )
+    SELECT (SELECT count(*) FROM d) AS n, (SELECT count(*) FROM c) AS seen,
+           ARRAY(SELECT ns FROM kept) AS skip_ns, ARRAY(SELECT key FROM kept) AS skip_keys
     """
 )
 
@@ -124,37 +160,71 @@ SWEEP = sa.text(
 # batches writing overlapping keys then serialize instead of deadlocking. The lock is
 # a CTE that every write in the first statement waits on (a one-time filter), so it
 # costs no extra round trip.
-_LOCK_CTE = """lk AS (
+_LOCK_CTE = f"""lk AS (
         SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
-            SELECT DISTINCT hashtextextended('hindsight:item:' || p.ns || chr(31) || p.key, 0)
-                AS h
+            SELECT DISTINCT {_key_lock("p.ns", "p.key")} AS h
             FROM unnest(CAST(:lk_ns AS text[]), CAST(:lk_keys AS text[])) AS p(ns, key)
             ORDER BY h
         ) s
     )"""
 _LOCKED = "(SELECT n FROM lk) >= 0"
 
+# A batch over several namespaces then locks their BM25 counter rows (kept by migration
+# 0009's triggers at the end of each statement), in namespace order: each trigger of a
+# statement (UPDATE, INSERT, DELETE) locks its namespaces' rows in order, but they fire
+# one after the other, so a batch that changed a text in namespace b and added an item
+# in a held the counter of b while waiting for a's, and a second batch the other way
+# round deadlocked with it (tests/test_lock_order.py). Locked before the triggers fire
+# (in ``upsert_sql`` after the vectors' insert), the triggers find them held. A
+# namespace's first counter row comes from the INSERT trigger (one firing, in order).
+# A batch of one namespace skips this: one row has no order.
+_COUNTERS_CTE = f"""lc AS (
+        SELECT count(*) AS n FROM (
+            SELECT 1 FROM {KEYWORD_STATS} s
+            WHERE s.tbl = 'i' AND s.ns = ANY(CAST(:lk_ns AS text[])) AND {_LOCKED}
+            ORDER BY s.ns FOR UPDATE
+        ) c
+    )"""
 
-@lru_cache(maxsize=2)
-def delete_many_sql(lock: bool) -> sa.TextClause:
-    """Delete items (their vectors cascade)."""
+
+def _lock(lock: bool, counters: bool) -> tuple[str, str]:
+    """The locking CTEs (each followed by a comma) and the condition that waits on them."""
+    if not lock:
+        return "", "TRUE"
+    if counters:
+        return f"{_LOCK_CTE}, {_COUNTERS_CTE},", "(SELECT n FROM lc) >= 0"
+    return f"{_LOCK_CTE},", _LOCKED
+
+
+@lru_cache(maxsize=4)
+def delete_many_sql(lock: bool, counters: bool = False) -> sa.TextClause:
+    """Delete items (their vectors cascade); ``lock``: take the keys' locks first
+    (``counters``: then the namespaces' keyword counters)."""
+    ctes, locked = _lock(lock, counters)
     return sa.text(
-        f"{'WITH ' + _LOCK_CTE if lock else ''} DELETE FROM {T} i "
+        f"{'WITH ' + ctes.rstrip(',') if lock else ''} DELETE FROM {T} i "
         "USING unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key) "
-        f"WHERE i.ns = p.ns AND i.key = p.key {'AND ' + _LOCKED if lock else ''}"
+        f"WHERE i.ns = p.ns AND i.key = p.key {'AND ' + locked if lock else ''}"
     )
 
 
-@lru_cache(maxsize=2)
-def upsert_sql(lock: bool) -> sa.TextClause:
+@lru_cache(maxsize=4)
+def upsert_sql(lock: bool, counters: bool = False) -> sa.TextClause:
     """Items, then vectors, in one statement (the foreign key is checked at its end).
 
     Stale vector fields of re-put items are removed (PostgresStore keeps them).
+    ``lock`` and ``counters``: as for :func:`delete_many_sql`.
     """
-    locked = f"AND {_LOCKED}" if lock else ""
+    ctes, cond = _lock(lock, counters)
+    locked = f"AND {cond}" if lock else ""
+    # The vectors' insert (the HNSW work) waits for the keys only; the counters are
+    # locked by the items' insert and the stale vectors' delete, which (referenced by
+    # nothing) run after it, before the statement's triggers: so batches over the same
+    # namespaces insert their vectors at the same time.
+    keys_locked = f"AND {_LOCKED}" if lock else ""
     return sa.text(
         f"""
-        WITH {_LOCK_CTE + "," if lock else ""} up AS (
+        WITH {ctes} up AS (
             INSERT INTO {T} AS i (ns, key, value, created_at, updated_at, expires_at,
                                   ttl_minutes)
             SELECT p.ns, p.key, p.value, :now, :now, p.expires_at, p.ttl
@@ -183,7 +253,7 @@ def upsert_sql(lock: bool) -> sa.TextClause:
         )
         INSERT INTO {V} AS v (ns, key, field, embedding, search_tsv)
         SELECT nv.ns, nv.key, nv.field, nv.emb, CAST(nv.tsv AS tsvector)
-        FROM nv WHERE TRUE {locked} ORDER BY nv.ns, nv.key, nv.field
+        FROM nv WHERE TRUE {keys_locked} ORDER BY nv.ns, nv.key, nv.field
         ON CONFLICT (ns, key, field) DO UPDATE SET embedding = EXCLUDED.embedding,
             search_tsv = EXCLUDED.search_tsv
         """
