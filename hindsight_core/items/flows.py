@@ -212,10 +212,16 @@ class ItemFlows:
         ranking = op.ranking or self.ranking
         params["qvec"] = vector_param(qvec)
         n_fields = max(1, len(self.index.fields))
+        exact = yield from self._scan_choice.flow(
+            ns_key(prefix),
+            scan_sql.items_exact_scan_sql(len(prefix)),
+            qs.prefix_params(ns_key(prefix)),
+            ac,
+        )
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
             rows = yield from Sql(
-                qs.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
+                qs.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired, exact),
                 params,
                 autocommit=ac,
             )
@@ -245,12 +251,6 @@ class ItemFlows:
                 "min_relevance": settings.min_relevance,
                 **eq.params_for_decay(settings, now),
             }
-        )
-        exact = yield from self._scan_choice.flow(
-            ns_key(prefix),
-            scan_sql.items_exact_scan_sql(len(prefix)),
-            qs.prefix_params(ns_key(prefix)),
-            ac,
         )
         stmt = qs.hybrid_search_sql(
             spec,

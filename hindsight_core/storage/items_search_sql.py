@@ -71,19 +71,22 @@ def list_sql(n_labels: int, filters: FilterSpec, omit_expired: bool) -> sa.TextC
 
 @lru_cache(maxsize=256)
 def vector_search_sql(
-    spec: VectorSpec, n_labels: int, filters: FilterSpec, omit_expired: bool
+    spec: VectorSpec, n_labels: int, filters: FilterSpec, omit_expired: bool, exact: bool = False
 ) -> sa.TextClause:
     """PostgresStore's ranking: best field similarity per item in the configured distance.
 
-    The nearest ``:cand`` vectors are found through the ANN index, then reduced to
-    one row per item (its best field) and paged.
+    The nearest ``:cand`` vectors are found through the ANN index (by an exact scan of
+    the prefix when ``exact``, as in :func:`hybrid_search_sql`), then reduced to one row
+    per item (its best field) and paged. An ivfflat index built on an empty table (at
+    setup) has random list centers, and its iterative scan returns the rows of the
+    nearest lists first: on a few dozen rows, ``:cand`` of them missed nearer ones.
     """
     return sa.text(
         f"""
         WITH scored AS (
             SELECT v.ns, v.key, {spec.distance_sql()} AS d
             {_vectors_from(n_labels, filters, omit_expired)} AND {spec.dims_predicate()}
-            ORDER BY {spec.distance_sql()} LIMIT :cand
+            ORDER BY {spec.distance_sql()}{" + 0" if exact else ""} LIMIT :cand
         ), best AS (
             SELECT ns, key, min(d) AS d FROM scored GROUP BY ns, key
         )
