@@ -16,6 +16,7 @@ from hindsight_adapters.langgraph import HindsightSearchItem, HindsightStore, La
 from hindsight_core import EmbeddingError, Memory, Settings
 from tests._clock import Clock
 from tests._lg_store_util import DIMS, char_embed
+from tests._stats import analyze
 
 
 @pytest.fixture
@@ -242,6 +243,7 @@ def test_hybrid_search_exact_scan_and_index_scan_agree(settings: Settings, embed
                         for i in range(70)
                     ]
                 )
+                analyze(settings.database_url or "", "hindsight_item_vectors")  # tests/_stats
             hits = store.search(ns, query="how do we handle invoices", limit=5)
         finally:
             store.close()
