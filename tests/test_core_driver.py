@@ -143,3 +143,53 @@ def test_items_batch_of_units_runs_on_a_warm_connection(memory: Memory) -> None:
         assert [c for _, c, _ in items._conns._warm] == [warm_conn], "reused for the get"
     finally:
         items.close()
+
+
+# Longer than psycopg's 4,096-character conversion cache (as recall's statement is), with
+# a repeated parameter, a `%` literal and a `::` cast: the warm path sends it in `$n` form.
+LONG = sa.text(
+    "SELECT CAST(:a AS int) + CAST(:b AS int) AS s, CAST(:a AS int) AS a, '5%' AS pct, "
+    "'1'::int AS one, CAST(:c AS text) AS c /* " + "x" * 4200 + " */"
+)
+MANY = [
+    sa.text("CREATE TEMP TABLE IF NOT EXISTS t_many (a int, c text)"),
+    sa.text("TRUNCATE t_many"),
+    sa.text("INSERT INTO t_many VALUES (CAST(:a AS int), CAST(:c AS text))"),
+]
+READ_MANY = sa.text("SELECT a, c FROM t_many ORDER BY a")
+
+
+def _long_flow() -> Flow[tuple[Rows, Rows]]:
+    rows = yield from Sql(LONG, {"c": "x", "b": 2, "a": 1, "unused": 0}, autocommit=True)
+    yield Sql(MANY[0], fetch="none")
+    yield Sql(MANY[1], fetch="none")
+    yield Sql(MANY[2], [{"a": 2, "c": "two"}, {"c": "one", "a": 1}], fetch="none")
+    read = yield from Sql(READ_MANY)
+    return rows, read
+
+
+LONG_ROWS = [{"s": 3, "a": 1, "pct": "5%", "one": 1, "c": "x"}]
+MANY_ROWS = [{"a": 1, "c": "one"}, {"a": 2, "c": "two"}]
+
+
+def test_long_statements_and_many_on_a_warm_connection_sync(conns: Connections) -> None:
+    for _ in range(2):  # the second time on the kept connection and cursor
+        assert run_sync(_long_flow, conns, None) == (LONG_ROWS, MANY_ROWS)  # type: ignore[arg-type]
+
+
+async def test_long_statements_and_many_on_a_warm_connection_async(amemory: AsyncMemory) -> None:
+    await amemory.setup()
+    conns = AsyncConnections(await amemory.get_engine())
+    try:
+        for _ in range(2):
+            assert await run_async(_long_flow, conns, None) == (LONG_ROWS, MANY_ROWS)  # type: ignore[arg-type]
+    finally:
+        await conns.aclose()
+
+
+def test_a_missing_parameter_is_named(conns: Connections) -> None:
+    def flow() -> Flow[Rows]:
+        return (yield from Sql(LONG, {"a": 1, "b": 2}, autocommit=True))
+
+    with pytest.raises(DatabaseError, match="missing: c"):
+        run_sync(flow, conns, None)  # type: ignore[arg-type]
