@@ -59,6 +59,7 @@ class RecallFlows(MemoryBase):
             scan_sql.recall_exact_scan_sql(scene is not None),
             {"ns": ns, "scene": scene},
             ac,
+            self.settings.semantic_scan,
         )
         stmt = recall_sql.search_sql(
             self.embedder.dim,
@@ -89,6 +90,7 @@ class RecallFlows(MemoryBase):
         if timeout_ms is not None:
             yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": str(int(timeout_ms))})
         rows = yield from Sql(stmt, params, autocommit=ac)
+        scan = "exact" if exact else "index"
         # One validation for all hits (nested dicts): a third cheaper than building the
         # record and the breakdown as models first, and ~3 µs a hit cheaper than one
         # validation per hit.
@@ -103,6 +105,7 @@ class RecallFlows(MemoryBase):
                         "relevance": row["relevance"],
                         "decay": row["decayed_score"],
                         "final": row["final"],
+                        "scan": scan,
                     },
                 }
                 for row in rows
