@@ -162,10 +162,10 @@ def main() -> None:
             ours_vec.setup()
             preload(theirs, args.items)
             preload(ours_vec, args.items)
-            # The steady state autovacuum keeps, for both stores: right after the bulk
-            # load the GIN pending list is unmerged and every keyword search scans it
-            # (hybrid search: 4.4-5.7 ms of backend CPU per op against 2.2 after this),
-            # and when autovacuum merges it mid-run depended on the machine's load.
+            # The steady state autovacuum keeps, for both stores (as bench_recall.py):
+            # fresh statistics and a merged GIN pending list. Right after the bulk load
+            # autovacuum ran at some moment of the measured rounds, which moment
+            # depending on the machine's load.
             vacuum_analyze(pg)
             for s in (theirs, ours_vec, ours_hyb):  # warm up pools and caches
                 for op in ("put", "get", "search_q", "search_filter", "list_ns"):
