@@ -240,13 +240,17 @@ BATCH = [
 
 
 def _pin_lookup(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
-    """Force the dedup lookup's path: exact, the HNSW index, or the index in halves."""
-    if path == "exact":
+    """Force the dedup lookup's path: exact, the HNSW index, or the index a stage at a
+    time (``stages``: of 1, 2 and 1 records, each stage's lookup on the side
+    connection while the stage before inserts; ``exact stages``: compared exactly)."""
+    if path.endswith("stages"):
+        monkeypatch.setattr(write_flows, "FIRST_STAGE_RECORDS", 1)
+        monkeypatch.setattr(write_flows, "STAGE_RECORDS", 2)
+    if path.startswith("exact"):
         monkeypatch.setattr(write_flows, "EXACT_DEDUP_PER_RECORD", 1000)
         return
     monkeypatch.setattr(write_flows, "EXACT_DEDUP_PER_RECORD", 0)
     monkeypatch.setattr(write_flows, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
-    monkeypatch.setattr(write_flows, "PARALLEL_LOOKUP_MIN", 2 if path == "halves" else 10**6)
 
 
 def _merged_as_expected(stored: list, results: list) -> None:  # type: ignore[type-arg]
@@ -255,28 +259,30 @@ def _merged_as_expected(stored: list, results: list) -> None:  # type: ignore[ty
     assert all(r.similarity is not None and r.similarity >= 0.92 for r in results[:2])
 
 
-@pytest.mark.parametrize("path", ["exact", "index", "halves"])
+@pytest.mark.parametrize("path", ["exact", "index", "stages", "exact stages"])
 def test_dedup_lookup_paths_merge_alike(
     memory: Memory, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     """A batch's dedup lookup compares a namespace small next to the batch exactly and
-    asks the HNSW index otherwise (``write_flows.EXACT_DEDUP_*``), a large batch in two
-    halves at once (``PARALLEL_LOOKUP_MIN``): all merge the same."""
+    asks the HNSW index otherwise (``write_flows.EXACT_DEDUP_*``); a large batch is
+    looked up, planned and inserted a stage at a time (``write_flows.*STAGE_RECORDS``),
+    each stage's lookup on the side connection while the stage before inserts: all
+    merge the same."""
     _pin_lookup(monkeypatch, path)
     stored = memory.write_many(STORED)
     _merged_as_expected(stored, memory.write_many(BATCH))
-    side = memory._side  # built only when halves need it
-    assert (side is not None) == (path == "halves")
-    # the second half ran on the side connection, which went back to its pool
+    side = memory._side  # built only when later stages have lookups
+    assert (side is not None) == (path == "stages")
+    # the lookups ran on the side connection, which went back to its pool
     checked_in = side.pool.checkedin() if side is not None else 0  # type: ignore[attr-defined]
-    assert checked_in == (1 if path == "halves" else 0)
+    assert checked_in == (1 if path == "stages" else 0)
 
 
-def test_halves_run_in_the_transaction_when_the_side_connection_is_busy(
+def test_stages_look_up_in_the_transaction_when_the_side_connection_is_busy(
     memory: Memory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _pin_lookup(monkeypatch, "halves")
+    _pin_lookup(monkeypatch, "stages")
     stored = memory.write_many(STORED)
     side = memory._side_engine()
     assert side is not None
@@ -284,10 +290,10 @@ def test_halves_run_in_the_transaction_when_the_side_connection_is_busy(
         _merged_as_expected(stored, memory.write_many(BATCH))
 
 
-async def test_async_halves_merge_alike(
+async def test_async_stages_merge_alike(
     amemory: AsyncMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _pin_lookup(monkeypatch, "halves")
+    _pin_lookup(monkeypatch, "stages")
     stored = await amemory.write_many(STORED)
     _merged_as_expected(stored, await amemory.write_many(BATCH))
     assert amemory._side is not None

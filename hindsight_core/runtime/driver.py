@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -41,7 +42,19 @@ from .connections import (
     fetch,
     release,
 )
-from .flow import Embed, Flow, MakeFlow, Migrate, Parallel, Rows, Sql, Unit, embed_async, embed_sync
+from .flow import (
+    Embed,
+    Flow,
+    MakeFlow,
+    Migrate,
+    Parallel,
+    Pipelined,
+    Rows,
+    Sql,
+    Unit,
+    embed_async,
+    embed_sync,
+)
 
 __all__ = ["AsyncIO", "Plan", "Retry", "SyncIO", "run_async", "run_sync"]
 
@@ -139,12 +152,16 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
                     conn = yield io.connect, False
                 if cur is not None and kind is Sql:
                     reply = yield from _fetch(io, conn, cur, req, warm)  # type: ignore[arg-type]
+                elif cur is not None and kind is Pipelined:
+                    raise TypeError("a Pipelined request needs a transaction, not autocommit")
                 elif cur is not None:  # Parallel in autocommit mode: one part after another
                     reply = []
                     for part in req.parts:  # type: ignore[union-attr]
                         reply.append((yield from _fetch(io, conn, cur, part, warm)))
                 elif kind is Parallel:
                     reply = yield from _parallel(io, conn, req)  # type: ignore[arg-type]
+                elif kind is Pipelined:
+                    reply = yield from _pipelined(io, conn, req)  # type: ignore[arg-type]
                 else:
                     reply = yield io.execute, (conn, req)
         if cur is not None:
@@ -205,6 +222,44 @@ def _parallel(io: SyncIO | AsyncIO, conn: Any, req: Parallel) -> Generator[Step,
         raise
     yield from _each(io.close, extra)
     return found
+
+
+def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Step, Any, None]:
+    """Stage ``k``'s write on ``conn`` while stage ``k + 1``'s read runs on a side
+    connection and its step on the client; with no side connection free, every read
+    first, on ``conn`` (then only the steps overlap the writes)."""
+    side = (yield io.side, None) if any(r is not None for r in req.reads[1:]) else None
+    pending: Any = None  # the write in flight
+    try:
+        ahead: list[Rows] | None = None
+        if side is None:
+            ahead = []
+            for read in req.reads:
+                ahead.append([] if read is None else (yield io.execute, (conn, read)))
+        for k, read in enumerate(req.reads):
+            if ahead is not None:
+                rows = ahead[k]
+            else:
+                rows = [] if read is None else (yield io.execute, (side, read))
+            write = yield io.compute, (req.step, k, rows)
+            if pending is not None:
+                done, pending = pending, None
+                yield io.wait, done
+            if write is not None:
+                pending = yield io.start, (conn, write)
+        if pending is not None:
+            done, pending = pending, None
+            yield io.wait, done
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if pending is not None:  # finished before its connection is closed
+            yield io.settle, pending
+        if side is not None:
+            yield io.close, side
+        raise
+    if side is not None:
+        yield io.close, side
 
 
 def _each(op: Callable[[Any], Any], args: Iterable[Any]) -> Generator[Step, Any, None]:
@@ -271,6 +326,25 @@ class SyncIO:
             first = _execute(*pairs[0])
             return [first, *(f.result() for f in futures)]
 
+    def compute(self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]) -> Sql | None:
+        step, k, rows = arg
+        return step(k, rows)
+
+    def start(self, arg: tuple[sa.Connection, Sql]) -> Future[Rows]:
+        # A thread of its own: psycopg waits for the server without the GIL, so the
+        # flow's next step runs meanwhile.
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            return pool.submit(_execute, *arg)
+        finally:
+            pool.shutdown(wait=False)
+
+    def wait(self, started: Future[Rows]) -> Rows:
+        return started.result()
+
+    def settle(self, started: Future[Rows]) -> None:
+        wait_futures([started])
+
     def commit(self, conn: sa.Connection) -> None:
         conn.commit()
 
@@ -332,6 +406,22 @@ class AsyncIO:
             if isinstance(rows, BaseException):
                 raise rows
         return found  # type: ignore[return-value]
+
+    async def compute(
+        self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]
+    ) -> Sql | None:
+        # On a thread, so that the event loop keeps sending and awaiting the write
+        # in flight meanwhile.
+        return await asyncio.to_thread(*arg)
+
+    async def start(self, arg: tuple[AsyncConnection, Sql]) -> asyncio.Task[Rows]:
+        return asyncio.ensure_future(_aexecute(*arg))
+
+    async def wait(self, started: asyncio.Task[Rows]) -> Rows:
+        return await started
+
+    async def settle(self, started: asyncio.Task[Rows]) -> None:
+        await asyncio.wait([started])
 
     async def commit(self, conn: AsyncConnection) -> None:
         await conn.commit()
