@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from hindsight_core.memory.write_plan import (
+    Planner,
     exact_neighbours,
     insert_params,
-    Planner,
     merge_params,
     plan_write,
     record_row,

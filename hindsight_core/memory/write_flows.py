@@ -7,7 +7,6 @@ The read and curation flows live in ``read_flows.py`` and ``curation.py``;
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 

@@ -76,7 +76,7 @@ def by_record(rows: Sequence[Mapping[str, Any]], start: int) -> dict[int, list[d
     ``start`` on, by batch index (its ``i`` counts from 1), most similar first."""
     neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        neighbours[start + r["i"] - 1].append(dict(r))
+        neighbours[start + r["i"] - 1].append(r)  # type: ignore[arg-type]
     return neighbours
 
 
