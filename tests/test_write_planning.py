@@ -256,9 +256,7 @@ def test_planning_in_stages_decides_what_planning_at_once_does() -> None:
     stored = uuid.uuid4()
     neighbours = {1: [{"id": stored, "lesson": "Use UTC timestamps", "similarity": 0.99}]}
     at_once = plan(records, sims, neighbours)
-    planner = Planner(
-        records, sims, threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids()
-    )
+    planner = Planner(records, sims, threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids())
     ready = [planner.plan_until(hi, neighbours) for hi in (1, 3, 5, 6)]
     # record 0 waits for record 4 (at the threshold of it), then comes out with it
     assert ready == [[], [2], [0, 3], [5]]

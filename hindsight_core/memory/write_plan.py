@@ -213,9 +213,7 @@ def plan_write(
         same_meaning: the merge test (cosine threshold and the lexical veto).
         new_id: gives the id of each new record.
     """
-    planner = Planner(
-        records, sims, threshold=threshold, same_meaning=same_meaning, new_id=new_id
-    )
+    planner = Planner(records, sims, threshold=threshold, same_meaning=same_meaning, new_id=new_id)
     planner.plan_until(len(records), neighbours)
     return planner.plan
 

@@ -407,9 +407,7 @@ class AsyncIO:
                 raise rows
         return found  # type: ignore[return-value]
 
-    async def compute(
-        self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]
-    ) -> Sql | None:
+    async def compute(self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]) -> Sql | None:
         # On a thread, so that the event loop keeps sending and awaiting the write
         # in flight meanwhile.
         return await asyncio.to_thread(*arg)
