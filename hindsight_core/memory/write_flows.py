@@ -13,7 +13,7 @@ import numpy as np
 from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH
 from ..models import Namespace, WriteResult, raise_validation
-from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql
+from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql, Unit
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage.vectors import vectors_param
@@ -113,6 +113,8 @@ class WriteFlows(MemoryBase):
                 },
             )
         )[0]
+        if gate["unanalyzed"] and not gate["exact"]:
+            yield from Unit(_analyze())
         exact = (
             exact_neighbours(matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS)
             if gate["exact"]
@@ -151,6 +153,12 @@ class WriteFlows(MemoryBase):
             yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows(updates), fetch="none")
             yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows(events), fetch="none")
         return plan.results
+
+
+def _analyze() -> Flow[None]:
+    """Statistics for the records' table (``scan_sql.ANALYZE``), committed on a
+    connection of its own: the write's lookups are planned with them."""
+    yield Sql(scan_sql.ANALYZE, fetch="none")
 
 
 class RecordFlows(WriteFlows, CurationFlows):
