@@ -358,7 +358,9 @@ def test_a_write_looked_up_in_the_index_gives_a_new_table_statistics(
         with engine.connect() as conn:
             return float(
                 conn.execute(
-                    sa.text("SELECT reltuples FROM pg_class WHERE relname = 'hindsight_experiences'")
+                    sa.text(
+                        "SELECT reltuples FROM pg_class WHERE relname = 'hindsight_experiences'"
+                    )
                 ).scalar_one()
             )
 
