@@ -223,15 +223,17 @@ def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Ste
                 rows = ahead[k]
             else:
                 rows = [] if read is None else (yield io.execute, (side, read))
-            write = yield io.compute, (req.step, k, rows)
+            if pending is None:  # nothing in flight: the step runs here, like the flow
+                write = req.step(k, rows)
+            else:
+                write = yield io.compute, (req.step, k, rows)
             if pending is not None:
                 done, pending = pending, None
                 yield io.wait, done
-            if write is not None:
+            if write is not None and k == len(req.reads) - 1:
+                yield io.execute, (conn, write)  # nothing left to overlap it with
+            elif write is not None:
                 pending = yield io.start, (conn, write)
-        if pending is not None:
-            done, pending = pending, None
-            yield io.wait, done
     except GeneratorExit:
         raise
     except BaseException:
