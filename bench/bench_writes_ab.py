@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import psutil
@@ -34,8 +33,6 @@ import bench_recall as br  # noqa: E402
 
 from hindsight_core import Memory, Settings  # noqa: E402
 from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
-from hindsight_core.memory.inputs import embedding_text  # noqa: E402
-from hindsight_core.models import ExperienceIn  # noqa: E402
 
 DB = "hindsight_bench_writes_ab"
 NS = ("bench", "writes-ab")
@@ -51,16 +48,6 @@ def _memory(work: br.Workload, url: str) -> Memory:
 def _analyze(mem: Memory) -> None:
     with mem.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text("VACUUM ANALYZE hindsight_experiences"))
-
-
-def _batch(work: br.Workload) -> list[dict[str, Any]]:
-    batch = work.records(600) + work.duplicates(300)
-    batch += [dict(r, trigger=r["trigger"] + " (same batch)") for r in batch[:100]]
-    for r in batch[-100:]:
-        src = dict(r, trigger=r["trigger"].removesuffix(" (same batch)"))
-        v = work.lookup.table[embedding_text(ExperienceIn(**src))]
-        work.lookup.add(embedding_text(ExperienceIn(**r)), c.near(v[None], work.rng)[0])
-    return batch
 
 
 def _server_cpu() -> float:
@@ -98,7 +85,7 @@ def worker(me: str, turn: Path, batches: int) -> None:
     rps, client, server = [], [], []
     for _ in range(batches):
         _turn(turn, me)
-        batch = _batch(work)
+        batch = work.dedup_batch()
         s0, c0, t0 = _server_cpu(), time.process_time(), time.perf_counter()
         mem.write_many(batch)
         wall = time.perf_counter() - t0
