@@ -247,6 +247,9 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         out: list[Result] = []
         self.aitems.omit_expired = self._omit_expired()  # ttl_config may have changed
         for r in await self.aitems.batch(ops):
+            if r is None:  # a put's, or a missing item's
+                out.append(None)
+                continue
             m = mapped.get(id(r))
             if m is None:
                 m = mapped[id(r)] = _result(r)
