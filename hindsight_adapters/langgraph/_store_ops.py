@@ -150,15 +150,15 @@ class DirectAsyncCalls:
     event-loop tick (``_enqueue``); same validation and defaults as ``BaseStore``'s."""
 
     ttl_config: TTLConfig | None
-    # The store's coalescer's ``enqueue``, bound once (not a method hop per call).
-    _enqueue: Callable[[ItemOp], asyncio.Future[Any]]
+    # The store's coalescer's ``enqueue`` (of a ``_store_util.Call``), bound once.
+    _enqueue: Callable[[tuple[Any, ...]], asyncio.Future[Any]]
 
     async def aget(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         _check_labels(namespace)
         return await self._enqueue(  # type: ignore[no-any-return]
-            GetItem(tuple(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
+            ("get", tuple(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
         )
 
     async def asearch(
@@ -174,7 +174,8 @@ class DirectAsyncCalls:
     ) -> list[SearchItem]:
         _check_labels(namespace_prefix)
         return await self._enqueue(  # type: ignore[no-any-return]
-            SearchItems(
+            (
+                "search",
                 tuple(namespace_prefix),
                 query,
                 filter,
@@ -201,7 +202,7 @@ class DirectAsyncCalls:
             _check_labels(suffix)
             conds = (*conds, ("suffix", tuple(suffix)))
         return await self._enqueue(  # type: ignore[no-any-return]
-            ListNamespaces(conds, max_depth, limit, offset)
+            ("list", conds, max_depth, limit, offset)
         )
 
     async def aput(
@@ -215,9 +216,9 @@ class DirectAsyncCalls:
     ) -> None:
         _check_namespace(namespace)
         await self._enqueue(
-            PutItem(tuple(namespace), str(key), value, index, _ensure_ttl(self.ttl_config, ttl))
+            ("put", tuple(namespace), str(key), value, index, _ensure_ttl(self.ttl_config, ttl))
         )
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         _check_labels(namespace)
-        await self._enqueue(PutItem(tuple(namespace), str(key), None))
+        await self._enqueue(("put", tuple(namespace), str(key), None))
