@@ -1,12 +1,14 @@
 """Mapping LangGraph's store ops and results to the core's, and the hot async calls.
 
-``HindsightStore``'s ``aget`` / ``aput`` / ``adelete`` / ``asearch`` queue their op on the
-store's coalescer directly (:class:`DirectAsyncCalls`), as LangGraph's
-``AsyncBatchedBaseStore`` does, instead of going through ``BaseStore``'s default
-``await self.abatch([op])``: under LangGraph's ``test_large_batches_async`` (60,000
-coroutines in one ``asyncio.gather``) every frame and object a pending call holds is
-traced by each garbage collection, and those collections took most of the time
-(the store ran 1.45-1.7x AsyncPostgresStore's time).
+``HindsightStore``'s ``aget`` / ``aput`` / ``adelete`` / ``asearch`` /
+``alist_namespaces`` queue their call on the store's coalescer directly
+(:class:`DirectAsyncCalls`), as LangGraph's ``AsyncBatchedBaseStore`` does, instead of
+going through ``BaseStore``'s default ``await self.abatch([op])``: under LangGraph's
+``test_large_batches_async`` (60,000 coroutines in one ``asyncio.gather``) every frame
+and object a pending call holds is traced by each garbage collection, and those
+collections took most of the time (the store ran 1.45-1.7x AsyncPostgresStore's
+time). So a call holds as little as it can: its future and its op (a read's as a
+plain tuple, ``_store_util.Call``); the namespace checks are remembered per namespace.
 """
 
 from __future__ import annotations
@@ -150,8 +152,9 @@ class DirectAsyncCalls:
     event-loop tick (``_enqueue``); same validation and defaults as ``BaseStore``'s."""
 
     ttl_config: TTLConfig | None
-    # The store's coalescer's ``enqueue`` (of a ``_store_util.Call``), bound once.
-    _enqueue: Callable[[tuple[Any, ...]], asyncio.Future[Any]]
+    # The store's coalescer's ``enqueue`` (of a read's ``_store_util.Call``, or a put's
+    # core op), bound once.
+    _enqueue: Callable[[tuple[Any, ...] | ItemOp], asyncio.Future[Any]]
 
     async def aget(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
@@ -216,9 +219,9 @@ class DirectAsyncCalls:
     ) -> None:
         _check_namespace(namespace)
         await self._enqueue(
-            ("put", tuple(namespace), str(key), value, index, _ensure_ttl(self.ttl_config, ttl))
+            PutItem(tuple(namespace), str(key), value, index, _ensure_ttl(self.ttl_config, ttl))
         )
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
         _check_labels(namespace)
-        await self._enqueue(("put", tuple(namespace), str(key), None))
+        await self._enqueue(PutItem(tuple(namespace), str(key), None))
