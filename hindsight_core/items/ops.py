@@ -225,7 +225,7 @@ def _encode(value: dict[Any, Any]) -> str:
 
 def dump_value(value: object, key: str) -> str:
     """The JSON text stored for an item value (must be a mapping)."""
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # (dict: no ABC check)
         raise ValidationError(
             f"value of item {key!r} must be a mapping, got {type(value).__name__}", field="value"
         )
