@@ -140,7 +140,7 @@ def check_namespace(
 
 # Namespaces found valid, with their stored key: a batch of LangGraph's store test
 # holds 15,000 puts in a handful of namespaces, each checked label by label (~0.7 us).
-_VALID_KEYS: dict[Namespace, str] = {}
+_VALID_KEYS: dict[object, str] = {}
 _VALID_MAX = 4096
 
 
@@ -148,7 +148,7 @@ def namespace_key(namespace: object) -> str:
     """:func:`check_namespace` (non-empty), as its stored key (``models.ns_key``);
     remembered for the tuples that passed (the same answer every time)."""
     try:
-        known = _VALID_KEYS.get(namespace)  # type: ignore[call-overload]
+        known = _VALID_KEYS.get(namespace)
     except TypeError:  # an unhashable label: the check says what is wrong
         known = None
     if known is not None:
