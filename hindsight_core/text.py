@@ -78,15 +78,32 @@ def search_document(*parts: str | None) -> str:
     return " ".join(t for part in parts if part for t in tokens(part))
 
 
+# Words that make a query a question rather than say what it is about: interrogatives
+# and the auxiliaries questions are built with ("What would Caroline ...", "When has
+# ..."; do / does / did are in the stop list already). A record that contains "when"
+# is no likelier to answer "When did X ...?", yet "when" has a high IDF among chat
+# turns (~3, more than most content words) and so decided which turns the keyword side
+# ranked first. Left out of queries only: records keep them (they are text like any
+# other), so nothing stored changes. LoCoMo dev (bench_locomo.py), store hybrid R@5 /
+# R@10 .570 / .662 -> .584 / .680, keyword-only .525 / .601 -> .542 / .614; LongMemEval
+# hybrid none worse (bench/README.md).
+QUESTION_WORDS = frozenset(
+    "what when where who whom whose which why how would could should has have had".split()
+)
+
+
 def tsquery_terms(query: str) -> list[str]:
-    """Distinct tokens of a query, safe to OR together into a ``tsquery``.
+    """Distinct tokens of a query, safe to OR together into a ``tsquery``, without
+    :data:`QUESTION_WORDS` (a query of only such words has no keyword terms: the
+    semantic side alone ranks it).
 
     Only word characters survive tokenization, so no tsquery operator or quote
     can reach PostgreSQL from user input.
     """
     seen: dict[str, None] = {}
     for tok in tokens(query):
-        seen.setdefault(tok, None)
+        if tok not in QUESTION_WORDS:
+            seen.setdefault(tok, None)
     return list(seen)
 
 

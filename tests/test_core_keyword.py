@@ -251,3 +251,30 @@ def test_one_common_word_cannot_tip_the_fusion(keyword_only: Settings) -> None:
     assert rare[0].record.lesson.startswith("unrelated")
     assert rare[0].breakdown.keyword > 0.9
     mem.close()
+
+
+def test_question_words_are_not_keyword_evidence(keyword_only: Settings) -> None:
+    """A question "When did ...?" asks for a time: a record that says "when" does not answer it.
+    Interrogatives and question auxiliaries are left out of the query's keyword terms
+    (records and items alike); before, the record sharing only "when" (and "how") with
+    the query got a keyword score, a high one among chat turns."""
+    mem = Memory(("kw", "questions"), settings=keyword_only, embedder=EMB)
+    festival = f"The {W['birch']} festival opened on a Sunday"
+    aside = f"I called my sister when I got home, {W['lumen']} said how nice"
+    mem.write_many([{"trigger": "t", "lesson": x} for x in (festival, aside)])
+    query = f"When did the {W['birch']} festival open, and how would it go?"
+    hits = {h.record.lesson: h.breakdown.keyword for h in mem.search(query, top_k=10)}
+    assert hits[festival] > 0
+    assert hits.get(aside, 0.0) == 0.0, hits
+
+    items = Items(mem, index=ItemIndex(dims=DIM, fields=("text",)))
+    ns = ("kw", "questions-items")
+    items.batch(
+        [PutItem(ns, "festival", {"text": festival}), PutItem(ns, "aside", {"text": aside})]
+    )
+    found = {h.item.key: h.breakdown.keyword for h in items.search(ns, query=query, limit=10)}
+    assert found["festival"] > 0
+    assert found.get("aside", 0.0) == 0.0, found
+    # A query of question words only has no keyword terms: the semantic side alone ranks.
+    assert all(h.breakdown.keyword == 0 for h in items.search(ns, query="Who? When?", limit=10))
+    mem.close()
