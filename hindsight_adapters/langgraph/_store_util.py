@@ -175,10 +175,16 @@ async def _resolve(futures: list[Any], results: list[Any]) -> None:
     are freed young. Setting 30,000 at once (LangGraph's test_large_batches_async)
     kept some 120,000 such objects alive together, enough to start one more full
     garbage collection (a pass over every object of the process)."""
-    for at in range(0, len(futures), RESOLVE_CHUNK):
-        if at:
-            await asyncio.sleep(0)
-        chunk = zip(futures[at : at + RESOLVE_CHUNK], results[at : at + RESOLVE_CHUNK], strict=True)
-        for fut, result in chunk:
-            if not fut.done():
-                fut.set_result(result)
+    at = 0
+    try:
+        for at in range(0, len(futures), RESOLVE_CHUNK):
+            if at:
+                await asyncio.sleep(0)
+            end = at + RESOLVE_CHUNK
+            for fut, result in zip(futures[at:end], results[at:end], strict=True):
+                if not fut.done():
+                    fut.set_result(result)
+    except BaseException:  # cancelled between two chunks (the loop closing): no caller
+        for fut in futures[at:]:  # is left waiting for ever
+            fut.cancel()
+        raise
