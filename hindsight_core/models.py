@@ -246,6 +246,12 @@ class ScoreBreakdown(BaseModel):
     relevance: float
     decay: float = Field(description="The record's decayed score (1.0 when new).")
     final: float
+    scan: Literal["exact", "index"] | None = Field(
+        default=None,
+        description="How the semantic candidates were found: 'exact' (every row of the "
+        "namespace compared) or 'index' (the approximate ANN index); see "
+        "HINDSIGHT_SEMANTIC_SCAN.",
+    )
 
 
 class Experience(BaseModel):

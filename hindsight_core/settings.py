@@ -151,6 +151,15 @@ class Settings(BaseSettings):
         "generate keyword candidates, but still count in the keyword score. Keeps recall "
         "fast at 100k+ records.",
     )
+    semantic_scan: Literal["auto", "exact", "index"] = Field(
+        default="auto",
+        description="How recall and hybrid item search find semantic candidates: 'auto' "
+        "compares a small namespace (or item prefix) of a large table exactly and asks "
+        "the HNSW index everywhere else (decided per namespace, cached for a minute); "
+        "'exact' always compares every row of the namespace (no approximate-search miss, "
+        "cost grows with the namespace); 'index' always asks the index. Each hit's "
+        "breakdown says which ran (ScoreBreakdown.scan).",
+    )
     min_relevance: float = Field(
         default=0.0,
         ge=0,

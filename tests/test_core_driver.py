@@ -13,15 +13,22 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from _pool import checkouts
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from hindsight_core import AsyncMemory, Memory
+from hindsight_core import AsyncMemory, Memory, Settings
 from hindsight_core.errors import DatabaseError, ValidationError
 from hindsight_core.items import AsyncItems, GetItem, Items, PutItem
 from hindsight_core.runtime.connections import AsyncConnections, Connections
 from hindsight_core.runtime.driver import run_async, run_sync
-from hindsight_core.runtime.flow import Flow, Rows, Sql
+from hindsight_core.runtime.flow import Flow, Parallel, Rows, Sql
+from hindsight_core.storage.engine import create_side_engine
 
-SELECT_TX = sa.text("SELECT 1 AS one, now() = statement_timestamp() AS in_autocommit")
+SELECT_TX = sa.text(
+    "SELECT 1 AS one, pg_backend_pid() AS pid, now() = statement_timestamp() AS in_autocommit"
+)
+PID = sa.text("SELECT pg_backend_pid()")
+ROWS = sa.text("SELECT g AS n FROM generate_series(1, 100) g")
 
 
 def _typed_flow(autocommit: bool) -> Flow[tuple[Rows, Rows]]:
@@ -30,38 +37,101 @@ def _typed_flow(autocommit: bool) -> Flow[tuple[Rows, Rows]]:
     return first, second
 
 
+def _rows_flow() -> Flow[Rows]:
+    return (yield from Sql(ROWS, autocommit=True))
+
+
 @pytest.fixture
-def conns(memory: Memory) -> Iterator[Connections]:
-    c = Connections(memory.engine)
+def engine(database_url: str) -> Iterator[sa.Engine]:
+    """An engine of its own: its pool holds only the connections these tests open."""
+    e = sa.create_engine(database_url)
+    yield e
+    e.dispose()
+
+
+@pytest.fixture
+def conns(engine: sa.Engine) -> Iterator[Connections]:
+    c = Connections(engine)
     yield c
     c.close()
 
 
 @pytest.mark.parametrize("autocommit", [False, True])
 def test_typed_replies_and_the_first_statement_decides_sync(
-    conns: Connections, autocommit: bool
+    conns: Connections, engine: sa.Engine, autocommit: bool
 ) -> None:
     first, second = run_sync(lambda: _typed_flow(autocommit), conns, None)  # type: ignore[arg-type]
     assert first[0]["one"] == 1 and second[0]["one"] == 1
+    assert first[0]["pid"] == second[0]["pid"], "one flow, one connection"
     # In a transaction now() stays at the transaction's start; in autocommit mode each
     # statement is its own transaction, so the second one's now() is its own.
     assert second[0]["in_autocommit"] is autocommit
-    assert bool(conns._warm) is autocommit, "only an autocommit flow keeps its connection warm"
+    # A warm connection stays checked out: the pool hands out another one (server side,
+    # another backend); a transaction's went back, and the pool hands it out again.
+    with engine.connect() as other:
+        other_pid = other.execute(PID).scalar()
+    assert (other_pid != first[0]["pid"]) is autocommit, (
+        "only an autocommit flow keeps its connection warm"
+    )
 
 
 @pytest.mark.parametrize("autocommit", [False, True])
 async def test_typed_replies_and_the_first_statement_decides_async(
-    amemory: AsyncMemory, autocommit: bool
+    database_url: str, autocommit: bool
 ) -> None:
-    await amemory.setup()
-    conns = AsyncConnections(await amemory.get_engine())
+    engine = create_async_engine(database_url)
+    conns = AsyncConnections(engine)
     try:
         first, second = await run_async(lambda: _typed_flow(autocommit), conns, None)  # type: ignore[arg-type]
-        assert first[0]["one"] == 1
+        assert first[0]["one"] == 1 and first[0]["pid"] == second[0]["pid"]
         assert second[0]["in_autocommit"] is autocommit
-        assert bool(conns._warm) is autocommit
+        async with engine.connect() as other:
+            other_pid = (await other.execute(PID)).scalar()
+        assert (other_pid != first[0]["pid"]) is autocommit
     finally:
         await conns.aclose()
+        await engine.dispose()
+
+
+def test_a_warm_connection_keeps_its_cursor_without_rows(conns: Connections) -> None:
+    # A warm connection's cursor is reused (its adapters are resolved once); after a
+    # read its result is freed, so a kept cursor never holds a large result in memory.
+    assert [r["n"] for r in run_sync(_rows_flow, conns, None)] == list(range(1, 101))  # type: ignore[arg-type]
+    conn, cur, cold = conns.take()
+    assert conn is not None and cur is not None and not cur.closed and cold == []
+    assert cur.pgresult is not None and cur.pgresult.ntuples == 0, "the read's rows are freed"
+    assert conns.keep(conn, cur)
+    assert len(run_sync(_rows_flow, conns, None)) == 100  # type: ignore[arg-type]
+    again, again_cur, _ = conns.take()
+    assert (again, again_cur) == (conn, cur), "the next flow reuses connection and cursor"
+    assert conns.keep(again, again_cur)
+
+
+PID_ROW = sa.text("SELECT pg_backend_pid() AS pid")
+
+
+def _parallel_flow() -> Flow[tuple[int, list[int]]]:
+    main = yield from Sql(PID_ROW)  # a transaction: Parallel reads run in one
+    found = yield from Parallel((Sql(PID_ROW), Sql(PID_ROW)))
+    return int(main[0]["pid"]), [int(rows[0]["pid"]) for rows in found]
+
+
+def test_parallel_reads_take_the_side_connection_only_when_it_is_free(
+    engine: sa.Engine, settings: Settings
+) -> None:
+    side = create_side_engine(settings, engine)
+    conns = Connections(engine, side=lambda: side)
+    try:
+        main, parts = run_sync(_parallel_flow, conns, None)  # type: ignore[arg-type]
+        assert parts[0] == main and parts[1] != main, "the second part on the side connection"
+        assert side.pool.checkedin() == 1, "which went back to its pool"  # type: ignore[attr-defined]
+        with side.connect() as held:  # the side pool's only connection, taken
+            assert held.execute(PID).scalar() == parts[1]
+            main, parts = run_sync(_parallel_flow, conns, None)  # type: ignore[arg-type]
+        assert parts == [main, main], "both parts in the flow's transaction"
+    finally:
+        conns.close()
+        side.dispose()
 
 
 def _failing_then(attempts: list[int], error: Exception) -> Flow[int]:
@@ -118,15 +188,17 @@ def test_a_built_flow_is_never_run_twice(conns: Connections) -> None:
 
 async def test_async_items_take_the_fast_path(amemory: AsyncMemory) -> None:
     # AsyncItems ran every batch in a transaction; single-statement batches now run
-    # on a warm autocommit connection, as Items' do.
+    # on a warm autocommit connection, as Items' do: no pool checkout after the first.
     items = AsyncItems(amemory)
     ns = ("driver", uuid.uuid4().hex[:8])
+    seen = checkouts(await amemory.get_engine())
     try:
         await items.put(ns, "k", {"v": 1})
-        assert items._conns is not None and items._conns._warm, "kept warm after a put"
-        (warm_conn,) = [c for _, c, _ in items._conns._warm]
+        assert seen, "the put checked a connection out"
+        n = len(seen)
         assert (await items.get(ns, "k")).value == {"v": 1}  # type: ignore[union-attr]
-        assert [c for _, c, _ in items._conns._warm] == [warm_conn], "reused for the get"
+        await items.put(ns, "k", {"v": 2})
+        assert len(seen) == n, "kept warm after the put, reused for the get and the put"
     finally:
         await items.aclose()
 
@@ -134,12 +206,13 @@ async def test_async_items_take_the_fast_path(amemory: AsyncMemory) -> None:
 def test_items_batch_of_units_runs_on_a_warm_connection(memory: Memory) -> None:
     items = Items(memory)
     ns = ("driver", uuid.uuid4().hex[:8])
+    seen = checkouts(memory.engine)
     try:
         items.batch([PutItem(ns, "a", {"x": 1})])
-        assert items._conns is not None and items._conns._warm, "kept warm after a put"
-        (warm_conn,) = [c for _, c, _ in items._conns._warm]
+        assert seen, "the put checked a connection out"
+        n = len(seen)
         got = items.batch([GetItem(ns, "a")])
         assert got[0] is not None and got[0].value == {"x": 1}  # type: ignore[union-attr]
-        assert [c for _, c, _ in items._conns._warm] == [warm_conn], "reused for the get"
+        assert len(seen) == n, "kept warm after the put, reused for the get"
     finally:
         items.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import time
 
 import numpy as np
 import pytest
@@ -19,7 +18,6 @@ from hindsight_core import (
     Settings,
     ValidationError,
 )
-from hindsight_core.storage import scan_sql
 
 LESSONS = [
     {
@@ -250,9 +248,15 @@ def test_min_relevance_floor_drops_weak_hits(
         mem.close()
 
 
-def _choose(mem: Memory, exact: bool, scene: str | None = None) -> None:
-    """Pin recall's scan choice for the memory's namespace (normally a cached count)."""
-    mem._scan_choice._cached[(mem.namespace_key(None), scene)] = (time.monotonic(), exact)
+def _scanning(mem: Memory, scan: str) -> Memory:
+    """Another front end on ``mem``'s records whose recall always scans ``scan``
+    (``HINDSIGHT_SEMANTIC_SCAN``)."""
+    return Memory(
+        mem.namespace,
+        embedder=mem.embedder,
+        clock=mem.clock,
+        settings=mem.settings.model_copy(update={"semantic_scan": scan}),
+    )
 
 
 @pytest.mark.parametrize("scene", [None, "api"])
@@ -270,14 +274,36 @@ def test_exact_scan_and_index_scan_rank_alike(stocked: Memory, scene: str | None
         ]
     )
     results = []
-    for exact in (True, False):
-        _choose(stocked, exact, scene)
-        hits = stocked.search(
-            "the payment API keeps failing with rate limit errors", top_k=5, scene=scene
-        )
+    for scan in ("exact", "index"):
+        mem = _scanning(stocked, scan)
+        try:
+            hits = mem.search(
+                "the payment API keeps failing with rate limit errors", top_k=5, scene=scene
+            )
+        finally:
+            mem.close()
+        assert {h.breakdown.scan for h in hits} == {scan}, "the setting chose the scan"
         results.append([(h.record.id, round(h.score, 6)) for h in hits])
     assert len(results[0]) == 5
     assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("scan", ["exact", "index"])
+async def test_async_recall_takes_and_reports_the_pinned_scan(stocked: Memory, scan: str) -> None:
+    amem = AsyncMemory(
+        stocked.namespace,
+        embedder=stocked.embedder,
+        settings=stocked.settings.model_copy(update={"semantic_scan": scan}),
+    )
+    try:
+        hits = await amem.search("the payment API keeps failing", top_k=3)
+        recalled = await amem.recall("the payment API keeps failing", top_k=3)
+    finally:
+        await amem.aclose()
+    assert hits and {h.breakdown.scan for h in hits} == {scan}
+    assert {h.breakdown.scan for h in recalled.hits} == {scan}
+    # the default decides: a namespace of a few records is scanned exactly
+    assert {h.breakdown.scan for h in stocked.search("the payment API", top_k=3)} == {"exact"}
 
 
 def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
@@ -307,18 +333,11 @@ def test_scan_choice_is_exact_only_for_a_small_namespace_of_a_large_table(
         conn.commit()
     engine.dispose()
 
-    def exact(mem: Memory) -> bool:
-        ns = mem.namespace_key(None)
-        return bool(
-            mem.run_flow(
-                mem._scan_choice.flow(
-                    (ns, None), scan_sql.recall_exact_scan_sql(False), {"ns": ns, "scene": None}
-                )
-            )
-        )
+    def scans(mem: Memory) -> set[str | None]:
+        return {h.breakdown.scan for h in mem.search("Lesson number 7", top_k=3)}
 
-    assert exact(small) is True
-    assert exact(big) is False
+    assert scans(small) == {"exact"}
+    assert scans(big) == {"index"}
     # each finds what it holds: the query "is" a record's lesson, so its vector is
     # the record's, and the record comes first
     for mem in (big, small):
@@ -358,10 +377,26 @@ def test_terms_in_over_2_percent_of_records_generate_no_keyword_candidates(
         conn.commit()
     engine.dispose()
     assert mem.settings.keyword_scan_limit > 20
-    common = mem.run_flow(mem._common_terms.flow(mem.settings.keyword_scan_limit))
-    assert "zebra" in common
-    assert "quokka" not in common
-    mem.close()
+    # Ranked by the keyword score alone (the vectors are random): a term that generates
+    # keyword candidates brings every record that holds it to the top.
+    by_keyword = Memory(
+        ("terms",),
+        settings=mem.settings.model_copy(update={"semantic_weight": 0.0, "keyword_weight": 1.0}),
+        embedder=emb,
+    )
+    try:
+        quokka = by_keyword.search("quokka", top_k=10)
+        assert sum("quokka" in h.record.lesson for h in quokka) == 4
+        assert all(h.breakdown.keyword > 0 for h in quokka[:4])
+        zebra = by_keyword.search("zebra", top_k=10)
+        # 20 records hold "zebra", but only those among the 40 random semantic
+        # candidates come back (and score on it)
+        matched = [h for h in zebra if "zebra" in h.record.lesson]
+        assert len(matched) < 10
+        assert all(h.breakdown.keyword > 0 for h in matched)
+    finally:
+        by_keyword.close()
+        mem.close()
 
 
 def test_nul_and_out_of_range_arguments_are_validation_errors(memory: Memory) -> None:

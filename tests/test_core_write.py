@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+import uuid
+from typing import Any
 
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from _pool import backends, tagged
 
 from hindsight_core import AsyncMemory, CallableEmbedder, Memory, Settings, ValidationError
 from hindsight_core.memory import write_flows
@@ -255,43 +258,69 @@ def _merged_as_expected(stored: list, results: list) -> None:  # type: ignore[ty
     assert all(r.similarity is not None and r.similarity >= 0.92 for r in results[:2])
 
 
+def _side_lookups(database_url: str, app: str) -> list[dict[str, Any]]:
+    """The backends of the connections tagged ``app`` whose last statement was a dedup
+    lookup in the HNSW index: the side connection's (in autocommit mode, where the
+    flow's own connection's last statement is its COMMIT)."""
+    return [b for b in backends(database_url, app) if b["state"] == "idle" and "<=>" in b["query"]]
+
+
 @pytest.mark.parametrize("path", ["exact", "index", "halves"])
 def test_dedup_lookup_paths_merge_alike(
-    memory: Memory, monkeypatch: pytest.MonkeyPatch, path: str
+    settings: Settings,
+    embedder: Any,
+    namespace: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
 ) -> None:
     """A batch's dedup lookup compares a namespace small next to the batch exactly and
     asks the HNSW index otherwise (``write_flows.EXACT_DEDUP_*``), a large batch in two
     halves at once (``PARALLEL_LOOKUP_MIN``): all merge the same."""
     _pin_lookup(monkeypatch, path)
-    stored = memory.write_many(STORED)
-    _merged_as_expected(stored, memory.write_many(BATCH))
-    side = memory._side  # built only when halves need it
-    assert (side is not None) == (path == "halves")
-    # the second half ran on the side connection, which went back to its pool
-    checked_in = side.pool.checkedin() if side is not None else 0  # type: ignore[attr-defined]
-    assert checked_in == (1 if path == "halves" else 0)
-
-
-def test_halves_run_in_the_transaction_when_the_side_connection_is_busy(
-    memory: Memory,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    _pin_lookup(monkeypatch, "halves")
-    stored = memory.write_many(STORED)
-    side = memory._side_engine()
-    assert side is not None
-    with side.connect():  # the side pool's only connection, taken
+    app = "hs-side-" + uuid.uuid4().hex[:8]
+    url = tagged(str(settings.database_url), app)
+    memory = Memory(
+        namespace, settings=settings.model_copy(update={"database_url": url}), embedder=embedder
+    )
+    try:
+        stored = memory.write_many(STORED)
         _merged_as_expected(stored, memory.write_many(BATCH))
+        side = _side_lookups(str(settings.database_url), app)
+        # the second half ran on a side connection, only when halves need it
+        assert len(side) == (1 if path == "halves" else 0)
+        if path == "halves":
+            memory.write_many(BATCH)
+            again = _side_lookups(str(settings.database_url), app)
+            # ... which went back to its pool: the next batch's second half ran on it
+            assert [b["pid"] for b in again] == [side[0]["pid"]]
+            assert again[0]["query_start"] > side[0]["query_start"]
+    finally:
+        memory.close()
 
 
 async def test_async_halves_merge_alike(
-    amemory: AsyncMemory, monkeypatch: pytest.MonkeyPatch
+    settings: Settings,
+    embedder: Any,
+    namespace: tuple[str, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _pin_lookup(monkeypatch, "halves")
-    stored = await amemory.write_many(STORED)
-    _merged_as_expected(stored, await amemory.write_many(BATCH))
-    assert amemory._side is not None
-    assert amemory._side.pool.checkedin() == 1  # type: ignore[attr-defined]
+    app = "hs-side-" + uuid.uuid4().hex[:8]
+    url = tagged(str(settings.database_url), app)
+    amemory = AsyncMemory(
+        namespace, settings=settings.model_copy(update={"database_url": url}), embedder=embedder
+    )
+    try:
+        stored = await amemory.write_many(STORED)
+        _merged_as_expected(stored, await amemory.write_many(BATCH))
+        side = _side_lookups(str(settings.database_url), app)
+        assert len(side) == 1
+        await amemory.write_many(BATCH)
+        again = _side_lookups(str(settings.database_url), app)
+        assert [b["pid"] for b in again] == [side[0]["pid"]]
+        assert again[0]["query_start"] > side[0]["query_start"]
+    finally:
+        await amemory.aclose()
 
 
 def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: str) -> None:

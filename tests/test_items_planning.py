@@ -61,7 +61,10 @@ def test_deletes_run_before_upserts_and_the_first_statement_takes_the_locks() ->
     ops = [PutItem(B, "z", {"text": "new"}), PutItem(A, "y", None), PutItem(A, "x", {})]
     plan = plan_batch(ops, None)
     (delete, dparams), (upsert, uparams) = put_statements(plan.puts, [], [], NOW)
-    assert delete is q.delete_many_sql(True) and upsert is q.upsert_sql(False)
+    # two namespaces: the first statement also locks their keyword counters, in order
+    assert delete is q.delete_many_sql(True, True) and upsert is q.upsert_sql(False, False)
+    # a store without vectors has no keyword counters to lock
+    assert put_statements(plan.puts, [], [], NOW, False)[0][0] is q.delete_many_sql(True, False)
     assert (dparams["ns"], dparams["keys"]) == ([ns_key(A)], ["y"])
     keys = sorted(plan.puts)
     assert list(zip(dparams["lk_ns"], dparams["lk_keys"], strict=True)) == keys, "one global order"
@@ -73,7 +76,7 @@ def test_upserts_alone_are_one_locked_statement_in_autocommit() -> None:
     plan = plan_batch([PutItem(A, "k", {"text": "hello world"})], INDEX)
     assert plan.autocommit
     ((stmt, params),) = put_statements(plan.puts, plan.fields, [[1.0, 0.0, 0.5]], NOW)
-    assert stmt is q.upsert_sql(True)
+    assert stmt is q.upsert_sql(True, False)  # one namespace: no counter lock up front
     assert (params["lk_ns"], params["lk_keys"]) == ([ns_key(A)], ["k"])
     assert (params["v_fields"], params["v_dim"]) == (["text"], 3)
     assert "hello" in params["v_tsv"][0] and "world" in params["v_tsv"][0]

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("langgraph", reason="needs the langgraph extra")
 
 from _lg_checkpoint_util import async_saver, sync_saver  # noqa: E402
+from _pool import checkouts  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.base.id import uuid6  # noqa: E402
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # noqa: E402
@@ -19,7 +20,7 @@ from langgraph.graph import END, START, StateGraph  # noqa: E402
 from langgraph.types import Command, interrupt  # noqa: E402
 
 from hindsight_adapters.langgraph import HindsightCheckpointer  # noqa: E402
-from hindsight_core import Settings  # noqa: E402
+from hindsight_core import AsyncMemory, Memory, Settings  # noqa: E402
 
 
 class State(TypedDict):
@@ -351,23 +352,24 @@ def test_warm_connection_recovers_after_server_side_disconnect(
     assert saver.get_tuple(config).checkpoint["channel_values"] == {"x": 1}
 
 
-def test_warm_connection_keeps_its_cursor_without_rows(saver: HindsightCheckpointer) -> None:
-    # A warm connection's cursor is reused (its adapters are resolved once); after a
-    # read its result is freed, so a kept cursor never holds a large result in memory.
-    config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
-    meta: Any = {"source": "loop", "step": 0}
-    cfg = saver.put(config, _checkpoint({"x": 1}), meta, {})
-    pool = saver.checkpoints._pool
-    assert pool is not None
-    _, conn, cur = pool._warm[-1]
-    assert cur is not None and not cur.closed
-    cfg = saver.put(cfg, _checkpoint({"x": 2}), meta, {})
-    assert pool._warm[-1][1:] == (conn, cur), "the next write reuses connection and cursor"
-    listed = list(saver.list(config))
-    assert [t.checkpoint["channel_values"] for t in listed] == [{"x": 2}, {"x": 1}]
-    assert pool._warm[-1][1:] == (conn, cur)
-    assert cur.pgresult is not None and cur.pgresult.ntuples == 0, "the read's rows are freed"
-    assert saver.get_tuple(cfg).checkpoint["channel_values"] == {"x": 2}
+def test_warm_connection_serves_the_next_calls(settings: Settings) -> None:
+    # One-statement calls run on a warm connection: after the first put, the next
+    # writes and reads check no connection out of the pool (no ping, no BEGIN/COMMIT).
+    # The cursor kept with it: tests/test_core_driver.py.
+    memory = Memory(settings=settings)
+    seen = checkouts(memory.engine)
+    with HindsightCheckpointer(memory) as saver:
+        saver.setup()
+        config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+        meta: Any = {"source": "loop", "step": 0}
+        cfg = saver.put(config, _checkpoint({"x": 1}), meta, {})
+        n = len(seen)
+        cfg = saver.put(cfg, _checkpoint({"x": 2}), meta, {})
+        listed = list(saver.list(config))
+        assert [t.checkpoint["channel_values"] for t in listed] == [{"x": 2}, {"x": 1}]
+        assert saver.get_tuple(cfg).checkpoint["channel_values"] == {"x": 2}
+        assert len(seen) == n, "the next writes and reads reuse the warm connection"
+    memory.close()
 
 
 def test_many_channels_and_writes_in_one_call(saver: HindsightCheckpointer) -> None:
@@ -383,22 +385,20 @@ def test_many_channels_and_writes_in_one_call(saver: HindsightCheckpointer) -> N
     assert tup.pending_writes == [("task", f"ch{i}", {"w": i}) for i in range(40)]
 
 
-async def test_async_warm_connection_keeps_its_cursor_without_rows(
-    asaver: HindsightCheckpointer,
-) -> None:
-    config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
-    meta: Any = {"source": "loop", "step": 0}
-    cfg = await asaver.aput(config, _checkpoint({"x": 1}), meta, {})
-    pool = asaver._backends.aio._pool
-    assert pool is not None
-    _, conn, cur = pool._warm[-1]
-    assert cur is not None
-    cfg = await asaver.aput(cfg, _checkpoint({"x": 2}), meta, {})
-    assert pool._warm[-1][1:] == (conn, cur)
-    assert (await asaver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
-    assert pool._warm[-1][1:] == (conn, cur)
-    assert cur.pgresult is not None and cur.pgresult.ntuples == 0
-    assert (await asaver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
+async def test_async_warm_connection_serves_the_next_calls(settings: Settings) -> None:
+    memory = AsyncMemory(settings=settings)
+    seen = checkouts(await memory.get_engine())
+    async with HindsightCheckpointer(memory) as saver:
+        await saver.asetup()
+        config = {"configurable": {"thread_id": uuid.uuid4().hex, "checkpoint_ns": ""}}
+        meta: Any = {"source": "loop", "step": 0}
+        cfg = await saver.aput(config, _checkpoint({"x": 1}), meta, {})
+        n = len(seen)
+        cfg = await saver.aput(cfg, _checkpoint({"x": 2}), meta, {})
+        assert (await saver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
+        assert (await saver.aget_tuple(cfg)).checkpoint["channel_values"] == {"x": 2}
+        assert len(seen) == n
+    await memory.aclose()
 
 
 async def test_async_warm_connection_recovers(

@@ -14,7 +14,6 @@ from langgraph.store.base import PutOp
 
 from hindsight_adapters.langgraph import HindsightSearchItem, HindsightStore, LangChainEmbedder
 from hindsight_core import EmbeddingError, Memory, Settings
-from hindsight_core.models import ns_key
 from tests._clock import Clock
 from tests._lg_store_util import DIMS, char_embed
 
@@ -227,23 +226,27 @@ def test_hybrid_search_exact_scan_and_index_scan_agree(settings: Settings, embed
     """Hybrid item search finds semantic candidates by an exact scan in small namespace
     prefixes and through the HNSW index elsewhere (decided per prefix, cached); both
     statements rank the same items the same way."""
-    memory = Memory(settings=settings, embedder=embedder)
-    store = HindsightStore(
-        memory=memory, index={"dims": embedder.dim, "embed": embedder, "fields": ["text"]}
-    )
     topics = ["billing", "deploys", "backups", "on-call", "invoices", "search", "caching"]
-    store.batch(
-        [
-            PutOp(ns, f"k{i}", {"text": f"Note {i} about {topics[i % 7]} and step {i}"})
-            for i in range(70)
-        ]
-    )
+    index = {"dims": embedder.dim, "embed": embedder, "fields": ["text"]}
     results = []
-    for exact in (True, False):
-        store.items._scan_choice._cached[ns_key(ns)] = (time.monotonic(), exact)
-        hits = store.search(ns, query="how do we handle invoices", limit=5)
+    for scan in ("exact", "index"):  # HINDSIGHT_SEMANTIC_SCAN pins the choice
+        memory = Memory(
+            settings=settings.model_copy(update={"semantic_scan": scan}), embedder=embedder
+        )
+        store = HindsightStore(memory=memory, index=index)
+        try:
+            if scan == "exact":
+                store.batch(
+                    [
+                        PutOp(ns, f"k{i}", {"text": f"Note {i} about {topics[i % 7]} and step {i}"})
+                        for i in range(70)
+                    ]
+                )
+            hits = store.search(ns, query="how do we handle invoices", limit=5)
+        finally:
+            store.close()
+            memory.close()
+        assert {h.breakdown.scan for h in hits} == {scan}  # type: ignore[attr-defined]
         results.append([(h.key, round(h.score, 6)) for h in hits])
-    assert len(store.items._scan_choice._cached) == 1  # the pinned answer was used
     assert len(results[0]) == 5
     assert results[0] == results[1]
-    store.close()

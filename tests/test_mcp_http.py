@@ -19,7 +19,8 @@ import pytest
 from _mcp_util import SIGTERM_EXIT, free_port, http_client, start_cli, stop, text, wait_healthy
 from mcp import MCPError
 
-from hindsight_core import Memory, Settings
+from hindsight_core import Memory, Settings, ValidationError
+from hindsight_core.memory.inputs import MAX_TOP_K, check_top_k
 
 TOOLS = {
     "search_memory",
@@ -104,7 +105,8 @@ async def test_tools_have_input_and_output_schemas(server: Server) -> None:
     ]
     hit = tools["search_memory"].output_schema
     assert "results" in hit["properties"] and "warning" in hit["properties"]
-    assert tools["search_memory"].input_schema["properties"]["top_k"]["maximum"] == 50
+    top_k = tools["search_memory"].input_schema["properties"]["top_k"]
+    assert (top_k["minimum"], top_k["maximum"]) == (1, MAX_TOP_K)  # the core's limit
     assert tools["search_memory"].annotations.read_only_hint is True
     assert tools["forget_memory"].annotations.destructive_hint is True
 
@@ -214,6 +216,18 @@ async def test_bad_arguments_are_clear_tool_errors(
     assert result.is_error
     assert field in text(result), text(result)
     assert core.stats(namespace=server.ns_a).records == before
+
+
+async def test_top_k_has_the_cores_limit_and_message(server: Server) -> None:
+    # The tool capped top_k at 50 with pydantic's message; the core allows MAX_TOP_K.
+    async with http_client(server.url, server.token_a) as client:
+        most = await client.call_tool("search_memory", {"query": "deploy", "top_k": MAX_TOP_K})
+        assert not most.is_error, text(most)
+        over = await client.call_tool("search_memory", {"query": "deploy", "top_k": MAX_TOP_K + 1})
+    assert over.is_error
+    with pytest.raises(ValidationError) as core_error:
+        check_top_k(MAX_TOP_K + 1)
+    assert str(core_error.value) in text(over)
 
 
 async def test_numbers_as_strings_are_coerced(server: Server, core: Memory) -> None:

@@ -149,3 +149,25 @@ def test_no_module_reaches_into_a_host_s_private_members() -> None:
     ]
     assert files
     assert [hit for p in files for hit in _private_reach_ins(p)] == []
+
+
+def _private_reads_in_tests(path: Path) -> list[str]:
+    """``anything._x`` but ``self._x`` / ``cls._x`` (a test's own helper classes)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+        ):
+            found.append(f"{path.relative_to(ROOT)}:{node.lineno}: .{node.attr}")
+    return found
+
+
+def test_tests_read_no_private_member_of_the_library() -> None:
+    # Through public APIs, the server's view (pg_stat_activity) or pool events
+    # (tests/_pool.py): a test that reads a private attribute pins an implementation.
+    files = sorted((ROOT / "tests").glob("*.py"))
+    assert len(files) > 10
+    assert [hit for p in files for hit in _private_reads_in_tests(p)] == []

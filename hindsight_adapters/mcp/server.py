@@ -27,6 +27,7 @@ from hindsight_core.errors import (
     NotFoundError,
     ValidationError,
 )
+from hindsight_core.memory.inputs import MAX_TOP_K
 from hindsight_core.models import MAX_LABEL_CHARS, Namespace
 from hindsight_core.warmup import Warmup
 
@@ -139,7 +140,11 @@ def build_server(
         scene: Annotated[
             str | None, Field(max_length=MAX_LABEL_CHARS, description="Only lessons of this scene.")
         ] = None,
-        top_k: Annotated[int, Field(ge=1, le=50)] = 5,
+        top_k: Annotated[
+            int,
+            # Bounds checked by the core (one limit, one message); advertised here.
+            Field(json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K}),
+        ] = 5,
     ) -> SearchResult:
         """Recall lessons from earlier tasks. Call this BEFORE starting a task that resembles
         earlier work, and follow the lessons whose trigger matches. Returns the lesson, its

@@ -198,25 +198,29 @@ def put_statements(
     fields: Sequence[Field],
     vectors: Sequence[Sequence[float]],
     now: datetime,
+    indexed: bool = True,
 ) -> list[tuple[sa.TextClause, dict[str, Any]]]:
     """The statements that apply the puts: the deletes, then the upserts (with the
-    ``fields``' ``vectors``). The first one takes every key's lock, in one order."""
+    ``fields``' ``vectors``). The first one takes every key's lock, in one order, and
+    when the keys span namespaces of an ``indexed`` store (whose vectors have keyword
+    counters), then their counters' (``items_sql``)."""
     keys = sorted(puts)
     lock = {"lk_ns": [k[0] for k in keys], "lk_keys": [k[1] for k in keys]}
+    counters = indexed and bool(keys) and keys[0][0] != keys[-1][0]
     deletes = [k for k, (op, _) in puts.items() if op.value is None]
     upserts = [(k, op, ttl) for k, (op, ttl) in puts.items() if op.value is not None]
     out: list[tuple[sa.TextClause, dict[str, Any]]] = []
     if deletes:
         out.append(
             (
-                q.delete_many_sql(True),
+                q.delete_many_sql(True, counters),
                 {"ns": [k[0] for k in deletes], "keys": [k[1] for k in deletes], **lock},
             )
         )
     if upserts:
         out.append(
             (
-                q.upsert_sql(not deletes),
+                q.upsert_sql(not deletes, counters and not deletes),
                 {
                     **({} if deletes else lock),
                     "now": now,

@@ -154,7 +154,8 @@ class ItemFlows:
             if listing not in seen:
                 seen[listing] = yield from self._list_namespaces(listing, now, ac)
             results[i] = seen[listing]
-        for stmt, params in put_statements(plan.puts, plan.fields, fvectors, now):
+        puts = put_statements(plan.puts, plan.fields, fvectors, now, self.index is not None)
+        for stmt, params in puts:
             yield Sql(stmt, params, fetch="none", autocommit=ac)
         if refresh:  # last: it never waits, so it cannot take part in a deadlock
             req = Sql(q.REFRESH, refresh_params(list(refresh), now), fetch="none", autocommit=ac)
@@ -251,6 +252,7 @@ class ItemFlows:
             scan_sql.items_exact_scan_sql(len(prefix)),
             qs.prefix_params(ns_key(prefix)),
             ac,
+            settings.semantic_scan,
         )
         stmt = qs.hybrid_search_sql(
             spec,
@@ -263,6 +265,8 @@ class ItemFlows:
             exact,
         )
         rows = yield from Sql(stmt, params, autocommit=ac)
+        # A "flat" index is no index: its search is an exact scan either way.
+        scan = "exact" if exact or spec.kind == "flat" else "index"
         return [
             (
                 ItemHit.model_construct(
@@ -274,6 +278,7 @@ class ItemFlows:
                         relevance=float(r["relevance"]),
                         decay=float(r["decay"]),
                         final=float(r["final"]),
+                        scan=scan,
                     ),
                 ),
                 r["ttl_minutes"],

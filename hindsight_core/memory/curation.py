@@ -80,6 +80,10 @@ class CurationFlows(RecallFlows):
         rid = parse_id(record_id)
         yield from self.ready_flow()
         now = self.now()
+        # As a write does, before any row: a write holds the namespace's keyword counter
+        # when it merges into a record, and archiving that record took the record, then
+        # the counter (a deadlock: tests/test_lock_order.py).
+        yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
         stmt = {
             "forget": q.DELETE,
             "archive": q.ARCHIVE,
@@ -124,6 +128,7 @@ class CurationFlows(RecallFlows):
         text = embedding_text(rec)
         (vector,) = yield from Embed([text])
         now = self.now()
+        yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})  # as _change_flow
         yield Sql(
             q.EDIT,
             {
@@ -163,6 +168,7 @@ class CurationFlows(RecallFlows):
         (rec,) = validate_records([into], self.settings)
         yield from self.ready_flow()
         now = self.now()
+        yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # as _change_flow; the sources read after it
         sources = yield from Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
         live = {r["id"]: r for r in sources if r["archived_at"] is None}
         missing = [str(i) for i in ids if i not in live]

@@ -26,7 +26,7 @@ from ..models import (
     to_utc,
     validate_namespace,
 )
-from ..runtime.flow import Embed, Flow, Sql
+from ..runtime.flow import Embed, Flow, Sql, Unit
 from ..storage import batch_sql, namespace_sql, tasks_sql
 from ..storage import experiences_sql as q
 from .base import MemoryBase
@@ -37,6 +37,8 @@ Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` during long operations."""
 
 REINDEX_BATCH = 256
+# Namespaces evicted per transaction by maintain() over all of them (experiences_sql.EVICT).
+EVICT_NAMESPACES = 64
 
 
 class ExportedRecord(ExperienceIn):
@@ -77,9 +79,27 @@ class LifecycleFlows(MemoryBase):
         ns = None if all_namespaces else self.namespace_key(namespace)
         yield from self.ready_flow()
         now = self.now()
-        evicted = yield from Sql(
-            q.EVICT, {"ns": ns, "evict_below": self.settings.evict_below, **self.decay_params(now)}
+        params = {"evict_below": self.settings.evict_below, **self.decay_params(now)}
+        if ns is not None:
+            archived = yield from self._evict_flow([ns], params, now)
+        else:
+            # In transactions of EVICT_NAMESPACES namespaces each (committed one by one):
+            # each holds their namespace locks, a slot of the server's lock table each.
+            spaces = [r["ns"] for r in (yield from Sql(q.EVICTABLE_NAMESPACES, params))]
+            archived = 0
+            for i in range(0, len(spaces), EVICT_NAMESPACES):
+                chunk = spaces[i : i + EVICT_NAMESPACES]
+                archived += yield from Unit(self._evict_flow(chunk, params, now))
+        items = yield from Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
+        tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
+        return MaintenanceReport(
+            archived=archived, expired_items=len(items), expired_tasks=len(tasks)
         )
+
+    def _evict_flow(self, spaces: list[str], params: dict[str, Any], now: datetime) -> Flow[int]:
+        """Archive the decayed records of the namespaces ``spaces`` (their locks first,
+        as writes take them: ``experiences_sql.EVICT``); how many."""
+        evicted = yield from Sql(q.EVICT, {"spaces": spaces, "now": now, **params})
         if evicted:
             yield Sql(
                 batch_sql.EVENT_ROWS,
@@ -97,11 +117,7 @@ class LifecycleFlows(MemoryBase):
                 ),
                 fetch="none",
             )
-        items = yield from Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
-        tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
-        return MaintenanceReport(
-            archived=len(evicted), expired_items=len(items), expired_tasks=len(tasks)
-        )
+        return len(evicted)
 
     def _stats_flow(self, namespace: Namespace | str | None) -> Flow[Stats]:
         ns = None if namespace is None else self.namespace_key(namespace)

@@ -55,6 +55,7 @@ class RecallFlows(MemoryBase):
             scan_sql.recall_exact_scan_sql(scene is not None),
             {"ns": ns, "scene": scene},
             ac,
+            self.settings.semantic_scan,
         )
         stmt = recall_sql.search_sql(
             self.embedder.dim,
@@ -85,6 +86,7 @@ class RecallFlows(MemoryBase):
         if timeout_ms is not None:
             yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": str(int(timeout_ms))})
         rows = yield from Sql(stmt, params, autocommit=ac)
+        scan = "exact" if exact else "index"
         # One validation per hit (nested dicts): a third cheaper than building the
         # record and the breakdown as models first.
         return [
@@ -98,6 +100,7 @@ class RecallFlows(MemoryBase):
                         "relevance": row["relevance"],
                         "decay": row["decayed_score"],
                         "final": row["final"],
+                        "scan": scan,
                     },
                 }
             )

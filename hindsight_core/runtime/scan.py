@@ -34,10 +34,18 @@ class ScanChoice:
         self._cached: OrderedDict[Hashable, tuple[float, bool]] = OrderedDict()
 
     def flow(
-        self, key: Hashable, stmt: sa.TextClause, params: dict[str, Any], autocommit: bool = False
+        self,
+        key: Hashable,
+        stmt: sa.TextClause,
+        params: dict[str, Any],
+        autocommit: bool = False,
+        mode: str = "auto",
     ) -> Flow[bool]:
         """Whether the namespace ``key`` stands for should be scanned exactly; ``stmt``
-        (one row, ``exact``) with ``params`` answers when the cache does not."""
+        (one row, ``exact``) with ``params`` answers when the cache does not. ``mode``
+        (``HINDSIGHT_SEMANTIC_SCAN``): ``exact`` or ``index`` decide without asking."""
+        if mode != "auto":
+            return mode == "exact"
         now = time.monotonic()
         with self._lock:
             hit = self._cached.get(key)

@@ -183,11 +183,28 @@ ARCHIVE_MERGED = sa.text(
     "WHERE ns = :ns AND id = ANY(CAST(:ids AS uuid[])) AND archived_at IS NULL RETURNING id"
 )
 
+_EVICTABLE = f"e.archived_at IS NULL AND NOT e.critical AND {DECAYED} < :evict_below"
+# The namespaces with records to evict, in order.
+EVICTABLE_NAMESPACES = sa.text(f"SELECT DISTINCT e.ns FROM {T} e WHERE {_EVICTABLE} ORDER BY e.ns")
+
+# Eviction in the namespaces ``:spaces`` first takes their namespace locks
+# (LOCK_NAMESPACE's), in one order, as a write does before touching a row: a write
+# holds its namespace's keyword counter (insert trigger) when it merges into a record,
+# and an eviction that had archived that record first wanted the counter (update
+# trigger), a deadlock (tests/test_lock_order.py). After the wait, a record a write
+# merged into is re-checked against the condition (no longer decayed), and a write's
+# lookup after its lock finds the evicted records archived. The caller bounds the
+# namespaces per transaction (each lock takes a slot of the server's lock table).
 EVICT = sa.text(
     f"""
+    WITH lk AS (
+        SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
+            SELECT DISTINCT hashtextextended('hindsight:' || s.ns, 0) AS h
+            FROM unnest(CAST(:spaces AS text[])) AS s(ns) ORDER BY h
+        ) s
+    )
     UPDATE {T} e SET archived_at = :now, updated_at = :now
-    WHERE e.archived_at IS NULL AND NOT e.critical AND {DECAYED} < :evict_below
-      AND (CAST(:ns AS text) IS NULL OR e.ns = :ns)
+    WHERE e.ns = ANY(CAST(:spaces AS text[])) AND {_EVICTABLE} AND (SELECT n FROM lk) >= 0
     RETURNING e.ns, e.id
     """
 )

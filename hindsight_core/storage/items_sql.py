@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 T = "hindsight_items"
 V = "hindsight_item_vectors"
+KEYWORD_STATS = "hindsight_keyword_stats"  # BM25 counters (migration 0009)
 
 Distance = Literal["cosine", "inner_product", "l2"]
 VectorType = Literal["vector", "halfvec"]
@@ -134,27 +135,62 @@ _LOCK_CTE = """lk AS (
     )"""
 _LOCKED = "(SELECT n FROM lk) >= 0"
 
+# A batch over several namespaces then locks their BM25 counter rows (kept by migration
+# 0009's triggers at the end of each statement), in namespace order: each trigger of a
+# statement (UPDATE, INSERT, DELETE) locks its namespaces' rows in order, but they fire
+# one after the other, so a batch that changed a text in namespace b and added an item
+# in a held the counter of b while waiting for a's, and a second batch the other way
+# round deadlocked with it (tests/test_lock_order.py). Locked before the triggers fire
+# (in ``upsert_sql`` after the vectors' insert), the triggers find them held. A
+# namespace's first counter row comes from the INSERT trigger (one firing, in order).
+# A batch of one namespace skips this: one row has no order.
+_COUNTERS_CTE = f"""lc AS (
+        SELECT count(*) AS n FROM (
+            SELECT 1 FROM {KEYWORD_STATS} s
+            WHERE s.tbl = 'i' AND s.ns = ANY(CAST(:lk_ns AS text[])) AND {_LOCKED}
+            ORDER BY s.ns FOR UPDATE
+        ) c
+    )"""
 
-@lru_cache(maxsize=2)
-def delete_many_sql(lock: bool) -> sa.TextClause:
-    """Delete items (their vectors cascade)."""
+
+def _lock(lock: bool, counters: bool) -> tuple[str, str]:
+    """The locking CTEs (each followed by a comma) and the condition that waits on them."""
+    if not lock:
+        return "", "TRUE"
+    if counters:
+        return f"{_LOCK_CTE}, {_COUNTERS_CTE},", "(SELECT n FROM lc) >= 0"
+    return f"{_LOCK_CTE},", _LOCKED
+
+
+@lru_cache(maxsize=4)
+def delete_many_sql(lock: bool, counters: bool = False) -> sa.TextClause:
+    """Delete items (their vectors cascade); ``lock``: take the keys' locks first
+    (``counters``: then the namespaces' keyword counters)."""
+    ctes, locked = _lock(lock, counters)
     return sa.text(
-        f"{'WITH ' + _LOCK_CTE if lock else ''} DELETE FROM {T} i "
+        f"{'WITH ' + ctes.rstrip(',') if lock else ''} DELETE FROM {T} i "
         "USING unnest(CAST(:ns AS text[]), CAST(:keys AS text[])) AS p(ns, key) "
-        f"WHERE i.ns = p.ns AND i.key = p.key {'AND ' + _LOCKED if lock else ''}"
+        f"WHERE i.ns = p.ns AND i.key = p.key {'AND ' + locked if lock else ''}"
     )
 
 
-@lru_cache(maxsize=2)
-def upsert_sql(lock: bool) -> sa.TextClause:
+@lru_cache(maxsize=4)
+def upsert_sql(lock: bool, counters: bool = False) -> sa.TextClause:
     """Items, then vectors, in one statement (the foreign key is checked at its end).
 
     Stale vector fields of re-put items are removed (PostgresStore keeps them).
+    ``lock`` and ``counters``: as for :func:`delete_many_sql`.
     """
-    locked = f"AND {_LOCKED}" if lock else ""
+    ctes, cond = _lock(lock, counters)
+    locked = f"AND {cond}" if lock else ""
+    # The vectors' insert (the HNSW work) waits for the keys only; the counters are
+    # locked by the items' insert and the stale vectors' delete, which (referenced by
+    # nothing) run after it, before the statement's triggers: so batches over the same
+    # namespaces insert their vectors at the same time.
+    keys_locked = f"AND {_LOCKED}" if lock else ""
     return sa.text(
         f"""
-        WITH {_LOCK_CTE + "," if lock else ""} up AS (
+        WITH {ctes} up AS (
             INSERT INTO {T} AS i (ns, key, value, created_at, updated_at, expires_at,
                                   ttl_minutes)
             SELECT p.ns, p.key, p.value, :now, :now, p.expires_at, p.ttl
@@ -183,7 +219,7 @@ def upsert_sql(lock: bool) -> sa.TextClause:
         )
         INSERT INTO {V} AS v (ns, key, field, embedding, search_tsv)
         SELECT nv.ns, nv.key, nv.field, nv.emb, CAST(nv.tsv AS tsvector)
-        FROM nv WHERE TRUE {locked} ORDER BY nv.ns, nv.key, nv.field
+        FROM nv WHERE TRUE {keys_locked} ORDER BY nv.ns, nv.key, nv.field
         ON CONFLICT (ns, key, field) DO UPDATE SET embedding = EXCLUDED.embedding,
             search_tsv = EXCLUDED.search_tsv
         """

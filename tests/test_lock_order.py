@@ -1,0 +1,199 @@
+"""Writers take shared locks in one order, so that concurrent writers cannot deadlock.
+
+Each test holds a lock from a connection of its own, lets a real writer (its own
+connection, tagged with an ``application_name``) run into it, and then looks from the
+server's side at what the waiting writer holds. A writer that waits for a lock while
+holding one that comes later in the order is half of a deadlock: a second writer
+taking the two the other way round completes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+import sqlalchemy as sa
+from _pool import tagged
+
+from hindsight_core import CallableEmbedder, Memory, Settings
+from hindsight_core.items import ItemIndex, Items, PutItem
+from hindsight_core.models import ns_key
+
+DIM = 8
+WAIT = 60.0  # seconds a writer may take to reach the lock (a loaded machine)
+
+
+def _vectors(texts: list[str]) -> np.ndarray:
+    seeds = [int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) for t in texts]
+    return np.stack([np.random.default_rng(s).standard_normal(DIM) for s in seeds])
+
+
+EMB = CallableEmbedder(_vectors, dim=DIM, model_name="hash-8")
+
+
+@pytest.fixture
+def admin(fresh_db: str) -> Iterator[sa.Engine]:
+    engine = sa.create_engine(fresh_db)
+    yield engine
+    engine.dispose()
+
+
+def _wait_until_blocked(admin: sa.Engine, app: str) -> None:
+    """Return once the backend tagged ``app`` waits for a lock (the writer got there)."""
+    deadline = time.monotonic() + WAIT
+    query = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
+        " AND wait_event_type = 'Lock'"
+    )
+    while True:
+        with admin.connect() as conn:
+            if conn.execute(query, {"app": app}).scalar():
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{app} never waited for the lock")
+        time.sleep(0.02)
+
+
+def _lockable(admin: sa.Engine, sql: str, params: dict[str, Any]) -> bool:
+    """Whether the rows ``sql`` selects can be locked right now (no one holds them)."""
+    with admin.connect() as conn:
+        try:
+            conn.execute(sa.text(sql + " FOR UPDATE NOWAIT"), params).all()
+        except sa.exc.OperationalError as exc:
+            assert isinstance(exc.orig, psycopg.errors.LockNotAvailable), exc
+            return False
+        finally:
+            conn.rollback()
+    return True
+
+
+def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            out.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+COUNTER = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'i' AND ns = :ns"
+
+
+@pytest.mark.parametrize("updated", ["first", "second"])
+def test_an_item_batch_takes_the_keyword_counters_in_namespace_order(
+    fresh_db: str, admin: sa.Engine, updated: str
+) -> None:
+    """A batch that changes an item's text in one namespace and adds an item in
+    another fires two counter triggers (UPDATE, INSERT), each of which locked its own
+    namespaces' BM25 counter rows: across the two, in whichever order they fire. So
+    two such batches over the same two namespaces could each hold one counter and
+    wait for the other's. The batch now locks every counter it will change up front,
+    in namespace order: while it waits for the first, it holds none of the others."""
+    run = uuid.uuid4().hex[:8]
+    first, second = ("lk", run, "a"), ("lk", run, "b")
+    assert ns_key(first) < ns_key(second)
+    index = ItemIndex(dims=DIM, fields=("text",))
+    setup = Memory(settings=Settings(database_url=fresh_db), embedder=EMB)
+    Items(setup, index=index).batch(
+        [PutItem(first, "old", {"text": "alpha one"}), PutItem(second, "old", {"text": "beta"})]
+    )
+    setup.close()
+    # One namespace's item changes its text, the other namespace gains an item.
+    changed, added = (first, second) if updated == "first" else (second, first)
+    # (a text of another length: a change that leaves the counts alone locks nothing)
+    text = {"text": "a changed text of five words"}
+    batch = [PutItem(changed, "old", text), PutItem(added, "new", {"text": "x"})]
+
+    app = "hs-lock-" + run
+    writer = Memory(settings=Settings(database_url=tagged(fresh_db, app)), embedder=EMB)
+    items = Items(writer, index=index)
+    with admin.connect() as holder:  # holds the first namespace's counter
+        holder.execute(sa.text(COUNTER + " FOR UPDATE"), {"ns": ns_key(first)}).all()
+        thread, out = _in_thread(lambda: items.batch(batch))
+        try:
+            _wait_until_blocked(admin, app)
+            free = _lockable(admin, COUNTER, {"ns": ns_key(second)})
+        finally:
+            holder.rollback()
+            thread.join()
+    items.close()
+    writer.close()
+    assert out == [[None, None]], out
+    assert free, "the batch held the second namespace's counter while waiting for the first's"
+
+
+@pytest.mark.parametrize("archiving", ["maintain", "maintain everywhere", "archive"])
+def test_archiving_and_a_merging_write_take_the_namespace_in_one_order(
+    fresh_db: str, embedder: Any, archiving: str
+) -> None:
+    """A write locks its namespace, inserts (the namespace's keyword counter, by
+    trigger) and then merges (the merged-into record's row); eviction (``maintain``)
+    and ``archive`` archived the record (its row) and then, by trigger, took the
+    counter: in the other order, so a write merging into a record being archived
+    deadlocked with it (SQLSTATE 40P01; one of them failed). Both now take the
+    namespace lock first, as writers do."""
+    database_url, settings = fresh_db, Settings(database_url=fresh_db)
+    ns = ("lk", uuid.uuid4().hex[:8])
+    old = {"scene": "files", "trigger": "cleaning downloads", "lesson": "Check the extension"}
+    first = Memory(ns, settings=settings, embedder=embedder)
+    written = first.write(old)
+    first.close()
+    app_e, app_w = "hs-evict-" + ns[1], "hs-write-" + ns[1]
+
+    def memory(app: str, **kwargs: Any) -> Memory:
+        url = tagged(database_url, app)
+        return Memory(ns, settings=settings.model_copy(update={"database_url": url}), **kwargs)
+
+    # Two years on, the record has decayed below evict_below.
+    def later() -> datetime:
+        return datetime.now(UTC) + timedelta(days=730)
+
+    evictor = memory(app_e, embedder=embedder, clock=later)
+    writer = memory(app_w, embedder=embedder)
+    admin = sa.create_engine(database_url)
+    record = "SELECT 1 FROM hindsight_experiences WHERE ns = :ns AND id = :id"
+    try:
+        with admin.connect() as holder:  # holds the record: both queue behind it
+            holder.execute(
+                sa.text(record + " FOR UPDATE"), {"ns": ns_key(ns), "id": written.id}
+            ).all()
+            evicting, evicted = _in_thread(
+                {
+                    "maintain": lambda: evictor.maintain(namespace=ns),
+                    "maintain everywhere": lambda: evictor.maintain(),
+                    "archive": lambda: evictor.archive(written.id),
+                }[archiving]
+            )
+            _wait_until_blocked(admin, app_e)
+            writing, wrote = _in_thread(
+                lambda: writer.write_many([old, {**old, "lesson": "Keep a backup first"}])
+            )
+            _wait_until_blocked(admin, app_w)
+            holder.rollback()
+            evicting.join()
+            writing.join()
+    finally:
+        admin.dispose()
+        evictor.close()
+        writer.close()
+    failed = [r for r in (*evicted, *wrote) if isinstance(r, BaseException)]
+    assert not failed, failed
+    if archiving.startswith("maintain"):
+        assert evicted[0].archived == 1
+    else:
+        assert evicted[0].archived_at is not None
+    # the write came after the eviction: its duplicate found no live record to merge into
+    assert [r.status for r in wrote[0]] == ["inserted", "inserted"]
