@@ -10,6 +10,7 @@ taking the two the other way round completes it.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
 import uuid
@@ -25,7 +26,7 @@ from _pool import tagged
 
 from hindsight_core import CallableEmbedder, Memory, Settings
 from hindsight_core.items import ItemIndex, Items, PutItem
-from hindsight_core.models import ns_key
+from hindsight_core.models import NS_SEPARATOR, ns_key
 
 DIM = 8
 WAIT = 60.0  # seconds a writer may take to reach the lock (a loaded machine)
@@ -197,3 +198,174 @@ def test_archiving_and_a_merging_write_take_the_namespace_in_one_order(
         assert evicted[0].archived_at is not None
     # the write came after the eviction: its duplicate found no live record to merge into
     assert [r.status for r in wrote[0]] == ["inserted", "inserted"]
+
+
+ITEM = "SELECT 1 FROM hindsight_items WHERE ns = :ns AND key = :key"
+
+
+@pytest.mark.parametrize("sweeper", ["sweep", "maintain"])
+def test_the_sweep_takes_the_keys_before_their_rows_as_batches_do(
+    fresh_db: str, admin: sa.Engine, sweeper: str
+) -> None:
+    """A batch locks its keys, then their vectors' rows, then (several namespaces) the
+    counters, then the items' rows. The sweep (``Items.sweep``, ``maintain``) took no
+    key lock: it locked an expired item's row, then waited for its vector row, which a
+    batch putting that key held while it would want the item's row next (a deadlock).
+    The sweep now skips the keys a writer holds (their writer decides what they become)
+    and touches a row only under its key's lock."""
+    run = uuid.uuid4().hex[:8]
+    first, second = ("lk", run, "a"), ("lk", run, "b")
+    index = ItemIndex(dims=DIM, fields=("text",))
+    setup = Memory(settings=Settings(database_url=fresh_db), embedder=EMB)
+    Items(setup, index=index).batch(
+        [
+            PutItem(first, "put again", {"text": "alpha"}, ttl=1),
+            PutItem(first, "expired", {"text": "gamma"}, ttl=1),
+            PutItem(second, "kept", {"text": "beta"}),
+        ]
+    )
+    setup.close()
+    app_w, app_s = "hs-put-" + run, "hs-sweep-" + run
+    writer = Memory(settings=Settings(database_url=tagged(fresh_db, app_w)), embedder=EMB)
+    puts = Items(writer, index=index)
+    sweeper_memory = Memory(  # a day later: both items of the first namespace expired
+        settings=Settings(database_url=tagged(fresh_db, app_s)),
+        embedder=EMB,
+        clock=lambda: datetime.now(UTC) + timedelta(days=1),
+    )
+    sweeps = Items(sweeper_memory, index=index)
+    sweep = {"sweep": sweeps.sweep, "maintain": lambda: sweeper_memory.maintain().expired_items}
+    batch = [PutItem(first, "put again", {"text": "alpha again"}), PutItem(second, "new", {})]
+    key = {"ns": ns_key(first), "key": "put again"}
+    with admin.connect() as holder:  # the batch waits for the second counter, holding the rest
+        holder.execute(sa.text(COUNTER + " FOR UPDATE"), {"ns": ns_key(second)}).all()
+        putting, put = _in_thread(lambda: puts.batch(batch))
+        try:
+            _wait_until_blocked(admin, app_w)
+            sweeping, swept = _in_thread(sweep[sweeper])
+            _wait_until_blocked(admin, app_s)  # for the batch's vector row, or its counter
+            free = _lockable(admin, ITEM, key)
+        finally:
+            holder.rollback()
+            putting.join()
+            sweeping.join()
+    for closing in (puts, sweeps, writer, sweeper_memory):
+        closing.close()
+    assert free, "the sweep held the row of a key the batch held, waiting for the batch"
+    assert put == [[None, None]] and swept == [1], (put, swept)
+    check = Memory(settings=Settings(database_url=fresh_db), embedder=EMB)
+    found = Items(check, index=index).get(first, "put again")
+    check.close()
+    assert found is not None and found.value == {"text": "alpha again"}
+
+
+def test_reinforcing_waits_for_the_namespace_and_skips_a_record_archived_meanwhile(
+    fresh_db: str, admin: sa.Engine, embedder: Any
+) -> None:
+    """Reflection reinforces a recalled record that a candidate repeats. It read the
+    record, embedded, and updated it, with no namespace lock: an eviction archiving
+    the record (namespace lock, then the row) in between made it add the lesson to an
+    archived record, where no search finds it. It now takes the namespace lock after
+    embedding, as writes do, and reinforces only the records still live; the lesson
+    is then written as a record of its own."""
+    from hindsight_core.reflection import Reflector, ScriptedLLM, Step, Trajectory
+
+    ns = ("lk", uuid.uuid4().hex[:8])
+    settings = Settings(database_url=fresh_db)
+    first = Memory(ns, settings=settings, embedder=embedder)
+    shown = first.write(
+        {
+            "scene": "python-setup",
+            "trigger": "pip permission errors",
+            "lesson": "Pass --user to pip install without root",
+        }
+    )
+    first.close()
+    run = Trajectory(
+        goal="Install the requests package",
+        outcome="success",
+        recalled=[shown.id],
+        steps=[
+            Step(kind="tool_call", tool="shell", args={"cmd": "pip install requests"}),
+            Step(kind="tool_result", tool="shell", content="ERROR: Permission denied"),
+            Step(kind="tool_call", tool="shell", args={"cmd": "pip install --user requests"}),
+            Step(kind="tool_result", tool="shell", content="Successfully installed requests"),
+        ],
+    )
+    repeat = {
+        "trigger": "a brand new trigger text",
+        "lesson": "Pass --user to pip install without root.",
+        "confidence": 0.9,
+        "steps": [2, 3],
+    }
+    app = "hs-reflect-" + ns[1]
+    tagged_settings = settings.model_copy(update={"database_url": tagged(fresh_db, app)})
+    memory = Memory(ns, settings=tagged_settings, embedder=embedder)
+    reflector = Reflector(memory, ScriptedLLM([json.dumps({"records": [repeat]})]))
+    with admin.connect() as holder:  # archives the record as eviction does, uncommitted
+        holder.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
+            {"ns": ns_key(ns)},
+        )
+        holder.execute(
+            sa.text(
+                "UPDATE hindsight_experiences SET archived_at = now(), updated_at = now()"
+                " WHERE ns = :ns AND id = :id"
+            ),
+            {"ns": ns_key(ns), "id": shown.id},
+        )
+        thread, out = _in_thread(lambda: reflector.reflect(run))
+        try:
+            _wait_until_blocked(admin, app)
+        finally:
+            holder.commit()
+            thread.join()
+    (result,) = out
+    assert not isinstance(result, BaseException), result
+    records = {r.id: r for r in memory.list_records(archived=None)}
+    memory.close()
+    assert result.reinforced == [], "the lesson went into a record archived meanwhile"
+    assert [r.status for r in result.written] == ["inserted"]
+    assert records[shown.id].occurrences == 1 and records[shown.id].archived_at is not None
+    assert records[result.written[0].id].archived_at is None
+
+
+def test_the_sweep_deletes_every_expired_item_a_chunk_at_a_time(
+    fresh_db: str, admin: sa.Engine
+) -> None:
+    """The sweep deletes ``SWEEP_CHUNK`` keys per statement (each chunk's key locks are
+    slots of the server's lock table) until a chunk comes back short: items over two
+    namespaces and more than two chunks are all deleted, and the live ones kept. A key
+    whose lock a writer holds is left for a later sweep, without waiting."""
+    from hindsight_core.storage.items_sql import SWEEP_CHUNK
+
+    run = uuid.uuid4().hex[:8]
+    spaces = [("lk", run, "a"), ("lk", run, "b")]
+    expired = 2 * SWEEP_CHUNK + 7
+    setup = Memory(settings=Settings(database_url=fresh_db), embedder=EMB)
+    items = Items(setup)
+    items.batch(
+        [PutItem(spaces[i % 2], f"k{i}", {"n": i}, index=False, ttl=1) for i in range(expired)]
+        + [PutItem(spaces[0], "live", {"n": -1}, index=False)]
+    )
+    items.close()
+    setup.close()
+    later = Memory(
+        settings=Settings(database_url=fresh_db),
+        embedder=EMB,
+        clock=lambda: datetime.now(UTC) + timedelta(days=1),
+    )
+    sweeps = Items(later)
+    with admin.connect() as holder:  # a writer holds one expired key: skipped, not waited for
+        holder.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": f"hindsight:item:{ns_key(spaces[0])}{NS_SEPARATOR}k0"},
+        )
+        assert later.maintain().expired_items == expired - 1
+        holder.rollback()
+    assert sweeps.sweep() == 1
+    assert sweeps.sweep() == 0
+    left = [sweeps.get(spaces[0], "live"), sweeps.get(spaces[1], "k1")]
+    sweeps.close()
+    later.close()
+    assert left[0] is not None and left[1] is None

@@ -312,8 +312,23 @@ class ItemFlows:
 
     def _sweep_flow(self) -> Flow[int]:
         yield from self._ready_flow()
-        rows = yield from Sql(q.SWEEP, {"now": self._now()}, autocommit=True)
-        return int(rows[0]["n"])
+        return (yield from sweep_flow(self._now()))
+
+
+def sweep_flow(now: datetime) -> Flow[int]:
+    """Delete the items expired at ``now``; how many. In statements of
+    ``items_sql.SWEEP_CHUNK`` keys, each committed by itself (autocommit: the key
+    locks of one chunk are released before the next), never waiting for a key; the
+    keys one left (a writer held them) are left out of the next ones."""
+    skip: dict[str, list[str]] = {"skip_ns": [], "skip_keys": []}
+    deleted = 0
+    while True:
+        params = {"now": now, "limit": q.SWEEP_CHUNK, **skip}
+        (row,) = yield from Sql(q.SWEEP, params, autocommit=True)
+        deleted += int(row["n"])
+        if row["seen"] < q.SWEEP_CHUNK:
+            return deleted
+        skip = {k: skip[k] + list(row[k]) for k in skip}
 
 
 def _key(hit: ItemHit) -> tuple[str, str]:

@@ -13,6 +13,7 @@ import pydantic
 from pydantic import Field
 
 from ..errors import ImportFormatError, ValidationError
+from ..items.flows import sweep_flow
 from ..models import (
     Experience,
     ExperienceIn,
@@ -79,6 +80,10 @@ class LifecycleFlows(MemoryBase):
         ns = None if all_namespaces else self.namespace_key(namespace)
         yield from self.ready_flow()
         now = self.now()
+        # The items' sweep as Items.sweep runs it: in chunks committed one by one, each
+        # under its keys' locks (items_sql.SWEEP; a chunk's locks fill the lock table),
+        # first, so that no connection of this flow is held while it runs.
+        items = yield from Unit(sweep_flow(now))
         params = {"evict_below": self.settings.evict_below, **self.decay_params(now)}
         if ns is not None:
             archived = yield from self._evict_flow([ns], params, now)
@@ -90,11 +95,8 @@ class LifecycleFlows(MemoryBase):
             for i in range(0, len(spaces), EVICT_NAMESPACES):
                 chunk = spaces[i : i + EVICT_NAMESPACES]
                 archived += yield from Unit(self._evict_flow(chunk, params, now))
-        items = yield from Sql(tasks_sql.SWEEP_ITEMS, {"now": now})
         tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
-        return MaintenanceReport(
-            archived=archived, expired_items=len(items), expired_tasks=len(tasks)
-        )
+        return MaintenanceReport(archived=archived, expired_items=items, expired_tasks=len(tasks))
 
     def _evict_flow(self, spaces: list[str], params: dict[str, Any], now: datetime) -> Flow[int]:
         """Archive the decayed records of the namespaces ``spaces`` (their locks first,

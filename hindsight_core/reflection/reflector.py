@@ -29,7 +29,7 @@ from ..runtime.host import RecordContext
 from ._driver import RFlow, Store, drive_async, drive_sync
 from .distiller import complete, llm_distill
 from .llm import LLM
-from .reinforce import reinforce_flow
+from .reinforce import reinforce
 from .review import ReviewResult, review_flow
 from .rules import RuleBasedDistiller
 from .screen import screen
@@ -117,9 +117,7 @@ def reflect_flow(
     reinforced: list[WriteResult] = []
     try:
         if records and trajectory.recalled:
-            repeats = yield from Store(
-                reinforce_flow(memory, namespace, trajectory.recalled, records)
-            )
+            repeats = yield from reinforce(memory, namespace, trajectory.recalled, records)
             reinforced = list(repeats.values())
             records = [r for i, r in enumerate(records) if i not in repeats]
         if records:

@@ -149,6 +149,13 @@ MARK_UNHELPFUL = sa.text(
 
 GET = sa.text(f"{SELECT_RECORD} WHERE e.ns = :ns AND e.id = ANY(CAST(:ids AS uuid[]))")
 
+# The live records among :ids, their rows locked in id order (one order for every
+# multi-row update of records; after the namespace lock, so no eviction is half-way).
+LOCK_LIVE = sa.text(
+    f"SELECT id FROM {T} WHERE ns = :ns AND id = ANY(CAST(:ids AS uuid[]))"
+    " AND archived_at IS NULL ORDER BY id FOR UPDATE"
+)
+
 DELETE = sa.text(f"DELETE FROM {T} WHERE ns = :ns AND id = :id RETURNING id")
 
 ARCHIVE = sa.text(

@@ -107,15 +107,50 @@ REFRESH = sa.text(
     """
 )
 
+
+def _key_lock(ns: str, key: str) -> str:
+    """The advisory lock's key of one item (``ns``, ``key``: SQL expressions)."""
+    return f"hashtextextended('hindsight:item:' || {ns} || chr(31) || {key}, 0)"
+
+
+SWEEP_CHUNK = 1000  # keys per sweep statement: each holds a slot of the server's lock table
+# The sweep deletes the expired items :limit at a time, each under its key's lock as a
+# batch takes them: a batch locks its keys, then their vectors' rows, then the items'
+# rows, and a sweep that locked an expired item's row and then waited for its vector
+# row (ON DELETE CASCADE) deadlocked with a batch putting that key
+# (tests/test_lock_order.py). A key whose lock is held is skipped (its writer decides
+# what it becomes, or another sweep deletes it): the sweep never waits for a key, and
+# it touches only the rows of keys it holds (a row a refresh holds is skipped too; one
+# refreshed meanwhile is re-checked by FOR UPDATE). The keyword counters are then
+# locked by the vectors' delete trigger, which fires once for the statement's cascade,
+# in namespace order, as a batch takes them. The keys a chunk looked at and did not
+# delete come back (``skip_ns``, ``skip_keys``), and the next chunks leave them out:
+# no order to keep, so each chunk reads only its own rows. The caller commits each
+# statement (autocommit): the key locks last until then.
 SWEEP = sa.text(
     f"""
-    WITH d AS (
+    WITH s AS MATERIALIZED (
+        SELECT * FROM unnest(CAST(:skip_ns AS text[]), CAST(:skip_keys AS text[])) AS s(ns, key)
+    ), c AS MATERIALIZED (
+        SELECT t.ns, t.key FROM {T} t
+        WHERE t.expires_at IS NOT NULL AND t.expires_at <= :now
+          AND NOT EXISTS (SELECT 1 FROM s WHERE s.ns = t.ns AND s.key = t.key)
+        LIMIT :limit
+    ), k AS MATERIALIZED (
+        SELECT c.ns, c.key FROM c WHERE pg_try_advisory_xact_lock({_key_lock("c.ns", "c.key")})
+    ), d AS (
         DELETE FROM {T} i USING (
-            SELECT ns, key FROM {T} WHERE expires_at IS NOT NULL AND expires_at <= :now
-            FOR UPDATE SKIP LOCKED
+            SELECT t.ns, t.key FROM {T} t JOIN k ON t.ns = k.ns AND t.key = k.key
+            WHERE t.expires_at IS NOT NULL AND t.expires_at <= :now
+            FOR UPDATE OF t SKIP LOCKED
         ) x
-        WHERE i.ns = x.ns AND i.key = x.key RETURNING 1
-    ) SELECT count(*) AS n FROM d
+        WHERE i.ns = x.ns AND i.key = x.key RETURNING i.ns, i.key
+    ), kept AS (
+        SELECT c.ns, c.key FROM c WHERE NOT EXISTS (
+            SELECT 1 FROM d WHERE d.ns = c.ns AND d.key = c.key)
+    )
+    SELECT (SELECT count(*) FROM d) AS n, (SELECT count(*) FROM c) AS seen,
+           ARRAY(SELECT ns FROM kept) AS skip_ns, ARRAY(SELECT key FROM kept) AS skip_keys
     """
 )
 
@@ -125,10 +160,9 @@ SWEEP = sa.text(
 # batches writing overlapping keys then serialize instead of deadlocking. The lock is
 # a CTE that every write in the first statement waits on (a one-time filter), so it
 # costs no extra round trip.
-_LOCK_CTE = """lk AS (
+_LOCK_CTE = f"""lk AS (
         SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
-            SELECT DISTINCT hashtextextended('hindsight:item:' || p.ns || chr(31) || p.key, 0)
-                AS h
+            SELECT DISTINCT {_key_lock("p.ns", "p.key")} AS h
             FROM unnest(CAST(:lk_ns AS text[]), CAST(:lk_keys AS text[])) AS p(ns, key)
             ORDER BY h
         ) s

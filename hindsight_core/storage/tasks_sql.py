@@ -1,4 +1,4 @@
-"""SQL for working memory (task logs), generic items that the core sweeps, and LLM usage.
+"""SQL for working memory (task logs) and LLM usage (the items' sweep: ``items_sql.SWEEP``).
 
 A task log is one row of ``hindsight_tasks``: the goal, the steps so far (a jsonb
 array appended to in place), the ids of records recalled for it, and ``meta``
@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SWEEP_ITEMS = sa.text(
-    "DELETE FROM hindsight_items WHERE expires_at IS NOT NULL AND expires_at <= :now "
-    "RETURNING ns, key"
-)
 SWEEP_TASKS = sa.text(
     "DELETE FROM hindsight_tasks WHERE expires_at IS NOT NULL AND expires_at <= :now "
     "RETURNING ns, id"
