@@ -86,6 +86,17 @@ class Workload:
             out.append(dup)
         return out
 
+    def dedup_batch(self) -> list[dict[str, Any]]:
+        """The timed batch "with dedup": 600 new records, 300 rewordings of stored ones,
+        100 rewordings of the batch's own first 100 (400 merge)."""
+        batch = self.records(600) + self.duplicates(300)
+        batch += [dict(r, trigger=r["trigger"] + " (same batch)") for r in batch[:100]]
+        for r in batch[-100:]:
+            src = dict(r, trigger=r["trigger"].removesuffix(" (same batch)"))
+            v = self.lookup.table[embedding_text(ExperienceIn(**src))]
+            self.lookup.add(embedding_text(ExperienceIn(**r)), c.near(v[None], self.rng)[0])
+        return batch
+
     def queries(self, n: int) -> list[str]:
         """Query texts (real lesson wording, so keyword search has work to do)."""
         idx = self.rng.choice(len(self.base), size=n, replace=False)
@@ -202,12 +213,7 @@ def measure_writes(mem: Memory, work: Workload, ns: str) -> dict[str, Any]:
         with c.timer() as t:
             mem.write_many(batch)
         unique_runs.append(len(batch) / t[0])
-        mixed_batch = work.records(600) + work.duplicates(300)
-        mixed_batch += [dict(r, trigger=r["trigger"] + " (same batch)") for r in mixed_batch[:100]]
-        for r in mixed_batch[-100:]:
-            src = dict(r, trigger=r["trigger"].removesuffix(" (same batch)"))
-            v = work.lookup.table[embedding_text(ExperienceIn(**src))]
-            work.lookup.add(embedding_text(ExperienceIn(**r)), c.near(v[None], work.rng)[0])
+        mixed_batch = work.dedup_batch()
         with c.timer() as t:
             res = mem.write_many(mixed_batch)
         dedup_runs.append(len(mixed_batch) / t[0])

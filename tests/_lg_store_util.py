@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+from urllib.parse import quote
 
 DIMS = 48
 _PROJ: dict[str, list[float]] = {}
@@ -25,6 +26,10 @@ def char_embed(texts: list[str]) -> list[list[float]]:
     return out
 
 
-def pg_url(url: str) -> str:
-    """The fixture's SQLAlchemy URL as a plain libpq URL for psycopg / PostgresStore."""
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+def pg_url(url: str, options: str = "") -> str:
+    """The fixture's SQLAlchemy URL as a plain libpq URL for psycopg / PostgresStore,
+    with server ``options`` (``-c name=value ...``) if given."""
+    plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    if not options:
+        return plain
+    return f"{plain}{'&' if '?' in plain else '?'}options={quote(options)}"

@@ -21,7 +21,7 @@ from hindsight_core.errors import DatabaseError, ValidationError
 from hindsight_core.items import AsyncItems, GetItem, Items, PutItem
 from hindsight_core.runtime.connections import AsyncConnections, Connections
 from hindsight_core.runtime.driver import run_async, run_sync
-from hindsight_core.runtime.flow import Flow, Parallel, Rows, Sql
+from hindsight_core.runtime.flow import Flow, Parallel, Pipelined, Rows, Sql
 from hindsight_core.storage.engine import create_side_engine
 
 SELECT_TX = sa.text(
@@ -134,6 +134,49 @@ def test_parallel_reads_take_the_side_connection_only_when_it_is_free(
         side.dispose()
 
 
+def _pipelined_flow(table: str, seen: list[tuple[int, int, int]]) -> Flow[int]:
+    main = yield from Sql(PID_ROW)  # a transaction, as Pipelined needs
+    read = Sql(sa.text(f"SELECT pg_backend_pid() AS pid, (SELECT count(*) FROM {table}) AS n"))
+
+    def step(k: int, rows: Rows) -> Sql:
+        seen.append((k, int(rows[0]["pid"]), int(rows[0]["n"])))
+        return Sql(sa.text(f"INSERT INTO {table} VALUES (:k)"), {"k": k}, fetch="none")
+
+    yield from Pipelined((read, read, read), step)
+    return int(main[0]["pid"])
+
+
+def test_pipelined_reads_see_the_table_as_before_the_writes(
+    engine: sa.Engine, settings: Settings
+) -> None:
+    """Stage k's write runs while stage k + 1 reads on the side connection (which does
+    not see the flow's uncommitted rows); with the side connection taken, every read
+    runs first, in the transaction. Either way each read sees no row of the flow's
+    writes, and all the writes are committed."""
+    table = "test_pipelined_" + uuid.uuid4().hex[:8]
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {table} (k int)"))
+    side = create_side_engine(settings, engine)
+    conns = Connections(engine, side=lambda: side)
+    try:
+        seen: list[tuple[int, int, int]] = []
+        main = run_sync(lambda: _pipelined_flow(table, seen), conns, None)  # type: ignore[arg-type]
+        assert [(k, n) for k, _, n in seen] == [(0, 0), (1, 0), (2, 0)]
+        assert {pid for _, pid, _ in seen} != {main} and len({p for _, p, _ in seen}) == 1
+        assert side.pool.checkedin() == 1, "the side connection went back to its pool"  # type: ignore[attr-defined]
+        with side.connect():  # the side pool's only connection, taken
+            seen.clear()
+            main = run_sync(lambda: _pipelined_flow(table, seen), conns, None)  # type: ignore[arg-type]
+        assert seen == [(0, main, 3), (1, main, 3), (2, main, 3)], "reads first, in the transaction"
+        with engine.connect() as conn:
+            assert conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one() == 6
+    finally:
+        conns.close()
+        side.dispose()
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE {table}"))
+
+
 def _failing_then(attempts: list[int], error: Exception) -> Flow[int]:
     attempts.append(len(attempts))
     rows = yield from Sql(sa.text("SELECT 2 AS two"))
@@ -216,3 +259,53 @@ def test_items_batch_of_units_runs_on_a_warm_connection(memory: Memory) -> None:
         assert len(seen) == n, "kept warm after the put, reused for the get"
     finally:
         items.close()
+
+
+# Longer than psycopg's 4,096-character conversion cache (as recall's statement is), with
+# a repeated parameter, a `%` literal and a `::` cast: the warm path sends it in `$n` form.
+LONG = sa.text(
+    "SELECT CAST(:a AS int) + CAST(:b AS int) AS s, CAST(:a AS int) AS a, '5%' AS pct, "
+    "'1'::int AS one, CAST(:c AS text) AS c /* " + "x" * 4200 + " */"
+)
+MANY = [
+    sa.text("CREATE TEMP TABLE IF NOT EXISTS t_many (a int, c text)"),
+    sa.text("TRUNCATE t_many"),
+    sa.text("INSERT INTO t_many VALUES (CAST(:a AS int), CAST(:c AS text))"),
+]
+READ_MANY = sa.text("SELECT a, c FROM t_many ORDER BY a")
+
+
+def _long_flow() -> Flow[tuple[Rows, Rows]]:
+    rows = yield from Sql(LONG, {"c": "x", "b": 2, "a": 1, "unused": 0}, autocommit=True)
+    yield Sql(MANY[0], fetch="none")
+    yield Sql(MANY[1], fetch="none")
+    yield Sql(MANY[2], [{"a": 2, "c": "two"}, {"c": "one", "a": 1}], fetch="none")
+    read = yield from Sql(READ_MANY)
+    return rows, read
+
+
+LONG_ROWS = [{"s": 3, "a": 1, "pct": "5%", "one": 1, "c": "x"}]
+MANY_ROWS = [{"a": 1, "c": "one"}, {"a": 2, "c": "two"}]
+
+
+def test_long_statements_and_many_on_a_warm_connection_sync(conns: Connections) -> None:
+    for _ in range(2):  # the second time on the kept connection and cursor
+        assert run_sync(_long_flow, conns, None) == (LONG_ROWS, MANY_ROWS)  # type: ignore[arg-type]
+
+
+async def test_long_statements_and_many_on_a_warm_connection_async(amemory: AsyncMemory) -> None:
+    await amemory.setup()
+    conns = AsyncConnections(await amemory.get_engine())
+    try:
+        for _ in range(2):
+            assert await run_async(_long_flow, conns, None) == (LONG_ROWS, MANY_ROWS)  # type: ignore[arg-type]
+    finally:
+        await conns.aclose()
+
+
+def test_a_missing_parameter_is_named(conns: Connections) -> None:
+    def flow() -> Flow[Rows]:
+        return (yield from Sql(LONG, {"a": 1, "b": 2}, autocommit=True))
+
+    with pytest.raises(DatabaseError, match="missing: c"):
+        run_sync(flow, conns, None)  # type: ignore[arg-type]

@@ -18,6 +18,7 @@ from hindsight_core import (
     Settings,
     ValidationError,
 )
+from tests._stats import analyze
 
 LESSONS = [
     {
@@ -273,6 +274,7 @@ def test_exact_scan_and_index_scan_rank_alike(stocked: Memory, scene: str | None
             for i in range(60)
         ]
     )
+    analyze(stocked.settings.database_url or "", "hindsight_experiences")  # see tests/_stats
     results = []
     for scan in ("exact", "index"):
         mem = _scanning(stocked, scan)

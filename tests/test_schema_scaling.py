@@ -121,8 +121,10 @@ def test_advisory_locks_are_per_namespace() -> None:
         per_ns = re.search(r"hashtextextended\('hindsight:[^']*'\s*\|\|\s*\S*ns", line)
         hashed = "lock(h)" in line  # the item locks: h is hashed from namespace and key
         assert per_ns or hashed or any(g in line for g in GLOBAL_LOCKS), f"{name}: {line}"
-    # The item locks hash namespace and key (the statement spans lines).
-    assert "'hindsight:item:' || p.ns" in _sql_sources()["items_sql.py"]
+    # The item locks (batches and the sweep) hash namespace and key, through one helper.
+    items_sql = _sql_sources()["items_sql.py"]
+    assert "hashtextextended('hindsight:item:' || {ns} || chr(31) || {key}, 0)" in items_sql
+    assert '_key_lock("p.ns", "p.key")' in items_sql and '_key_lock("c.ns", "c.key")' in items_sql
 
 
 def test_joins_match_on_the_distribution_column() -> None:

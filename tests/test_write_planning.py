@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 from hindsight_core.memory.write_plan import (
+    Planner,
     exact_neighbours,
     insert_params,
-    lookup_parts,
     merge_params,
     plan_write,
     record_row,
+    write_stages,
 )
 from hindsight_core.models import parse_experience
 from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text, merge_veto
@@ -210,16 +211,17 @@ def test_exact_neighbours_keeps_those_at_the_threshold_most_similar_first() -> N
 
 
 @pytest.mark.parametrize(
-    ("n", "parts"),
+    ("n", "stages"),
     [
         (1, [(0, 1)]),
-        (199, [(0, 199)]),
-        (200, [(0, 100), (100, 200)]),
-        (201, [(0, 100), (100, 201)]),
+        (100, [(0, 100)]),
+        (101, [(0, 100), (100, 101)]),
+        (600, [(0, 100), (100, 350), (350, 600)]),
+        (601, [(0, 100), (100, 350), (350, 600), (600, 601)]),
     ],
 )
-def test_lookup_parts(n: int, parts: list[tuple[int, int]]) -> None:
-    assert lookup_parts(n, 200) == parts
+def test_write_stages(n: int, stages: list[tuple[int, int]]) -> None:
+    assert write_stages(n, 100, 250) == stages
 
 
 @pytest.mark.parametrize(
@@ -234,3 +236,39 @@ def test_lookup_parts(n: int, parts: list[tuple[int, int]]) -> None:
 def test_which_text_counts_as_cjk_for_the_dedup_coverage(text: str, cjk: bool) -> None:
     assert is_cjk_text(text) is cjk
     assert (cjk_share(text) > CJK_TEXT_SHARE) is cjk
+
+
+def test_planning_in_stages_decides_what_planning_at_once_does() -> None:
+    """``Planner.plan_until`` a slice at a time: the same results, and each insert's row
+    comes out once no later record of the batch may still merge into it (record 4
+    merges into record 0; record 1 into a stored record), so the rows built a stage at
+    a time equal the rows built at once."""
+    records = [
+        rec("Check the extension first", "a"),
+        rec("Use UTC timestamps"),
+        rec("Pin the dependency versions"),
+        rec("Quote the SQL parameters"),
+        rec("Check the extension first!", "b"),
+        rec("Rotate the API token"),
+    ]
+    sims = np.eye(6, dtype=np.float32)
+    sims[0, 4] = sims[4, 0] = 0.97
+    stored = uuid.uuid4()
+    neighbours = {1: [{"id": stored, "lesson": "Use UTC timestamps", "similarity": 0.99}]}
+    at_once = plan(records, sims, neighbours)
+    planner = Planner(records, sims, threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids())
+    ready = [planner.plan_until(hi, neighbours) for hi in (1, 3, 5, 6)]
+    # record 0 waits for record 4 (at the threshold of it), then comes out with it
+    assert ready == [[], [2], [0, 3], [5]]
+    staged = planner.plan
+    assert staged.results == at_once.results
+    assert staged.merges == at_once.merges and staged.absorbed == at_once.absorbed
+    rows = [
+        r
+        for stage in ready
+        for r in insert_params(staged, records, ns="ns", now=NOW, vectors=lambda i: {}, which=stage)
+    ]
+    whole = insert_params(at_once, records, ns="ns", now=NOW, vectors=lambda i: {})
+    key = lambda r: r["id"]  # noqa: E731
+    assert sorted(rows, key=key) == sorted(whole, key=key)
+    assert next(r for r in rows if r["id"] == staged.ids[0])["occurrences"] == 2

@@ -1,18 +1,20 @@
 """Mapping LangGraph's store ops and results to the core's, and the hot async calls.
 
-``HindsightStore``'s ``aget`` / ``aput`` / ``adelete`` / ``asearch`` queue their op on the
-store's coalescer directly (:class:`DirectAsyncCalls`), as LangGraph's
-``AsyncBatchedBaseStore`` does, instead of going through ``BaseStore``'s default
-``await self.abatch([op])``: under LangGraph's ``test_large_batches_async`` (60,000
-coroutines in one ``asyncio.gather``) every frame and object a pending call holds is
-traced by each garbage collection, and those collections took most of the time
-(the store ran 1.45-1.7x AsyncPostgresStore's time).
+``HindsightStore``'s ``aget`` / ``aput`` / ``adelete`` / ``asearch`` /
+``alist_namespaces`` queue their call on the store's coalescer directly
+(:class:`DirectAsyncCalls`), as LangGraph's ``AsyncBatchedBaseStore`` does, instead of
+going through ``BaseStore``'s default ``await self.abatch([op])``: under LangGraph's
+``test_large_batches_async`` (60,000 coroutines in one ``asyncio.gather``) every frame
+and object a pending call holds is traced by each garbage collection, and those
+collections took most of the time (the store ran 1.45-1.7x AsyncPostgresStore's
+time). So a call holds as little as it can: its future and its op (a read's as a
+plain tuple, ``_store_util.Call``); the namespace checks are remembered per namespace.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from langgraph.store.base import (
@@ -107,21 +109,59 @@ def _result(res: Any) -> Result:
     return res  # type: ignore[no-any-return]
 
 
+# LangGraph's namespace checks, remembered for the namespaces that passed them (tuples
+# of strings: the same answer every time). 60,000 gathered calls of LangGraph's store
+# test use a handful of namespaces, each checked label by label before (~0.5 us a call).
+_LABELS_OK: set[tuple[Any, ...]] = set()
+_NAMESPACE_OK: set[tuple[Any, ...]] = set()
+_REMEMBER_MAX = 4096
+
+
+def _remember(seen: set[tuple[Any, ...]], namespace: tuple[Any, ...]) -> None:
+    if type(namespace) is tuple:  # immutable (a list could change after its check)
+        if len(seen) >= _REMEMBER_MAX:
+            seen.clear()
+        seen.add(namespace)
+
+
+def _check_labels(namespace: tuple[str, ...]) -> None:
+    """LangGraph's ``_validate_namespace_labels``, once per namespace."""
+    try:
+        if namespace in _LABELS_OK:
+            return
+    except TypeError:  # an unhashable label: LangGraph's check says what is wrong
+        pass
+    _validate_namespace_labels(namespace)
+    _remember(_LABELS_OK, namespace)
+
+
+def _check_namespace(namespace: tuple[str, ...]) -> None:
+    """LangGraph's ``_validate_namespace`` (a put's: non-empty, not under "langgraph"),
+    once per namespace."""
+    try:
+        if namespace in _NAMESPACE_OK:
+            return
+    except TypeError:
+        pass
+    _validate_namespace(namespace)
+    _remember(_NAMESPACE_OK, namespace)
+
+
 class DirectAsyncCalls:
     """``BaseStore``'s single-op async calls, each queued straight onto the batch of its
-    event-loop tick (``_queue``); same validation and defaults as ``BaseStore``'s."""
+    event-loop tick (``_enqueue``); same validation and defaults as ``BaseStore``'s."""
 
     ttl_config: TTLConfig | None
-
-    def _queue_one(self, op: ItemOp) -> asyncio.Future[Any]:  # pragma: no cover
-        raise NotImplementedError  # provided by the store
+    # The store's coalescer's ``enqueue`` (of a read's ``_store_util.Call``, or a put's
+    # core op), bound once.
+    _enqueue: Callable[[tuple[Any, ...] | ItemOp], asyncio.Future[Any]]
 
     async def aget(
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
-        _validate_namespace_labels(namespace)
-        return await self._queue_one(  # type: ignore[no-any-return]
-            GetItem(tuple(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
+        _check_labels(namespace)
+        return await self._enqueue(  # type: ignore[no-any-return]
+            ("get", tuple(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
         )
 
     async def asearch(
@@ -135,9 +175,10 @@ class DirectAsyncCalls:
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        _validate_namespace_labels(namespace_prefix)
-        return await self._queue_one(  # type: ignore[no-any-return]
-            SearchItems(
+        _check_labels(namespace_prefix)
+        return await self._enqueue(  # type: ignore[no-any-return]
+            (
+                "search",
                 tuple(namespace_prefix),
                 query,
                 filter,
@@ -156,15 +197,15 @@ class DirectAsyncCalls:
         limit: int = 100,
         offset: int = 0,
     ) -> list[tuple[str, ...]]:
-        _validate_namespace_labels(prefix or ())
-        _validate_namespace_labels(suffix or ())
-        conds: list[tuple[Literal["prefix", "suffix"], tuple[str, ...]]] = []
+        conds: tuple[tuple[Literal["prefix", "suffix"], tuple[str, ...]], ...] = ()
         if prefix:
-            conds.append(("prefix", tuple(prefix)))
+            _check_labels(prefix)
+            conds = (("prefix", tuple(prefix)),)
         if suffix:
-            conds.append(("suffix", tuple(suffix)))
-        return await self._queue_one(  # type: ignore[no-any-return]
-            ListNamespaces(tuple(conds), max_depth, limit, offset)
+            _check_labels(suffix)
+            conds = (*conds, ("suffix", tuple(suffix)))
+        return await self._enqueue(  # type: ignore[no-any-return]
+            ("list", conds, max_depth, limit, offset)
         )
 
     async def aput(
@@ -176,11 +217,11 @@ class DirectAsyncCalls:
         *,
         ttl: float | None | NotProvided = NOT_PROVIDED,
     ) -> None:
-        _validate_namespace(namespace)
-        await self._queue_one(
+        _check_namespace(namespace)
+        await self._enqueue(
             PutItem(tuple(namespace), str(key), value, index, _ensure_ttl(self.ttl_config, ttl))
         )
 
     async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
-        _validate_namespace_labels(namespace)
-        await self._queue_one(PutItem(tuple(namespace), str(key), None))
+        _check_labels(namespace)
+        await self._enqueue(PutItem(tuple(namespace), str(key), None))

@@ -114,6 +114,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         )
         self._aitems: AsyncItems | None = None
         self._coalescer = Coalescer(self._run_batch)
+        self._enqueue = self._coalescer.enqueue
         self._omit = omit
         self._sweeper: threading.Thread | None = None
         self._sweep_stop = threading.Event()
@@ -246,6 +247,9 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
         out: list[Result] = []
         self.aitems.omit_expired = self._omit_expired()  # ttl_config may have changed
         for r in await self.aitems.batch(ops):
+            if r is None:  # a put's, or a missing item's
+                out.append(None)
+                continue
             m = mapped.get(id(r))
             if m is None:
                 m = mapped[id(r)] = _result(r)
@@ -254,11 +258,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
 
     def _queue(self, ops: list[Op]) -> asyncio.Future[list[Any]]:
         """Queue ``ops`` on this tick's batch (a future of their results)."""
-        return self._queue_one(_core_ops(ops))
-
-    def _queue_one(self, op: ItemOp | list[ItemOp]) -> asyncio.Future[Any]:
-        """Queue a core op (or a list of them) on this tick's batch."""
-        return self._coalescer.enqueue(op)
+        return self._coalescer.enqueue(_core_ops(ops))
 
     def _omit_expired(self) -> bool:
         return bool((self.ttl_config or {}).get("omit_expired", False))

@@ -38,6 +38,7 @@ from .ops import (
     check_page,
     check_ttl,
     dump_value,
+    namespace_key,
 )
 from .paths import field_texts
 
@@ -97,8 +98,15 @@ def plan_batch(ops: Sequence[ItemOp], index: ItemIndex | None) -> BatchPlan:
 
 def _add(plan: BatchPlan, i: int, op: ItemOp) -> None:
     """Check operation ``i`` and put it in its group."""
-    if isinstance(op, GetItem):
-        check_namespace(op.namespace)
+    if isinstance(op, PutItem):  # first: most of a batch (a put of each call, kept)
+        item = (namespace_key(op.namespace), op.key)
+        ttl = check_ttl(op.ttl)
+        if op.value is not None:
+            dump_value(op.value, op.key)
+        plan.puts.pop(item, None)  # the last one wins, in the batch's order
+        plan.puts[item] = (op, ttl)
+    elif isinstance(op, GetItem):
+        namespace_key(op.namespace)
         plan.gets.append((i, op))
     elif isinstance(op, SearchItems):
         check_namespace(op.namespace_prefix, field="namespace_prefix", allow_empty=True)
@@ -110,13 +118,6 @@ def _add(plan: BatchPlan, i: int, op: ItemOp) -> None:
             check_namespace(labels, field="match condition", allow_empty=True)
         check_page(op.limit, op.offset)
         plan.lists.append((i, op))
-    elif isinstance(op, PutItem):
-        ns = ns_key(check_namespace(op.namespace))
-        ttl = check_ttl(op.ttl)
-        if op.value is not None:
-            dump_value(op.value, op.key)
-        plan.puts.pop((ns, op.key), None)  # the last one wins, in the batch's order
-        plan.puts[(ns, op.key)] = (op, ttl)
     else:
         raise ValidationError(f"unknown operation {type(op).__name__}", field="ops")
 

@@ -213,10 +213,18 @@ class ItemFlows:
         ranking = op.ranking or self.ranking
         params["qvec"] = vector_param(qvec)
         n_fields = max(1, len(self.index.fields))
+        settings = self._settings()
+        exact = yield from self._scan_choice.flow(
+            ns_key(prefix),
+            scan_sql.items_exact_scan_sql(len(prefix)),
+            qs.prefix_params(ns_key(prefix)),
+            ac,
+            settings.semantic_scan,
+        )
         if ranking == "vector":
             params["cand"] = (op.limit + op.offset) * n_fields * 2 + 1
             rows = yield from Sql(
-                qs.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired),
+                qs.vector_search_sql(spec, len(prefix), spec_f, self.omit_expired, exact),
                 params,
                 autocommit=ac,
             )
@@ -228,7 +236,6 @@ class ItemFlows:
                 for r in rows
             ]
         terms = tsquery_terms(op.query or "")
-        settings = self._settings()
         if self._terms is None:
             self._terms = CommonTerms(q.V)
         common = (yield from self._terms.flow(settings.keyword_scan_limit, ac)) if terms else {}
@@ -246,13 +253,6 @@ class ItemFlows:
                 "min_relevance": settings.min_relevance,
                 **eq.params_for_decay(settings, now),
             }
-        )
-        exact = yield from self._scan_choice.flow(
-            ns_key(prefix),
-            scan_sql.items_exact_scan_sql(len(prefix)),
-            qs.prefix_params(ns_key(prefix)),
-            ac,
-            settings.semantic_scan,
         )
         stmt = qs.hybrid_search_sql(
             spec,

@@ -4,6 +4,7 @@
 and the batch's own similarities, and says which records are new and which merge
 (into a stored record or into an earlier record of the same batch); a pair above the
 threshold that the lexical veto keeps apart (``same_meaning``) stays two records.
+:class:`Planner` decides the same a slice of the batch at a time (``write_stages``).
 :func:`insert_params` and :func:`merge_params` turn the plan into one parameter dict
 per row of ``batch_sql.INSERT_ROWS`` / ``MERGE_ROWS`` / ``EVENT_ROWS``;
 :func:`record_row` is the one builder of an inserted row, for writes, merges and
@@ -62,10 +63,21 @@ class WritePlan:
     merges: dict[uuid.UUID, Merge] = field(default_factory=dict)
 
 
-def lookup_parts(n: int, parallel_min: int) -> list[tuple[int, int]]:
-    """The ``(start, end)`` slices of an ``n``-record batch whose HNSW lookups run as
-    one statement each: one, or from ``parallel_min`` records on two halves."""
-    return [(0, n)] if n < parallel_min else [(0, n // 2), (n // 2, n)]
+def write_stages(n: int, first: int, size: int) -> list[tuple[int, int]]:
+    """The ``(start, end)`` slices of an ``n``-record batch planned and inserted one
+    after another (``write_flows``: each slice's inserts run while the next slice is
+    looked up and planned): ``first`` records, then ``size`` at a time."""
+    bounds = [0, *range(min(first, n), n, size), n]
+    return [(lo, hi) for lo, hi in zip(bounds, bounds[1:], strict=False) if hi > lo]
+
+
+def by_record(rows: Sequence[Mapping[str, Any]], start: int) -> dict[int, list[dict[str, Any]]]:
+    """The rows of ``experiences_sql.nearest_many`` for the batch's records from
+    ``start`` on, by batch index (its ``i`` counts from 1), most similar first."""
+    neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        neighbours[start + r["i"] - 1].append(r)  # type: ignore[arg-type]
+    return neighbours
 
 
 def exact_neighbours(
@@ -97,6 +109,90 @@ def exact_neighbours(
     return neighbours
 
 
+class Planner:
+    """Plans a batch a slice at a time, in batch order: :meth:`plan_until` decides the
+    records up to a point and says which new records are final, so that their rows
+    can be inserted while the rest of the batch is still being looked up.
+
+    A new record's row is final once every later record of the batch at the threshold
+    of it is planned (one of those may merge into it: ``WritePlan.absorbed`` and
+    ``scenes``); the batch's similarities are known up front, so most rows are final
+    at once. Planning in slices decides exactly what planning at once does.
+    """
+
+    def __init__(
+        self,
+        records: Sequence[ExperienceIn],
+        sims: np.ndarray,
+        *,
+        threshold: float,
+        same_meaning: SameMeaning,
+        new_id: Callable[[], uuid.UUID],
+    ) -> None:
+        self.plan = WritePlan()
+        self._records, self._sims = records, sims
+        self._same_meaning, self._new_id = same_meaning, new_id
+        # Earlier records of the batch at the threshold, per record, found at once: most
+        # records have none, and picking a row's inserts one record at a time
+        # (``sims[i, inserts]``) cost ~20 ms per 1,000-record batch.
+        self._earlier: dict[int, list[int]] = defaultdict(list)
+        self._last_later: dict[int, int] = {}  # record -> its last later record at it
+        for i, j in zip(*np.nonzero(np.tril(sims >= threshold, -1)), strict=True):
+            self._earlier[int(i)].append(int(j))
+            self._last_later[int(j)] = int(i)  # rows in order: the last is the largest
+        self._planned = 0
+        self._waiting: list[int] = []  # inserts a later record may still merge into
+
+    def plan_until(
+        self, stop: int, neighbours: Mapping[int, Sequence[Mapping[str, Any]]]
+    ) -> list[int]:
+        """Plan the records before ``stop`` not planned yet; return the inserts whose
+        rows became final, in batch order.
+
+        Args:
+            stop: plan up to this batch index (exclusive).
+            neighbours: per batch index (of at least the records planned now), stored
+                records near it (``id``, ``lesson``, ``similarity``), most similar first.
+        """
+        plan, records = self.plan, self._records
+        for i in range(self._planned, stop):
+            rec = records[i]
+            target = _target(
+                plan,
+                records,
+                i,
+                neighbours.get(i, ()),
+                self._earlier.get(i, ()),
+                self._sims,
+                self._same_meaning,
+            )
+            if target is None:
+                plan.inserts.append(i)
+                plan.ids[i] = self._new_id()
+                plan.results.append(WriteResult(id=plan.ids[i], status="inserted"))
+                self._waiting.append(i)
+                continue
+            target_id, sim, batch_index = target
+            plan.results.append(
+                WriteResult(id=target_id, status="merged", similarity=round(sim, 4))
+            )
+            if batch_index is not None:
+                plan.absorbed[batch_index] += 1
+                if rec.scene != records[batch_index].scene:
+                    _add_scene(plan.scenes[batch_index], rec.scene)
+                continue
+            m = plan.merges.setdefault(target_id, Merge())
+            m.added += 1
+            _add_scene(m.scenes, rec.scene)
+            m.critical = m.critical or rec.critical
+            if rec.importance is not None:
+                m.importance = max(m.importance or 0.0, rec.importance)
+        self._planned = max(self._planned, stop)
+        ready = [i for i in self._waiting if self._last_later.get(i, -1) < self._planned]
+        self._waiting = [i for i in self._waiting if self._last_later.get(i, -1) >= self._planned]
+        return ready
+
+
 def plan_write(
     records: Sequence[ExperienceIn],
     neighbours: Mapping[int, Sequence[Mapping[str, Any]]],
@@ -106,7 +202,7 @@ def plan_write(
     same_meaning: SameMeaning,
     new_id: Callable[[], uuid.UUID],
 ) -> WritePlan:
-    """Decide, for each record of a batch, insert or merge.
+    """Decide, for each record of a batch, insert or merge (a :class:`Planner` at once).
 
     Args:
         records: the validated batch.
@@ -117,36 +213,9 @@ def plan_write(
         same_meaning: the merge test (cosine threshold and the lexical veto).
         new_id: gives the id of each new record.
     """
-    plan = WritePlan()
-    # Earlier records of the batch at the threshold, per record, found at once: most
-    # records have none, and picking a row's inserts one record at a time
-    # (``sims[i, inserts]``) cost ~20 ms per 1,000-record batch.
-    earlier: dict[int, list[int]] = defaultdict(list)
-    for i, j in zip(*np.nonzero(np.tril(sims >= threshold, -1)), strict=True):
-        earlier[int(i)].append(int(j))
-    for i, rec in enumerate(records):
-        target = _target(
-            plan, records, i, neighbours.get(i, ()), earlier.get(i, ()), sims, same_meaning
-        )
-        if target is None:
-            plan.inserts.append(i)
-            plan.ids[i] = new_id()
-            plan.results.append(WriteResult(id=plan.ids[i], status="inserted"))
-            continue
-        target_id, sim, batch_index = target
-        plan.results.append(WriteResult(id=target_id, status="merged", similarity=round(sim, 4)))
-        if batch_index is not None:
-            plan.absorbed[batch_index] += 1
-            if rec.scene != records[batch_index].scene:
-                _add_scene(plan.scenes[batch_index], rec.scene)
-            continue
-        m = plan.merges.setdefault(target_id, Merge())
-        m.added += 1
-        _add_scene(m.scenes, rec.scene)
-        m.critical = m.critical or rec.critical
-        if rec.importance is not None:
-            m.importance = max(m.importance or 0.0, rec.importance)
-    return plan
+    planner = Planner(records, sims, threshold=threshold, same_meaning=same_meaning, new_id=new_id)
+    planner.plan_until(len(records), neighbours)
+    return planner.plan
 
 
 def _target(
@@ -238,12 +307,13 @@ def insert_params(
     ns: str,
     now: datetime,
     vectors: Callable[[int], Mapping[str, Any]],
+    which: Sequence[int] | None = None,
 ) -> list[dict[str, Any]]:
-    """``INSERT`` rows for the plan's new records; ``vectors(i)``: record ``i``'s vector
-    fields. A record that absorbed later batch records starts with their occurrences,
-    used now."""
+    """``INSERT`` rows for the plan's new records (``which``: these of them, by batch
+    index; all by default); ``vectors(i)``: record ``i``'s vector fields. A record that
+    absorbed later batch records starts with their occurrences, used now."""
     rows = []
-    for i in plan.inserts:
+    for i in plan.inserts if which is None else which:
         rec, absorbed = records[i], plan.absorbed[i]
         rows.append(
             record_row(

@@ -19,29 +19,23 @@ is the driver.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Generator, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 import psycopg
-import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..embeddings import Embedder
 from ..errors import HindsightError
-from ..storage import migrate
 from ..storage.engine import DB_ERRORS, translate_db_error
 from .connections import (
     AsyncConnections,
     Connections,
-    afetch,
     broken,
     cursor,
-    fetch,
     release,
 )
-from .flow import Embed, Flow, MakeFlow, Migrate, Parallel, Rows, Sql, Unit, embed_async, embed_sync
+from .flow import Embed, Flow, MakeFlow, Migrate, Parallel, Pipelined, Rows, Sql, Unit
+from .io_steps import AsyncIO, SyncIO
 
 __all__ = ["AsyncIO", "Plan", "Retry", "SyncIO", "run_async", "run_sync"]
 
@@ -139,12 +133,17 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
                     conn = yield io.connect, False
                 if cur is not None and kind is Sql:
                     reply = yield from _fetch(io, conn, cur, req, warm)  # type: ignore[arg-type]
+                elif cur is not None and kind is Pipelined:
+                    raise TypeError("a Pipelined request needs a transaction, not autocommit")
                 elif cur is not None:  # Parallel in autocommit mode: one part after another
                     reply = []
                     for part in req.parts:  # type: ignore[union-attr]
                         reply.append((yield from _fetch(io, conn, cur, part, warm)))
                 elif kind is Parallel:
                     reply = yield from _parallel(io, conn, req)  # type: ignore[arg-type]
+                elif kind is Pipelined:
+                    yield from _pipelined(io, conn, req)  # type: ignore[arg-type]
+                    reply = None
                 else:
                     reply = yield io.execute, (conn, req)
         if cur is not None:
@@ -207,140 +206,49 @@ def _parallel(io: SyncIO | AsyncIO, conn: Any, req: Parallel) -> Generator[Step,
     return found
 
 
+def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Step, Any, None]:
+    """Stage ``k``'s write on ``conn`` while stage ``k + 1``'s read runs on a side
+    connection and its step on the client; with no side connection free, every read
+    first, on ``conn`` (then only the steps overlap the writes)."""
+    side = (yield io.side, None) if any(r is not None for r in req.reads[1:]) else None
+    pending: Any = None  # the write in flight
+    try:
+        ahead: list[Rows] | None = None
+        if side is None:
+            ahead = []
+            for read in req.reads:
+                ahead.append([] if read is None else (yield io.execute, (conn, read)))
+        for k, read in enumerate(req.reads):
+            if ahead is not None:
+                rows = ahead[k]
+            else:
+                rows = [] if read is None else (yield io.execute, (side, read))
+            if pending is None:  # nothing in flight: the step runs here, like the flow
+                write = req.step(k, rows)
+            else:
+                write = yield io.compute, (req.step, k, rows)
+            if pending is not None:
+                done, pending = pending, None
+                yield io.wait, done
+            if write is not None and k == len(req.reads) - 1:
+                yield io.execute, (conn, write)  # nothing left to overlap it with
+            elif write is not None:
+                pending = yield io.start, (conn, write)
+    except GeneratorExit:
+        raise
+    except BaseException:
+        if pending is not None:  # finished before its connection is closed
+            yield io.settle, pending
+        if side is not None:
+            yield io.close, side
+        raise
+    if side is not None:
+        yield io.close, side
+
+
 def _each(op: Callable[[Any], Any], args: Iterable[Any]) -> Generator[Step, Any, None]:
     for arg in args:
         yield op, arg
-
-
-def _execute(conn: sa.Connection, req: Sql) -> Rows:
-    result = conn.execute(req.statement, req.params)
-    if req.fetch == "all" and result.returns_rows:
-        return [dict(row) for row in result.mappings()]
-    return []
-
-
-async def _aexecute(conn: AsyncConnection, req: Sql) -> Rows:
-    result = await conn.execute(req.statement, req.params)
-    if req.fetch == "all" and result.returns_rows:
-        return [dict(row) for row in result.mappings()]
-    return []
-
-
-class SyncIO:
-    """The blocking I/O of one run: each method is one step of :func:`_drive`."""
-
-    __slots__ = ("conns", "embedder")
-
-    def __init__(self, conns: Connections, embedder: Embedder) -> None:
-        self.conns = conns
-        self.embedder = embedder
-
-    def embed(self, req: Embed) -> list[list[float]]:
-        return embed_sync(self.embedder, req)
-
-    def migrate(self, _: None) -> None:
-        with self.conns.engine.connect() as conn:
-            migrate.upgrade(conn)
-
-    def unit(self, flow: Flow[Any]) -> Any:
-        return run_sync(flow, self.conns, self.embedder)
-
-    def connect(self, autocommit: bool) -> sa.Connection:
-        conn = self.conns.engine.connect()
-        if autocommit:
-            conn.execution_options(isolation_level="AUTOCOMMIT")
-        return conn
-
-    def execute(self, arg: tuple[sa.Connection, Sql]) -> Rows:
-        return _execute(*arg)
-
-    def fetch(self, arg: tuple[Any, Sql]) -> Rows:
-        return fetch(*arg)
-
-    def side(self, _: None) -> sa.Connection | None:
-        engine = self.conns.side()
-        try:
-            return None if engine is None else engine.connect()
-        except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
-            return None
-
-    def gather(self, pairs: list[tuple[sa.Connection, Sql]]) -> list[Rows]:
-        # Every read finishes before the side connections close, even if one fails.
-        with ThreadPoolExecutor(max_workers=len(pairs) - 1) as pool:
-            futures = [pool.submit(_execute, c, part) for c, part in pairs[1:]]
-            first = _execute(*pairs[0])
-            return [first, *(f.result() for f in futures)]
-
-    def commit(self, conn: sa.Connection) -> None:
-        conn.commit()
-
-    def invalidate(self, conn: sa.Connection) -> None:
-        conn.invalidate()
-
-    def close(self, conn: sa.Connection) -> None:
-        conn.close()
-
-
-class AsyncIO:
-    """The asyncio I/O of one run (psycopg's async driver): :class:`SyncIO`, awaited."""
-
-    __slots__ = ("conns", "embedder")
-
-    def __init__(self, conns: AsyncConnections, embedder: Embedder) -> None:
-        self.conns = conns
-        self.embedder = embedder
-
-    async def embed(self, req: Embed) -> list[list[float]]:
-        return await embed_async(self.embedder, req)
-
-    async def migrate(self, _: None) -> None:
-        async with self.conns.engine.connect() as conn:
-            await conn.run_sync(migrate.upgrade)
-
-    async def unit(self, flow: Flow[Any]) -> Any:
-        return await run_async(flow, self.conns, self.embedder)
-
-    async def connect(self, autocommit: bool) -> AsyncConnection:
-        conn = await self.conns.engine.connect()
-        try:
-            if autocommit:
-                await conn.execution_options(isolation_level="AUTOCOMMIT")
-        except BaseException:
-            await conn.close()
-            raise
-        return conn
-
-    async def execute(self, arg: tuple[AsyncConnection, Sql]) -> Rows:
-        return await _aexecute(*arg)
-
-    async def fetch(self, arg: tuple[Any, Sql]) -> Rows:
-        return await afetch(*arg)
-
-    async def side(self, _: None) -> AsyncConnection | None:
-        engine = self.conns.side()
-        try:
-            return None if engine is None else await engine.connect()
-        except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
-            return None
-
-    async def gather(self, pairs: list[tuple[AsyncConnection, Sql]]) -> list[Rows]:
-        # Every read finishes before the side connections close, even if one fails.
-        found = await asyncio.gather(
-            *(_aexecute(c, part) for c, part in pairs), return_exceptions=True
-        )
-        for rows in found:
-            if isinstance(rows, BaseException):
-                raise rows
-        return found  # type: ignore[return-value]
-
-    async def commit(self, conn: AsyncConnection) -> None:
-        await conn.commit()
-
-    async def invalidate(self, conn: AsyncConnection) -> None:
-        await conn.invalidate()
-
-    async def close(self, conn: AsyncConnection) -> None:
-        await conn.close()
 
 
 def run_sync(

@@ -7,6 +7,8 @@ receives their results:
 - :class:`Embed` — embed queries or documents with the configured embedder; receive vectors;
 - :class:`Migrate` — bring the schema up to date (outside the operation's connection);
 - :class:`Parallel` — reads that may run at the same time on side connections;
+- :class:`Pipelined` — writes made from reads, the reads running ahead on a side
+  connection while the writes run;
 - :class:`Unit` — a sub-flow run and committed on its own (set-up), before the rest.
 
 A flow receives a request's reply typed when it delegates to the request with
@@ -126,6 +128,34 @@ class Parallel:
 
 
 @dataclass(frozen=True)
+class Pipelined:
+    """Writes in the flow's transaction, each made from the rows of a read, with the
+    reads (and the client's work) running while the writes do.
+
+    Stage ``k`` reads ``reads[k]`` (``None``: nothing to read, the rows are ``[]``);
+    ``step(k, rows)`` turns those rows into the statement stage ``k`` writes (``None``:
+    nothing). Stage ``k + 1``'s read and step run while stage ``k``'s write does: a
+    batch's inserts (each an HNSW insert, ~1 ms) hide the next slice's dedup lookups
+    and planning.
+
+    Every read sees the database as it was before the first write: on a side
+    connection in autocommit mode (the flow's own writes are not committed yet), or,
+    when no side connection is free, all reads in the transaction before the first
+    write. So, as for :class:`Parallel`, only for reads whose answer is the same
+    outside the transaction (a lock keeps other writers out). ``step`` does no I/O;
+    the steps run one at a time, in stage order, possibly on another thread. The
+    reply is None. Needs a transaction (not a flow that started in autocommit).
+    """
+
+    reads: tuple[Sql | None, ...]
+    step: Callable[[int, Rows], Sql | None]
+
+    def __iter__(self) -> Generator[Pipelined, Any, None]:
+        """``yield from Pipelined(...)``."""
+        yield self
+
+
+@dataclass(frozen=True)
 class Unit(Generic[R]):
     """Run ``flow`` as a unit of its own, on another connection, committed before the
     reply (its return value) comes back: for set-up that must hold even if the
@@ -139,7 +169,7 @@ class Unit(Generic[R]):
         return result
 
 
-Request = Sql | Embed | Migrate | Parallel | Unit[Any]
+Request = Sql | Embed | Migrate | Parallel | Pipelined | Unit[Any]
 Flow = Generator[Request, Any, R]
 MakeFlow = Callable[[], Flow[R]]
 """Builds a flow; a driver calls it again to run the flow once more (a retry)."""

@@ -22,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from .experiences_sql import T
+from .fulltext_sql import array_literal
 from .vectors import Float4Array
 
 # (parameter, SQL array type) of the insert's columns, in the INSERT's order; the
@@ -118,28 +119,23 @@ EVENT_ROWS = sa.text(
 )
 
 
-def _array_literal(values: Sequence[Any]) -> str:
-    """A one-dimensional array literal of strings or UUIDs, each quoted."""
-    quoted = (str(v).replace("\\", "\\\\").replace('"', '\\"') for v in values)
-    return "{" + ",".join(f'"{v}"' for v in quoted) + "}"
-
-
-def _columns(
-    rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]
-) -> dict[str, list[Any]]:
-    """Each column's values as a list of text (``None`` stays NULL): one text[]
-    parameter per column, so that a column of NULLs has a type too."""
-    out: dict[str, list[Any]] = {}
+def _columns(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Each column's values as one text[] literal (``None`` stays NULL): one parameter
+    per column, typed even when all its values are NULL. A literal is one string for
+    psycopg to send: dumping lists element by element cost ~44 ms of client time per
+    600-record insert, a third of the batch's client work."""
+    out: dict[str, str] = {}
     for name, typ in columns:
         values = [r[name] for r in rows]
-        if typ.endswith("[]"):
-            out[name] = [_array_literal(v) for v in values]
+        if typ.endswith("[]"):  # each row's array as its own literal, quoted as a cell
+            cells: list[str | None] = [array_literal(v) for v in values]
         elif typ == "boolean":
-            out[name] = [None if v is None else ("t" if v else "f") for v in values]
+            cells = [None if v is None else ("t" if v else "f") for v in values]
         elif typ == "timestamptz":
-            out[name] = [None if v is None else v.isoformat() for v in values]
+            cells = [None if v is None else v.isoformat() for v in values]
         else:
-            out[name] = [None if v is None else str(v) for v in values]
+            cells = [None if v is None else str(v) for v in values]
+        out[name] = array_literal(cells)
     return out
 
 

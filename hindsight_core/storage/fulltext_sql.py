@@ -172,7 +172,7 @@ def bm25_sql(tsv: str) -> str:
 KEYWORD = "LEAST(1, COALESCE({bm25} / (SELECT mass FROM kw_mass), 0))"
 
 
-def _array_literal(values: Sequence[object]) -> str:
+def array_literal(values: Sequence[object]) -> str:
     """A PostgreSQL array literal (``{"a","b",NULL}``) of strings, numbers or None."""
 
     def cell(v: object) -> str:
@@ -206,8 +206,8 @@ def bm25_params(
     with an English-only model (tests/test_core_recall.py).
     """
     return {
-        "kw_terms": _array_literal(terms),
-        "kw_tsq": _array_literal([f"'{t}'" for t in terms]),
-        "kw_freq": _array_literal([common.get(t) for t in terms]),
+        "kw_terms": array_literal(terms),
+        "kw_tsq": array_literal([f"'{t}'" for t in terms]),
+        "kw_freq": array_literal([common.get(t) for t in terms]),
         "kw_whole": whole_query,
     }
