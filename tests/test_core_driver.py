@@ -21,7 +21,7 @@ from hindsight_core.errors import DatabaseError, ValidationError
 from hindsight_core.items import AsyncItems, GetItem, Items, PutItem
 from hindsight_core.runtime.connections import AsyncConnections, Connections
 from hindsight_core.runtime.driver import run_async, run_sync
-from hindsight_core.runtime.flow import Flow, Parallel, Pipelined, Rows, Sql
+from hindsight_core.runtime.flow import Flow, Pipelined, Rows, Sql
 from hindsight_core.storage.engine import create_side_engine
 
 SELECT_TX = sa.text(
@@ -108,30 +108,6 @@ def test_a_warm_connection_keeps_its_cursor_without_rows(conns: Connections) -> 
 
 
 PID_ROW = sa.text("SELECT pg_backend_pid() AS pid")
-
-
-def _parallel_flow() -> Flow[tuple[int, list[int]]]:
-    main = yield from Sql(PID_ROW)  # a transaction: Parallel reads run in one
-    found = yield from Parallel((Sql(PID_ROW), Sql(PID_ROW)))
-    return int(main[0]["pid"]), [int(rows[0]["pid"]) for rows in found]
-
-
-def test_parallel_reads_take_the_side_connection_only_when_it_is_free(
-    engine: sa.Engine, settings: Settings
-) -> None:
-    side = create_side_engine(settings, engine)
-    conns = Connections(engine, side=lambda: side)
-    try:
-        main, parts = run_sync(_parallel_flow, conns, None)  # type: ignore[arg-type]
-        assert parts[0] == main and parts[1] != main, "the second part on the side connection"
-        assert side.pool.checkedin() == 1, "which went back to its pool"  # type: ignore[attr-defined]
-        with side.connect() as held:  # the side pool's only connection, taken
-            assert held.execute(PID).scalar() == parts[1]
-            main, parts = run_sync(_parallel_flow, conns, None)  # type: ignore[arg-type]
-        assert parts == [main, main], "both parts in the flow's transaction"
-    finally:
-        conns.close()
-        side.dispose()
 
 
 def _pipelined_flow(table: str, seen: list[tuple[int, int, int]]) -> Flow[int]:

@@ -15,7 +15,7 @@ from hindsight_core import AsyncMemory, Memory
 from hindsight_core.reflection._driver import Ask, Store
 from hindsight_core.reflection.llm import LLMResponse
 from hindsight_core.runtime import host
-from hindsight_core.runtime.flow import Embed, Flow, Migrate, Parallel, Sql, Unit
+from hindsight_core.runtime.flow import Embed, Flow, Migrate, Sql, Unit
 
 ROOT = Path(__file__).resolve().parents[1]
 PROTOCOLS = {
@@ -74,12 +74,11 @@ def test_yield_from_a_request_receives_its_reply() -> None:
         yield from Migrate()
         a = yield from Sql(sa.text("SELECT 1"))
         v = yield from Embed(["x"])
-        p = yield from Parallel((Sql(sa.text("SELECT 1")),))
         u = yield from Unit(sub())
-        return a, v, p, u
+        return a, v, u
 
-    replies = {Sql: rows, Embed: [[0.5]], Parallel: [rows], Migrate: None, Unit: "unit result"}
-    assert _drive(flow(), replies) == (rows, [[0.5]], [rows], "unit result")
+    replies = {Sql: rows, Embed: [[0.5]], Migrate: None, Unit: "unit result"}
+    assert _drive(flow(), replies) == (rows, [[0.5]], "unit result")
     # The Unit's own flow is run by the driver: here it is driven alone.
     assert _drive(sub(), replies) == f"sub saw {rows}"
 

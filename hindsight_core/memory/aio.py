@@ -46,7 +46,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         if engine is not None:
             adopt_engine(engine.sync_engine)
         self._conns: AsyncConnections | None = None
-        self._side: AsyncEngine | None = None  # flow.Parallel reads (write_many's lookups)
+        self._side: AsyncEngine | None = None  # flow.Pipelined reads (write_many's lookups)
         self._reads: AsyncReplicaReads | None = None  # read replicas, when configured
 
     async def get_engine(self) -> AsyncEngine:
@@ -82,7 +82,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return self._conns
 
     def _side_engine(self) -> AsyncEngine:
-        """The one-connection pool for ``flow.Parallel`` reads, built on first need
+        """The one-connection pool for ``flow.Pipelined`` reads, built on first need
         (called by the driver, so after ``get_engine``)."""
         if self._side is None:
             assert self._engine is not None

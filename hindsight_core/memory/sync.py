@@ -57,7 +57,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             adopt_engine(engine)
         self._engine_lock = threading.Lock()
         self._conns: Connections | None = None
-        self._side: sa.Engine | None = None  # flow.Parallel reads (write_many's lookups)
+        self._side: sa.Engine | None = None  # flow.Pipelined reads (write_many's lookups)
         self._reads: ReplicaReads | None = None  # read replicas, when configured
         self._recaller: ThreadPoolExecutor | None = None
 
@@ -88,7 +88,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         return self._conns
 
     def _side_engine(self) -> sa.Engine:
-        """The one-connection pool for ``flow.Parallel`` reads, built on first need."""
+        """The one-connection pool for ``flow.Pipelined`` reads, built on first need."""
         engine = self.engine
         with self._engine_lock:
             if self._side is None:

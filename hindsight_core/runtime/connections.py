@@ -21,7 +21,7 @@ strategy (carried out by ``driver.py``):
   once more on a fresh, pinged connection.
 
 :class:`Connections` (blocking) and :class:`AsyncConnections` (asyncio) hold the
-engine, the side pool of ``flow.Parallel`` reads and the warm list; they differ only
+engine, the side pool of ``flow.Pipelined`` reads and the warm list; they differ only
 in how connections are given back. Warm connections remain connections of the
 engine's pool: ``close()`` gives them back, and disposing of the engine closes them.
 """
@@ -152,7 +152,7 @@ async def afetch(cur: psycopg.AsyncCursor[Any], req: Sql) -> Rows:
 
 
 class _Source(Generic[E, C]):
-    """An engine, the side pool for ``flow.Parallel`` reads, and the warm connections
+    """An engine, the side pool for ``flow.Pipelined`` reads, and the warm connections
     (with their kept cursor), shared by the sync and async variants."""
 
     KEEP_WARM = 10.0

@@ -4,7 +4,7 @@ A flow (``flow.py``) yields requests. :func:`_drive` below, written once, turns 
 into I/O steps and decides everything a driver decides: which connection (a
 transaction on a pooled connection, or, when the flow's first statement says
 ``autocommit``, a warm autocommit connection: ``connections.py``), how a
-``Parallel`` read is split over side connections, when a connection is committed,
+``Pipelined`` write's reads run ahead on a side connection, when a connection is committed,
 kept warm, invalidated or closed, how driver errors map to Hindsight's, and when the
 whole flow runs once more (a kept connection found broken; the caller's ``retry``
 policy, e.g. items on a deadlock).
@@ -34,7 +34,7 @@ from .connections import (
     cursor,
     release,
 )
-from .flow import Embed, Flow, MakeFlow, Migrate, Parallel, Pipelined, Rows, Sql, Unit
+from .flow import Embed, Flow, MakeFlow, Migrate, Pipelined, Rows, Sql, Unit
 from .io_steps import AsyncIO, SyncIO
 
 __all__ = ["AsyncIO", "Plan", "Retry", "SyncIO", "run_async", "run_sync"]
@@ -135,12 +135,6 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
                     reply = yield from _fetch(io, conn, cur, req, warm)  # type: ignore[arg-type]
                 elif cur is not None and kind is Pipelined:
                     raise TypeError("a Pipelined request needs a transaction, not autocommit")
-                elif cur is not None:  # Parallel in autocommit mode: one part after another
-                    reply = []
-                    for part in req.parts:  # type: ignore[union-attr]
-                        reply.append((yield from _fetch(io, conn, cur, part, warm)))
-                elif kind is Parallel:
-                    reply = yield from _parallel(io, conn, req)  # type: ignore[arg-type]
                 elif kind is Pipelined:
                     yield from _pipelined(io, conn, req)  # type: ignore[arg-type]
                     reply = None
@@ -181,29 +175,6 @@ def _fetch(
                 raise _Broken from exc
         raise error from exc
     return rows
-
-
-def _parallel(io: SyncIO | AsyncIO, conn: Any, req: Parallel) -> Generator[Step, Any, list[Rows]]:
-    """The first part on ``conn``, as many others as there are free side connections
-    at the same time on those, the rest after it on ``conn``."""
-    extra: list[Any] = []
-    try:
-        while len(extra) < len(req.parts) - 1:
-            side = yield io.side, None  # a free side connection, or None
-            if side is None:
-                break
-            extra.append(side)
-        pairs = list(zip([conn, *extra], req.parts, strict=False))
-        found: list[Rows] = (yield io.gather, pairs) if extra else []
-        for part in req.parts[len(found) :]:
-            found.append((yield io.execute, (conn, part)))
-    except GeneratorExit:
-        raise
-    except BaseException:
-        yield from _each(io.close, extra)
-        raise
-    yield from _each(io.close, extra)
-    return found
 
 
 def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Step, Any, None]:

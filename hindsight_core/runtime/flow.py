@@ -6,7 +6,6 @@ receives their results:
 - :class:`Sql` — run a statement; receive its rows (:data:`Rows`);
 - :class:`Embed` — embed queries or documents with the configured embedder; receive vectors;
 - :class:`Migrate` — bring the schema up to date (outside the operation's connection);
-- :class:`Parallel` — reads that may run at the same time on side connections;
 - :class:`Pipelined` — writes made from reads, the reads running ahead on a side
   connection while the writes run;
 - :class:`Unit` — a sub-flow run and committed on its own (set-up), before the rest.
@@ -20,7 +19,7 @@ The flow holds all the logic (validation, SQL choice, ranking, dedup); the drive
 (``driver.py``: one for blocking I/O, one for asyncio) hold only I/O. This is httpx's
 ``Auth.auth_flow`` pattern applied to a whole operation, and it is why ``Memory`` and
 ``AsyncMemory`` cannot drift apart. The connection is taken at the first ``Sql`` (or
-``Parallel``) request, and that first statement decides how the flow runs: in a
+``Pipelined``) request, and that first statement decides how the flow runs: in a
 transaction (committed when the flow returns), or, when it says ``autocommit``, on a
 warm autocommit connection. ``Embed`` holds no connection of its own, and ``Migrate`` /
 ``Unit`` use their own, released before the reply. So a flow that embeds before its
@@ -110,24 +109,6 @@ class Migrate:
 
 
 @dataclass(frozen=True)
-class Parallel:
-    """Reads that may run at the same time; the reply is each one's rows, in order.
-
-    The first runs in the flow's transaction, each other one on a side connection in
-    autocommit mode (the connections' ``side`` engine) when one is free at once, else
-    after it in the transaction. So only for reads whose answer is the same outside the
-    transaction: the flow has written nothing yet and a lock keeps other writers out.
-    """
-
-    parts: tuple[Sql, ...]
-
-    def __iter__(self) -> Generator[Parallel, Any, list[list[Row]]]:
-        """``found = yield from Parallel(...)``: each part's rows, in order."""
-        found: list[list[Row]] = yield self
-        return found
-
-
-@dataclass(frozen=True)
 class Pipelined:
     """Writes in the flow's transaction, each made from the rows of a read, with the
     reads (and the client's work) running while the writes do.
@@ -141,8 +122,8 @@ class Pipelined:
     Every read sees the database as it was before the first write: on a side
     connection in autocommit mode (the flow's own writes are not committed yet), or,
     when no side connection is free, all reads in the transaction before the first
-    write. So, as for :class:`Parallel`, only for reads whose answer is the same
-    outside the transaction (a lock keeps other writers out). ``step`` does no I/O;
+    write. So only for reads whose answer is the same outside the transaction (a
+    lock keeps other writers out). ``step`` does no I/O;
     the steps run one at a time, in stage order, possibly on another thread. The
     reply is None. Needs a transaction (not a flow that started in autocommit).
     """
@@ -169,7 +150,7 @@ class Unit(Generic[R]):
         return result
 
 
-Request = Sql | Embed | Migrate | Parallel | Pipelined | Unit[Any]
+Request = Sql | Embed | Migrate | Pipelined | Unit[Any]
 Flow = Generator[Request, Any, R]
 MakeFlow = Callable[[], Flow[R]]
 """Builds a flow; a driver calls it again to run the flow once more (a retry)."""

@@ -78,13 +78,6 @@ class SyncIO:
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             return None
 
-    def gather(self, pairs: list[tuple[sa.Connection, Sql]]) -> list[Rows]:
-        # Every read finishes before the side connections close, even if one fails.
-        with ThreadPoolExecutor(max_workers=len(pairs) - 1) as pool:
-            futures = [pool.submit(_execute, c, part) for c, part in pairs[1:]]
-            first = _execute(*pairs[0])
-            return [first, *(f.result() for f in futures)]
-
     def compute(self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]) -> Sql | None:
         step, k, rows = arg
         return step(k, rows)
@@ -157,16 +150,6 @@ class AsyncIO:
             return None if engine is None else await engine.connect()
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             return None
-
-    async def gather(self, pairs: list[tuple[AsyncConnection, Sql]]) -> list[Rows]:
-        # Every read finishes before the side connections close, even if one fails.
-        found = await asyncio.gather(
-            *(_aexecute(c, part) for c, part in pairs), return_exceptions=True
-        )
-        for rows in found:
-            if isinstance(rows, BaseException):
-                raise rows
-        return found  # type: ignore[return-value]
 
     async def compute(self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]) -> Sql | None:
         # On a thread, so that the event loop keeps sending and awaiting the write

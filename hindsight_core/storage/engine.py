@@ -107,7 +107,7 @@ def _side_args(settings: Settings) -> dict[str, Any]:
 
 
 def create_side_engine(settings: Settings, engine: sa.Engine) -> sa.Engine:
-    """The side pool for ``flow.Parallel`` reads, to ``engine``'s database (connects
+    """The side pool for ``flow.Pipelined`` reads, to ``engine``'s database (connects
     nothing yet)."""
     url = engine.url.render_as_string(hide_password=False)
     return sa.create_engine(url, **_side_args(settings))
