@@ -143,12 +143,15 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
     counts in their sub-select: pulled up, the count was copied into each of the
     three expressions that use ``df`` and ran three times per term.
     """
-    rows = f"(SELECT GREATEST(c.reltuples, 0) FROM pg_class c WHERE c.oid = '{table}'::regclass)"
+    rows = "(SELECT rows FROM kw_tab)"
     return f"""kw_st AS (
             SELECT GREATEST(COALESCE(sum(s.docs), 0), 1)::float8 AS n,
                 GREATEST(COALESCE(sum(s.total_len)::float8 / NULLIF(sum(s.docs), 0), 1), 1)
                     AS avgdl
             FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
+        ), kw_tab AS (
+            SELECT GREATEST(c.reltuples, 0) AS rows FROM pg_class c
+            WHERE c.oid = CAST('{table}' AS regclass)
         ), kw_own AS MATERIALIZED (
             SELECT d.search_tsv FROM {table} d WHERE {own} ORDER BY {key} LIMIT {DF_CAP}
         ), kw_idf AS (
