@@ -57,8 +57,9 @@ def common_terms_sql(table: str) -> sa.TextClause:
     than ``:limit`` rows, or in more than ``COMMON_TERM_SHARE`` of them) that ranking
     their matches would cost more than it tells, with the share of rows holding them;
     recall and item search leave them out of keyword candidate generation (they still
-    count in the score) and take their document frequency from that share (see
-    :func:`bm25_ctes`). Shared through ``runtime.terms.CommonTerms``."""
+    count in the score, with a document frequency :func:`bm25_ctes` counts in small
+    namespaces and takes from that share in a namespace that is nearly the whole
+    table). Shared through ``runtime.terms.CommonTerms``."""
     return sa.text(
         f"""
         SELECT m.term, m.freq FROM pg_stats s,
