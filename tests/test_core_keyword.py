@@ -100,16 +100,29 @@ def _assert_agrees(found: list[tuple[int, float]], expected: list[float]) -> Non
     assert max(ratio) == pytest.approx(min(ratio), rel=1e-6)
 
 
-def test_record_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
-    mem = Memory(("kw", "records"), settings=keyword_only, embedder=EMB)
-    records = [{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in DOCS]
-    ids = [str(r.id) for r in mem.write_many(records)]
-    docs = [tokens(search_document(r["lesson"], r["trigger"], r["scene"])) for r in records]
+RECORDS = [{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in DOCS]
+
+
+def _assert_records_agree(mem: Memory, ids: list[str]) -> None:
+    """``mem``'s namespace holds RECORDS (with ``ids``): its ranking is rank_bm25's."""
+    docs = [tokens(search_document(r["lesson"], r["trigger"], r["scene"])) for r in RECORDS]
     hits = mem.search(_fill(QUERY), top_k=10)
     found = [
         (ids.index(str(h.record.id)), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0
     ]
     _assert_agrees(found, _reference(docs, _fill(QUERY)))
+
+
+def _assert_items_agree(items: Items, ns: tuple[str, ...]) -> None:
+    """``ns`` holds DOCS as items keyed by position: its ranking is rank_bm25's."""
+    hits = items.search(ns, query=_fill(QUERY), limit=10)
+    found = [(int(h.item.key), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0]
+    _assert_agrees(found, _reference([tokens(_fill(d)) for d in DOCS], _fill(QUERY)))
+
+
+def test_record_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
+    mem = Memory(("kw", "records"), settings=keyword_only, embedder=EMB)
+    _assert_records_agree(mem, [str(r.id) for r in mem.write_many(RECORDS)])
     mem.close()
 
 
@@ -122,9 +135,7 @@ def test_item_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
     items.batch(
         [PutItem(("kw", "other"), str(i), {"text": _fill("{amber} {birch}")}) for i in range(20)]
     )
-    hits = items.search(ns, query=_fill(QUERY), limit=10)
-    found = [(int(h.item.key), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0]
-    _assert_agrees(found, _reference([tokens(_fill(d)) for d in DOCS], _fill(QUERY)))
+    _assert_items_agree(items, ns)
     mem.close()
 
 
@@ -150,16 +161,10 @@ def test_record_ranking_ignores_other_namespaces_common_terms(keyword_only: Sett
     this one's ranking)."""
     big = Memory(("kw", "big"), settings=keyword_only, embedder=EMB)
     big.write_many([{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in BIG])
-    records = [{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in DOCS]
-    ids = [str(r.id) for r in big.write_many(records, namespace=("kw", "small"))]
+    ids = [str(r.id) for r in big.write_many(RECORDS, namespace=("kw", "small"))]
     _assert_common(keyword_only.database_url or "", "hindsight_experiences", 200)
     mem = Memory(("kw", "small"), settings=keyword_only, embedder=EMB)
-    docs = [tokens(search_document(r["lesson"], r["trigger"], r["scene"])) for r in records]
-    hits = mem.search(_fill(QUERY), top_k=10)
-    found = [
-        (ids.index(str(h.record.id)), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0
-    ]
-    _assert_agrees(found, _reference(docs, _fill(QUERY)))
+    _assert_records_agree(mem, ids)
     mem.close()
     big.close()
 
@@ -173,9 +178,7 @@ def test_item_ranking_ignores_other_namespaces_common_terms(keyword_only: Settin
     items.batch([PutItem(ns, str(i), {"text": _fill(d)}) for i, d in enumerate(DOCS)])
     _assert_common(keyword_only.database_url or "", "hindsight_item_vectors", 200)
     items = Items(mem, index=index)  # a new cache of common terms
-    hits = items.search(ns, query=_fill(QUERY), limit=10)
-    found = [(int(h.item.key), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0]
-    _assert_agrees(found, _reference([tokens(_fill(d)) for d in DOCS], _fill(QUERY)))
+    _assert_items_agree(items, ns)
     mem.close()
 
 
