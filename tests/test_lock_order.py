@@ -9,35 +9,23 @@ taking the two the other way round completes it.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import numpy as np
-import psycopg
 import pytest
 import sqlalchemy as sa
+from _locks import DIM, EMB
+from _locks import in_thread as _in_thread
+from _locks import lockable as _lockable
+from _locks import wait_until_blocked as _wait_until_blocked
 from _pool import tagged
 
-from hindsight_core import CallableEmbedder, Memory, Settings
+from hindsight_core import Memory, Settings
 from hindsight_core.items import ItemIndex, Items, PutItem
 from hindsight_core.models import NS_SEPARATOR, ns_key
-
-DIM = 8
-WAIT = 60.0  # seconds a writer may take to reach the lock (a loaded machine)
-
-
-def _vectors(texts: list[str]) -> np.ndarray:
-    seeds = [int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) for t in texts]
-    return np.stack([np.random.default_rng(s).standard_normal(DIM) for s in seeds])
-
-
-EMB = CallableEmbedder(_vectors, dim=DIM, model_name="hash-8")
 
 
 @pytest.fixture
@@ -45,49 +33,6 @@ def admin(fresh_db: str) -> Iterator[sa.Engine]:
     engine = sa.create_engine(fresh_db)
     yield engine
     engine.dispose()
-
-
-def _wait_until_blocked(admin: sa.Engine, app: str) -> None:
-    """Return once the backend tagged ``app`` waits for a lock (the writer got there)."""
-    deadline = time.monotonic() + WAIT
-    query = sa.text(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
-        " AND wait_event_type = 'Lock'"
-    )
-    while True:
-        with admin.connect() as conn:
-            if conn.execute(query, {"app": app}).scalar():
-                return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{app} never waited for the lock")
-        time.sleep(0.02)
-
-
-def _lockable(admin: sa.Engine, sql: str, params: dict[str, Any]) -> bool:
-    """Whether the rows ``sql`` selects can be locked right now (no one holds them)."""
-    with admin.connect() as conn:
-        try:
-            conn.execute(sa.text(sql + " FOR UPDATE NOWAIT"), params).all()
-        except sa.exc.OperationalError as exc:
-            assert isinstance(exc.orig, psycopg.errors.LockNotAvailable), exc
-            return False
-        finally:
-            conn.rollback()
-    return True
-
-
-def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            out.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
 
 
 COUNTER = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'i' AND ns = :ns"

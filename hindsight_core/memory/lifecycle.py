@@ -259,6 +259,7 @@ class LifecycleFlows(MemoryBase):
         make sure the index is there."""
         yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_META)
+        yield Sql(q.LOCK_WRITERS_OUT, fetch="none")  # writers wait: none holds a row of ours
         meta = yield from Sql(q.GET_META, {"key": "embedding"})
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         have = meta[0]["value"] if meta else None

@@ -297,6 +297,16 @@ SET_META = sa.text(
 )
 LOCK_META = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:meta', 0))")
 
+# Reindex keeps writers out of the records' table for its transaction (reads go on). It
+# re-embeds stale records row by row in (ns, id) order, in one transaction over every
+# namespace: a write holding its namespace's lock and a record it merged into waited for
+# a record the reindex held, which waited for the write's (a deadlock:
+# tests/test_lock_order_admin.py), and an edit between the reindex's read and its update
+# got the old text's vector. Namespace locks instead would take one slot of the server's
+# lock table per namespace until the commit. Taken after LOCK_META; a writer takes the
+# meta lock only in a set-up transaction of its own, before its write's first statement.
+LOCK_WRITERS_OUT = sa.text(f"LOCK TABLE {T} IN EXCLUSIVE MODE")
+
 REINDEX_BATCH = sa.text(
     f"SELECT ns, id, scene, trigger, action, outcome, lesson, embed_key FROM {T} "
     "WHERE (ns, id) > (:ns, :id) "

@@ -1,0 +1,76 @@
+"""Forcing an interleaving of real writers, and looking at their locks from the server.
+
+Shared by the lock-order tests (``test_lock_order*.py``): a writer runs on a thread of
+its own, on connections tagged with an ``application_name`` (``_pool.tagged``), and the
+test waits, polling ``pg_stat_activity``, until the server shows it waiting for a lock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import psycopg
+import sqlalchemy as sa
+
+from hindsight_core import CallableEmbedder
+
+DIM = 8
+WAIT = 60.0  # seconds a writer may take to reach the lock (a loaded machine)
+
+
+def _vectors(texts: list[str]) -> np.ndarray:
+    seeds = [int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) for t in texts]
+    return np.stack([np.random.default_rng(s).standard_normal(DIM) for s in seeds])
+
+
+EMB = CallableEmbedder(_vectors, dim=DIM, model_name="hash-8")
+"""A fast embedder: the same text, the same vector; different texts, unrelated ones."""
+
+
+def wait_until_blocked(admin: sa.Engine, app: str) -> None:
+    """Return once the backend tagged ``app`` waits for a lock (the writer got there)."""
+    deadline = time.monotonic() + WAIT
+    query = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
+        " AND wait_event_type = 'Lock'"
+    )
+    while True:
+        with admin.connect() as conn:
+            if conn.execute(query, {"app": app}).scalar():
+                return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{app} never waited for the lock")
+        time.sleep(0.02)
+
+
+def lockable(admin: sa.Engine, sql: str, params: dict[str, Any]) -> bool:
+    """Whether the rows ``sql`` selects can be locked right now (no one holds them)."""
+    with admin.connect() as conn:
+        try:
+            conn.execute(sa.text(sql + " FOR UPDATE NOWAIT"), params).all()
+        except sa.exc.OperationalError as exc:
+            assert isinstance(exc.orig, psycopg.errors.LockNotAvailable), exc
+            return False
+        finally:
+            conn.rollback()
+    return True
+
+
+def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
+    """Run ``fn`` on a thread; the list receives its result or what it raised."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(fn())
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            out.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
