@@ -32,8 +32,9 @@ EMB = CallableEmbedder(_vectors, dim=DIM, model_name="hash-8")
 """A fast embedder: the same text, the same vector; different texts, unrelated ones."""
 
 
-def wait_until_blocked(admin: sa.Engine, app: str) -> None:
-    """Return once the backend tagged ``app`` waits for a lock (the writer got there)."""
+def wait_until_blocked(admin: sa.Engine, app: str, unless: threading.Thread | None = None) -> None:
+    """Return once the backend tagged ``app`` waits for a lock (the writer got there), or
+    once the thread ``unless`` ended (a writer that may not have to wait)."""
     deadline = time.monotonic() + WAIT
     query = sa.text(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
@@ -43,6 +44,8 @@ def wait_until_blocked(admin: sa.Engine, app: str) -> None:
         with admin.connect() as conn:
             if conn.execute(query, {"app": app}).scalar():
                 return
+        if unless is not None and not unless.is_alive():
+            return
         if time.monotonic() > deadline:
             raise AssertionError(f"{app} never waited for the lock")
         time.sleep(0.02)

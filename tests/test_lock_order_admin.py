@@ -89,3 +89,75 @@ def test_a_reindex_and_a_write_merging_two_records_do_not_deadlock(
         reindexer.close()
         writer.close()
     assert {rid: r.occurrences for rid, r in records.items()} == {a: 2, b: 2, c: 1}
+
+
+COUNTER = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'i' AND ns = :ns"
+
+
+@pytest.mark.parametrize("first", ["batch", "drop"])
+def test_dropping_a_namespace_and_an_item_batch_in_it_come_one_after_the_other(
+    fresh_db: str, admin: sa.Engine, first: str
+) -> None:
+    """Dropping a namespace deleted its items' rows and then (cascade) their vectors'
+    without the keys' locks; a batch locks its keys, then the vectors' rows, then the
+    items'. So a batch re-putting an item deadlocked with a drop (``batch`` first), and
+    a batch that re-put one item and added another while the drop waited came out
+    half-dropped: the new item kept, the other deleted (``drop`` first). A batch now
+    takes each of its namespaces' items lock shared, the drop takes it exclusive: the
+    batch is wholly before the drop (nothing of it left) or after it (all of it)."""
+    from hindsight_core.items import ItemIndex, Items, PutItem
+
+    run = uuid.uuid4().hex[:8]
+    dropped, other = ("lk", run, "a"), ("lk", run, "b")
+    assert ns_key(dropped) < ns_key(other)
+    index = ItemIndex(dims=8, fields=("text",))
+    setup = _memory(fresh_db, namespace=dropped)
+    record = setup.write({"scene": "s", "trigger": "t", "lesson": "Kept until the drop"})
+    Items(setup, index=index).batch(
+        [PutItem(dropped, "old", {"text": "alpha"}), PutItem(other, "m", {"text": "beta"})]
+    )
+    setup.close()
+    app_b, app_d = "hs-batch-" + run, "hs-drop-" + run
+    writer = _memory(fresh_db, app_b)
+    items = Items(writer, index=index)
+    dropper = _memory(fresh_db, app_d)
+    batch = [
+        PutItem(dropped, "old", {"text": "alpha changed"}),
+        PutItem(dropped, "new", {"text": "gamma"}),
+        PutItem(other, "n", {"text": "delta"}),
+    ]
+    if first == "batch":  # the batch stops at the second namespace's counter
+        hold, params = COUNTER, {"ns": ns_key(other)}
+    else:  # the drop stops at the namespace's record
+        hold, params = ROW, {"ns": ns_key(dropped), "id": record.id}
+    try:
+        with admin.connect() as holder:
+            holder.execute(sa.text(hold + " FOR UPDATE"), params).all()
+            try:
+                if first == "batch":
+                    putting, put = in_thread(lambda: items.batch(batch))
+                    wait_until_blocked(admin, app_b)
+                    dropping, drop = in_thread(lambda: dropper.drop_namespace(dropped))
+                    wait_until_blocked(admin, app_d)
+                else:
+                    dropping, drop = in_thread(lambda: dropper.drop_namespace(dropped))
+                    wait_until_blocked(admin, app_d)
+                    putting, put = in_thread(lambda: items.batch(batch))
+                    wait_until_blocked(admin, app_b, unless=putting)
+            finally:
+                holder.rollback()
+                putting.join()
+                dropping.join()
+        failed = [r for r in (*put, *drop) if isinstance(r, BaseException)]
+        assert not failed, failed
+        left = {k for k in ("old", "new") if items.get(dropped, k) is not None}
+        kept = items.get(other, "n")
+    finally:
+        items.close()
+        writer.close()
+        dropper.close()
+    assert kept is not None
+    if first == "batch":  # the batch committed first: the drop deleted all of it
+        assert left == set() and drop[0]["items"] == 2, (left, drop)
+    else:  # the drop committed first: the batch then put both items
+        assert left == {"old", "new"} and drop[0]["items"] == 1, (left, drop)

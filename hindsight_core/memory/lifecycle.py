@@ -133,6 +133,7 @@ class LifecycleFlows(MemoryBase):
         ns = ns_key(validate_namespace(namespace))
         yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # no write lands halfway through
+        yield Sql(namespace_sql.LOCK_ITEMS, {"ns": ns})  # nor an item batch
         (row,) = yield from Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
         return {k: int(v) for k, v in row.items()}
 

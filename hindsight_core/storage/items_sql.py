@@ -113,6 +113,16 @@ def _key_lock(ns: str, key: str) -> str:
     return f"hashtextextended('hindsight:item:' || {ns} || chr(31) || {key}, 0)"
 
 
+def namespace_lock(ns: str) -> str:
+    """The advisory lock's key of one namespace's items (``ns``: an SQL expression).
+
+    A batch takes it shared for each namespace it writes, before its keys' locks; dropping
+    the namespace takes it exclusive (``namespace_sql.LOCK_ITEMS``), so a batch is wholly
+    before or after the drop. A key apart from every other lock's: no label starts with
+    chr(31)."""
+    return f"hashtextextended('hindsight:' || chr(31) || 'items:' || {ns}, 0)"
+
+
 SWEEP_CHUNK = 1000  # keys per sweep statement: each holds a slot of the server's lock table
 # The sweep deletes the expired items :limit at a time, each under its key's lock as a
 # batch takes them: a batch locks its keys, then their vectors' rows, then the items'
@@ -159,11 +169,18 @@ SWEEP = sa.text(
 # Writers lock the keys they put, in one global order, before touching any row: two
 # batches writing overlapping keys then serialize instead of deadlocking. The lock is
 # a CTE that every write in the first statement waits on (a one-time filter), so it
-# costs no extra round trip.
+# costs no extra round trip. First (the one-time filter of the key locks' scan), each
+# namespace's items lock, shared: dropping a namespace (its items' rows, then their
+# vectors') deadlocked with a batch holding a vector row and wanting its item's row,
+# and a batch that put an item and added one kept the new item alone
+# (tests/test_lock_order_admin.py).
 _LOCK_CTE = f"""lk AS (
         SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
             SELECT DISTINCT {_key_lock("p.ns", "p.key")} AS h
             FROM unnest(CAST(:lk_ns AS text[]), CAST(:lk_keys AS text[])) AS p(ns, key)
+            WHERE (SELECT count(pg_advisory_xact_lock_shared(g)) FROM (
+                SELECT DISTINCT {namespace_lock("n.ns")} AS g
+                FROM unnest(CAST(:lk_ns AS text[])) AS n(ns) ORDER BY g) ns) >= 0
             ORDER BY h
         ) s
     )"""
