@@ -214,28 +214,27 @@ class LifecycleFlows(MemoryBase):
         yield from self.ready_flow()
         now = self.now()
         total = len(records) + sum(map(len, plain.values()))
-        done = 0
-        existing = 0
-        for start in range(0, len(records), REINDEX_BATCH):
-            batch = records[start : start + REINDEX_BATCH]
-            # Records already stored (same namespace and id) are kept as they are.
-            present = yield from Sql(q.EXISTING_IDS, {"ids": [r.id for r in batch]})
-            stored = {(row["ns"], row["id"]) for row in present}
-            new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
-            existing += len(batch) - len(new)
-            if new:
-                texts = [embedding_text(r, self.document_fields) for r in new]
-                vectors = yield from Embed(texts)
-                params = [
-                    _import_params(r, self._vector_fields(t, v), now)
-                    for r, t, v in zip(new, texts, vectors, strict=True)
-                ]
-                yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
-            done += len(batch)
-            if progress:
-                progress(done, total)
-        inserted = merged = 0
-        for ns, new_records in plain.items():
+        restored: dict[Namespace, list[ExportedRecord]] = {}
+        for r in records:
+            restored.setdefault(tuple(r.namespace), []).append(r)
+        done = existing = inserted = merged = 0
+        # A namespace at a time, in namespace order, each locked before its first row:
+        # as a write locks its namespace before the keyword counter its insert takes, and
+        # as eviction takes several namespaces' locks. An import took the counters of
+        # the namespaces of each 256-record batch in turn, so two imports could take two
+        # counters in opposite orders, and one that restored records into a namespace and
+        # then wrote plain ones there held its counter when it asked for its lock, which
+        # a write held, waiting for the counter (deadlocks: tests/test_lock_order_admin.py).
+        for ns in sorted(restored.keys() | plain.keys(), key=ns_key):
+            yield Sql(q.LOCK_NAMESPACE, {"ns": ns_key(ns)})
+            batches = restored.get(ns, [])
+            for start in range(0, len(batches), REINDEX_BATCH):
+                batch = batches[start : start + REINDEX_BATCH]
+                existing += yield from self._restore_flow(batch, now)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+            new_records = plain.get(ns, [])
             for start in range(0, len(new_records), REINDEX_BATCH):
                 batch_in = new_records[start : start + REINDEX_BATCH]
                 results = yield from self.write_flow(batch_in, ns)  # type: ignore[attr-defined]
@@ -251,6 +250,22 @@ class LifecycleFlows(MemoryBase):
             "already_present": existing,
             "skipped_lines": skipped,
         }
+
+    def _restore_flow(self, batch: list[ExportedRecord], now: datetime) -> Flow[int]:
+        """Insert exported records as they were (one namespace's, under its lock); a
+        record already stored (same namespace and id) is kept as it is: how many were."""
+        present = yield from Sql(q.EXISTING_IDS, {"ids": [r.id for r in batch]})
+        stored = {(row["ns"], row["id"]) for row in present}
+        new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
+        if new:
+            texts = [embedding_text(r, self.document_fields) for r in new]
+            vectors = yield from Embed(texts)
+            params = [
+                _import_params(r, self._vector_fields(t, v), now)
+                for r, t, v in zip(new, texts, vectors, strict=True)
+            ]
+            yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
+        return len(batch) - len(new)
 
     def _reindex_flow(
         self, progress: Progress | None = None, force: bool = False
