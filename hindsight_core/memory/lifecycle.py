@@ -275,14 +275,16 @@ class LifecycleFlows(MemoryBase):
         make sure the index is there."""
         yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_META)
-        yield Sql(q.LOCK_WRITERS_OUT, fetch="none")  # writers wait: none holds a row of ours
         meta = yield from Sql(q.GET_META, {"key": "embedding"})
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         have = meta[0]["value"] if meta else None
         if have is not None and (have != want or force):
             # Most vectors change: updating the HNSW index row by row costs more than
-            # building it again afterwards.
+            # building it again afterwards. (Its ACCESS EXCLUSIVE lock first, not after
+            # LOCK_WRITERS_OUT: a write holding a read's lock and waiting for ours would
+            # then deadlock with the upgrade.)
             yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
+        yield Sql(q.LOCK_WRITERS_OUT, fetch="none")  # writers wait: none holds a row of ours
         (count,) = yield from Sql(q.COUNT_ALL)
         total = int(count["count"])
         done = embedded = 0
