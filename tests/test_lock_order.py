@@ -314,3 +314,41 @@ def test_the_sweep_deletes_every_expired_item_a_chunk_at_a_time(
     sweeps.close()
     later.close()
     assert left[0] is not None and left[1] is None
+
+
+def test_an_edit_reads_the_record_under_the_namespace_lock(fresh_db: str, admin: sa.Engine) -> None:
+    """An edit read the record, embedded, then took the namespace lock and wrote every
+    editable field from what it had read: a write merging into the record in between
+    (it raises importance, sets critical) was undone. The edit now reads the record
+    after taking the lock, as merge does."""
+    ns = ("lk", uuid.uuid4().hex[:8])
+    settings = Settings(database_url=fresh_db)
+    first = Memory(ns, settings=settings, embedder=EMB)
+    shown = first.write({"trigger": "t", "lesson": "Check the extension", "importance": 0.2})
+    first.close()
+    app = "hs-edit-" + ns[1]
+    memory = Memory(ns, settings=Settings(database_url=tagged(fresh_db, app)), embedder=EMB)
+    memory.list_records()  # set up before the test holds the namespace
+    with admin.connect() as holder:  # merges into the record as a write does, uncommitted
+        holder.execute(
+            sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
+            {"ns": ns_key(ns)},
+        )
+        holder.execute(
+            sa.text(
+                "UPDATE hindsight_experiences SET importance = 0.9, critical = true,"
+                " occurrences = occurrences + 1 WHERE ns = :ns AND id = :id"
+            ),
+            {"ns": ns_key(ns), "id": shown.id},
+        )
+        thread, out = _in_thread(lambda: memory.edit(shown.id, lesson="Check the file type"))
+        try:
+            _wait_until_blocked(admin, app)
+        finally:
+            holder.commit()
+            thread.join()
+    (edited,) = out
+    memory.close()
+    assert not isinstance(edited, BaseException), edited
+    assert edited.lesson == "Check the file type"
+    assert (edited.importance, edited.critical, edited.occurrences) == (0.9, True, 2)
