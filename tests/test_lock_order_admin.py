@@ -292,3 +292,75 @@ def test_an_import_and_an_eviction_take_namespace_locks_in_one_order(
     assert results[0]["imported"] == 2
     # the records stored before (the eviction's statement began before the import ended)
     assert results[1].archived == 2
+
+
+BLOCKERS = sa.text(
+    "SELECT b.state FROM pg_stat_activity r CROSS JOIN unnest(pg_blocking_pids(r.pid)) p(pid)"
+    " JOIN pg_stat_activity b ON b.pid = p.pid"
+    " WHERE r.application_name = :app AND r.wait_event_type = 'Lock'"
+)
+
+
+def test_eviction_everywhere_holds_no_lock_while_its_chunks_run(
+    fresh_db: str, admin: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maintain()`` over every namespace read the evictable namespaces in a
+    transaction that it kept open while each chunk of them was evicted on a connection
+    of its own, holding the read's table lock. A reindex dropping the index (ACCESS
+    EXCLUSIVE) then waited for that transaction, the next chunk's update queued behind
+    the reindex, and the maintenance waited for its chunk: a cycle through the client
+    that the server cannot see (both hung). The listing now runs in autocommit."""
+    from datetime import UTC, datetime, timedelta
+
+    from hindsight_core.memory import lifecycle
+
+    monkeypatch.setattr(lifecycle, "EVICT_NAMESPACES", 1)  # a chunk per namespace
+    run = uuid.uuid4().hex[:8]
+    first, second = ("lk", run, "a"), ("lk", run, "b")
+    setup = _memory(fresh_db)
+    setup.import_records(_lines(first, second))  # decayed in two years: both evictable
+    setup.close()
+    app_m, app_r = "hs-maintain-" + run, "hs-reindex-" + run
+    evictor = Memory(
+        ("lk", "default"),
+        settings=Settings(database_url=tagged(fresh_db, app_m)),
+        embedder=EMB,
+        clock=lambda: datetime.now(UTC) + timedelta(days=730),
+    )
+    reindexer = _memory(fresh_db, app_r)
+    evictor.list_records()
+    reindexer.list_records()
+    states: list[str] = []
+    try:
+        with admin.connect() as holder:  # the first chunk waits for its namespace
+            holder.execute(
+                sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
+                {"ns": ns_key(first)},
+            )
+            maintaining, maintained = in_thread(evictor.maintain)
+            try:
+                wait_until_blocked(admin, app_m)
+                reindexing, reindexed = in_thread(lambda: reindexer.reindex(force=True))
+                wait_until_blocked(admin, app_r)
+                with admin.connect() as conn:
+                    states = list(conn.execute(BLOCKERS, {"app": app_r}).scalars())
+                if "idle in transaction" in states:  # the hang: end it, then report it
+                    with admin.connect() as conn:
+                        conn.execute(
+                            sa.text(
+                                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                                " WHERE application_name IN (:m, :r)"
+                            ),
+                            {"m": app_m, "r": app_r},
+                        ).all()
+            finally:
+                holder.rollback()
+                maintaining.join()
+                reindexing.join()
+    finally:
+        evictor.close()
+        reindexer.close()
+    assert "idle in transaction" not in states, "the reindex waited for an idle maintenance"
+    failed = [r for r in (*maintained, *reindexed) if isinstance(r, BaseException)]
+    assert not failed, failed
+    assert maintained[0].archived == 2 and reindexed[0].reembedded == 2
