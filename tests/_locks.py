@@ -51,6 +51,15 @@ def wait_until_blocked(admin: sa.Engine, app: str, unless: threading.Thread | No
         time.sleep(0.02)
 
 
+def hold_namespace(conn: sa.Connection, ns: str) -> None:
+    """Take the namespace ``ns``'s lock (``experiences_sql.LOCK_NAMESPACE``) on ``conn``,
+    as a writer does, until its transaction ends."""
+    conn.execute(
+        sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
+        {"ns": ns},
+    )
+
+
 def lockable(admin: sa.Engine, sql: str, params: dict[str, Any]) -> bool:
     """Whether the rows ``sql`` selects can be locked right now (no one holds them)."""
     with admin.connect() as conn:

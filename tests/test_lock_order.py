@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _locks import DIM, EMB
+from _locks import DIM, EMB, hold_namespace
 from _locks import in_thread as _in_thread
 from _locks import lockable as _lockable
 from _locks import wait_until_blocked as _wait_until_blocked
@@ -248,10 +248,7 @@ def test_reinforcing_waits_for_the_namespace_and_skips_a_record_archived_meanwhi
     memory = Memory(ns, settings=tagged_settings, embedder=embedder)
     reflector = Reflector(memory, ScriptedLLM([json.dumps({"records": [repeat]})]))
     with admin.connect() as holder:  # archives the record as eviction does, uncommitted
-        holder.execute(
-            sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
-            {"ns": ns_key(ns)},
-        )
+        hold_namespace(holder, ns_key(ns))
         holder.execute(
             sa.text(
                 "UPDATE hindsight_experiences SET archived_at = now(), updated_at = now()"
@@ -330,10 +327,7 @@ def test_an_edit_reads_the_record_under_the_namespace_lock(fresh_db: str, admin:
     memory = Memory(ns, settings=Settings(database_url=tagged(fresh_db, app)), embedder=EMB)
     memory.list_records()  # set up before the test holds the namespace
     with admin.connect() as holder:  # merges into the record as a write does, uncommitted
-        holder.execute(
-            sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
-            {"ns": ns_key(ns)},
-        )
+        hold_namespace(holder, ns_key(ns))
         holder.execute(
             sa.text(
                 "UPDATE hindsight_experiences SET importance = 0.9, critical = true,"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _locks import EMB, in_thread, wait_until_blocked
+from _locks import EMB, hold_namespace, in_thread, wait_until_blocked
 from _pool import tagged
 
 from hindsight_core import Memory, Settings
@@ -333,10 +333,7 @@ def test_eviction_everywhere_holds_no_lock_while_its_chunks_run(
     states: list[str] = []
     try:
         with admin.connect() as holder:  # the first chunk waits for its namespace
-            holder.execute(
-                sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
-                {"ns": ns_key(first)},
-            )
+            hold_namespace(holder, ns_key(first))
             maintaining, maintained = in_thread(evictor.maintain)
             try:
                 wait_until_blocked(admin, app_m)
