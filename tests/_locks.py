@@ -8,16 +8,19 @@ test waits, polling ``pg_stat_activity``, until the server shows it waiting for 
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import psycopg
 import sqlalchemy as sa
+from _pool import tagged
 
-from hindsight_core import CallableEmbedder
+from hindsight_core import CallableEmbedder, Memory, Settings
 
 DIM = 8
 WAIT = 60.0  # seconds a writer may take to reach the lock (a loaded machine)
@@ -86,3 +89,36 @@ def in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     thread = threading.Thread(target=run)
     thread.start()
     return thread, out
+
+
+def memory(url: str, app: str | None = None, namespace: Any = ("lk", "default")) -> Memory:
+    """A memory on ``url`` with :data:`EMB`, its connections tagged ``app``."""
+    settings = Settings(database_url=tagged(url, app) if app else url)
+    return Memory(namespace, settings=settings, embedder=EMB)
+
+
+def export_line(ns: tuple[str, ...], rid: uuid.UUID, lesson: str) -> str:
+    """An export line: a record with its id, restored as it was by an import."""
+    return json.dumps(
+        {"id": str(rid), "namespace": list(ns), "scene": "s", "trigger": "t", "lesson": lesson}
+    )
+
+
+RECORDS_COUNTER = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'e' AND ns = :ns"
+
+
+def export_lines(*spaces: tuple[str, ...]) -> list[str]:
+    """One export line (a new record) per namespace given, in that order."""
+    return [export_line(ns, uuid.uuid4(), f"Lesson {uuid.uuid4().hex[:6]}") for ns in spaces]
+
+
+def end(admin: sa.Engine, *apps: str) -> None:
+    """Terminate the backends of ``apps`` (a hang the server cannot see: end it)."""
+    with admin.connect() as conn:
+        conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE application_name = ANY(:apps)"
+            ),
+            {"apps": list(apps)},
+        ).all()

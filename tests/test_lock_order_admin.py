@@ -1,5 +1,6 @@
-"""Whole-store operations (reindex, import, dropping a namespace) and the writers
-running meanwhile take their locks in one order (see ``test_lock_order.py``).
+"""Whole-store operations (reindex, dropping a namespace, eviction everywhere) and the
+writers running meanwhile take their locks in one order (see ``test_lock_order.py``;
+imports: ``test_lock_order_import.py``).
 
 Each test holds a lock from a connection of its own so that the operation stops
 half-way, holding some rows or locks, lets a real writer run into it, and then lets
@@ -8,15 +9,23 @@ go: before the fixes, the two then waited for each other (SQLSTATE 40P01, one fa
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _locks import EMB, hold_namespace, in_thread, wait_until_blocked
+from _locks import (
+    EMB,
+    RECORDS_COUNTER,
+    end,
+    export_line,
+    export_lines,
+    hold_namespace,
+    in_thread,
+    memory,
+    wait_until_blocked,
+)
 from _pool import tagged
 
 from hindsight_core import Memory, Settings
@@ -28,18 +37,6 @@ def admin(fresh_db: str) -> Iterator[sa.Engine]:
     engine = sa.create_engine(fresh_db)
     yield engine
     engine.dispose()
-
-
-def _memory(url: str, app: str | None = None, namespace: Any = ("lk", "default")) -> Memory:
-    settings = Settings(database_url=tagged(url, app) if app else url)
-    return Memory(namespace, settings=settings, embedder=EMB)
-
-
-def _line(ns: tuple[str, ...], rid: uuid.UUID, lesson: str) -> str:
-    """An export line: a record with its id, restored as it was by an import."""
-    return json.dumps(
-        {"id": str(rid), "namespace": list(ns), "scene": "s", "trigger": "t", "lesson": lesson}
-    )
 
 
 ROW = "SELECT 1 FROM hindsight_experiences WHERE ns = :ns AND id = :id"
@@ -58,15 +55,15 @@ def test_a_reindex_and_a_write_merging_two_records_do_not_deadlock(
     ns = ("lk", run)
     # ids in the order a < c < b, stored in the order b, c, a (so that a scan meets b first)
     a, c, b = (uuid.UUID(int=i) for i in (1, 2, 3))
-    setup = _memory(fresh_db)
+    setup = memory(fresh_db)
     lessons = {a: "Lesson alpha", b: "Lesson beta", c: "Lesson gamma"}
-    setup.import_records([_line(ns, rid, lessons[rid]) for rid in (b, c, a)])
+    setup.import_records([export_line(ns, rid, lessons[rid]) for rid in (b, c, a)])
     setup.close()
     with admin.begin() as conn:  # stale: reindex re-embeds all three (same model)
         conn.execute(sa.text("UPDATE hindsight_experiences SET embed_key = 'stale'"))
     app_r, app_w = "hs-reindex-" + run, "hs-merge-" + run
-    reindexer = _memory(fresh_db, app_r)
-    writer = _memory(fresh_db, app_w, ns)
+    reindexer = memory(fresh_db, app_r)
+    writer = memory(fresh_db, app_w, ns)
     writer.list_records()  # set up (the model checked) before the reindex holds the meta lock
     batch = [{"scene": "s", "trigger": "t", "lesson": lessons[rid]} for rid in (b, a)]
     try:
@@ -112,16 +109,16 @@ def test_dropping_a_namespace_and_an_item_batch_in_it_come_one_after_the_other(
     dropped, other = ("lk", run, "a"), ("lk", run, "b")
     assert ns_key(dropped) < ns_key(other)
     index = ItemIndex(dims=8, fields=("text",))
-    setup = _memory(fresh_db, namespace=dropped)
+    setup = memory(fresh_db, namespace=dropped)
     record = setup.write({"scene": "s", "trigger": "t", "lesson": "Kept until the drop"})
     Items(setup, index=index).batch(
         [PutItem(dropped, "old", {"text": "alpha"}), PutItem(other, "m", {"text": "beta"})]
     )
     setup.close()
     app_b, app_d = "hs-batch-" + run, "hs-drop-" + run
-    writer = _memory(fresh_db, app_b)
+    writer = memory(fresh_db, app_b)
     items = Items(writer, index=index)
-    dropper = _memory(fresh_db, app_d)
+    dropper = memory(fresh_db, app_d)
     batch = [
         PutItem(dropped, "old", {"text": "alpha changed"}),
         PutItem(dropped, "new", {"text": "gamma"}),
@@ -164,137 +161,6 @@ def test_dropping_a_namespace_and_an_item_batch_in_it_come_one_after_the_other(
         assert left == {"old", "new"} and drop[0]["items"] == 1, (left, drop)
 
 
-RECORDS_COUNTER = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'e' AND ns = :ns"
-
-
-def _lines(*spaces: tuple[str, ...]) -> list[str]:
-    """One export line (a new record) per namespace given, in that order."""
-    return [_line(ns, uuid.uuid4(), f"Lesson {uuid.uuid4().hex[:6]}") for ns in spaces]
-
-
-def _run_against(
-    admin: sa.Engine,
-    hold: tuple[str, ...],
-    importing: tuple[str, Any],
-    other: tuple[str, Any],
-) -> list[Any]:
-    """Hold the records' keyword counter of ``hold``; run the import ``importing`` (app,
-    call) until it waits, then ``other`` until it waits too; let go. Their results."""
-    with admin.connect() as holder:
-        holder.execute(sa.text(RECORDS_COUNTER + " FOR UPDATE"), {"ns": ns_key(hold)}).all()
-        first, first_out = in_thread(importing[1])
-        try:
-            wait_until_blocked(admin, importing[0])
-            second, second_out = in_thread(other[1])
-            wait_until_blocked(admin, other[0])
-        finally:
-            holder.rollback()
-            first.join()
-            second.join()
-    return [*first_out, *second_out]
-
-
-@pytest.mark.parametrize("other", ["import", "write"])
-def test_an_import_takes_each_namespace_lock_before_its_keyword_counter(
-    fresh_db: str, admin: sa.Engine, monkeypatch: pytest.MonkeyPatch, other: str
-) -> None:
-    """An import inserted restored records 256 at a time over every namespace, each
-    insert's trigger locking its namespaces' keyword counters (in order inside the
-    statement, not across them), and wrote plain records afterwards, each namespace's
-    under its lock. So two imports meeting the namespaces in opposite orders each held
-    a counter the other wanted (``import``), and an import holding a namespace's counter
-    asked for its lock, which a write held while it waited for the counter (``write``).
-    An import now goes a namespace at a time, in namespace order, locking it first."""
-    from hindsight_core.memory import lifecycle
-
-    monkeypatch.setattr(lifecycle, "REINDEX_BATCH", 1)  # one insert per restored record
-    run = uuid.uuid4().hex[:8]
-    a, b, c = (("lk", run, x) for x in "abc")
-    setup = _memory(fresh_db)
-    setup.import_records(_lines(a, b, c))  # every namespace has its counter row
-    setup.close()
-    app_1, app_2 = "hs-import-" + run, "hs-other-" + run
-    importer, second = _memory(fresh_db, app_1), _memory(fresh_db, app_2, a)
-    second.list_records()  # set up (the model checked) before the import
-    plain_a = json.dumps({"namespace": list(a), "trigger": "t", "lesson": "Plain lesson one"})
-    try:
-        if other == "import":  # b, then c (held), then a; the other: a, then b
-            results = _run_against(
-                admin,
-                c,
-                (app_1, lambda: importer.import_records(_lines(b, c, a))),
-                (app_2, lambda: second.import_records(_lines(a, b))),
-            )
-        else:  # a, then b (held), then plain records in a; the other writes in a
-            results = _run_against(
-                admin,
-                b,
-                (app_1, lambda: importer.import_records([*_lines(a, b), plain_a])),
-                (app_2, lambda: second.write({"trigger": "t", "lesson": "Plain lesson two"})),
-            )
-        failed = [r for r in results if isinstance(r, BaseException)]
-        assert not failed, failed
-        counts = {ns[-1]: len(importer.list_records(namespace=ns, limit=100)) for ns in (a, b, c)}
-    finally:
-        importer.close()
-        second.close()
-    if other == "import":
-        assert results[0]["imported"] == 3 and results[1]["imported"] == 2, results
-        assert counts == {"a": 3, "b": 3, "c": 2}
-    else:
-        assert results[0]["imported"] == 3 and results[1].status == "inserted", results
-        assert counts == {"a": 4, "b": 2, "c": 1}
-
-
-def test_an_import_and_an_eviction_take_namespace_locks_in_one_order(
-    fresh_db: str, admin: sa.Engine, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Eviction over every namespace took each chunk's namespace locks in the order of
-    their hashes, an import takes them in namespace order: an import holding the first
-    namespace (its counter held) and an eviction holding the second, by hash first,
-    then waited for each other. Eviction now takes them in namespace order too."""
-    from datetime import UTC, datetime, timedelta
-
-    from hindsight_core.memory import lifecycle
-
-    monkeypatch.setattr(lifecycle, "REINDEX_BATCH", 1)
-    hashed = sa.text("SELECT hashtextextended('hindsight:' || :ns, 0)")
-    with admin.connect() as conn:  # two namespaces whose hashes come in the other order
-        while True:
-            run = uuid.uuid4().hex[:8]
-            first, second = ("lk", run, "a"), ("lk", run, "b")
-            h1, h2 = (conn.execute(hashed, {"ns": ns_key(ns)}).scalar() for ns in (first, second))
-            if h2 < h1:
-                break
-    setup = _memory(fresh_db)
-    setup.import_records(_lines(first, second))  # decayed in two years: both evictable
-    setup.close()
-    app_i, app_e = "hs-import-" + run, "hs-evict-" + run
-    importer = _memory(fresh_db, app_i)
-    evictor = Memory(
-        ("lk", "default"),
-        settings=Settings(database_url=tagged(fresh_db, app_e)),
-        embedder=EMB,
-        clock=lambda: datetime.now(UTC) + timedelta(days=730),
-    )
-    evictor.list_records()
-    try:
-        results = _run_against(
-            admin,
-            first,
-            (app_i, lambda: importer.import_records(_lines(first, second))),
-            (app_e, evictor.maintain),
-        )
-        failed = [r for r in results if isinstance(r, BaseException)]
-        assert not failed, failed
-    finally:
-        importer.close()
-        evictor.close()
-    assert results[0]["imported"] == 2
-    # the records stored before (the eviction's statement began before the import ended)
-    assert results[1].archived == 2
-
-
 BLOCKERS = sa.text(
     "SELECT b.state FROM pg_stat_activity r CROSS JOIN unnest(pg_blocking_pids(r.pid)) p(pid)"
     " JOIN pg_stat_activity b ON b.pid = p.pid"
@@ -319,8 +185,8 @@ def test_eviction_everywhere_holds_no_lock_while_its_chunks_run(
     monkeypatch.setattr(lifecycle, "EVICT_NAMESPACES", 1)  # a chunk per namespace
     run = uuid.uuid4().hex[:8]
     first, second = ("lk", run, "a"), ("lk", run, "b")
-    setup = _memory(fresh_db)
-    setup.import_records(_lines(first, second))  # decayed in two years: both evictable
+    setup = memory(fresh_db)
+    setup.import_records(export_lines(first, second))  # decayed in two years: both evictable
     setup.close()
     app_m, app_r = "hs-maintain-" + run, "hs-reindex-" + run
     evictor = Memory(
@@ -329,7 +195,7 @@ def test_eviction_everywhere_holds_no_lock_while_its_chunks_run(
         embedder=EMB,
         clock=lambda: datetime.now(UTC) + timedelta(days=730),
     )
-    reindexer = _memory(fresh_db, app_r)
+    reindexer = memory(fresh_db, app_r)
     evictor.list_records()
     reindexer.list_records()
     states: list[str] = []
@@ -343,15 +209,8 @@ def test_eviction_everywhere_holds_no_lock_while_its_chunks_run(
                 wait_until_blocked(admin, app_r)
                 with admin.connect() as conn:
                     states = list(conn.execute(BLOCKERS, {"app": app_r}).scalars())
-                if "idle in transaction" in states:  # the hang: end it, then report it
-                    with admin.connect() as conn:
-                        conn.execute(
-                            sa.text(
-                                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                                " WHERE application_name IN (:m, :r)"
-                            ),
-                            {"m": app_m, "r": app_r},
-                        ).all()
+                if "idle in transaction" in states:  # the stall: end it, then report it
+                    end(admin, app_m, app_r)
             finally:
                 holder.rollback()
                 maintaining.join()
@@ -369,18 +228,6 @@ WAITS_FOR_TABLE = sa.text(
     "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
     " AND wait_event_type = 'Lock' AND wait_event = 'relation'"
 )
-
-
-def _end(admin: sa.Engine, *apps: str) -> None:
-    """Terminate the backends of ``apps`` (a hang the server cannot see: end it)."""
-    with admin.connect() as conn:
-        conn.execute(
-            sa.text(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = ANY(:apps)"
-            ),
-            {"apps": list(apps)},
-        ).all()
 
 
 @pytest.mark.xfail(
@@ -402,11 +249,11 @@ def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
     searches stall until the statement timeout, 30 s by default, fails one of them)."""
     run = uuid.uuid4().hex[:8]
     ns = ("lk", run)
-    setup = _memory(fresh_db)
-    setup.import_records(_lines(*[ns] * 800))
+    setup = memory(fresh_db)
+    setup.import_records(export_lines(*[ns] * 800))
     setup.close()
     app_w, app_r = "hs-write-" + run, "hs-reindex-" + run
-    writer, reindexer = _memory(fresh_db, app_w, ns), _memory(fresh_db, app_r)
+    writer, reindexer = memory(fresh_db, app_w, ns), memory(fresh_db, app_r)
     writer.list_records()
     reindexer.list_records()
     batch = [{"trigger": "t", "lesson": f"New lesson {i}"} for i in range(351)]
@@ -428,7 +275,7 @@ def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
                         time.sleep(0.02)
                     states = list(conn.execute(BLOCKERS, {"app": app_r}).scalars())
                 if "idle in transaction" in states:
-                    _end(admin, app_w, app_r)
+                    end(admin, app_w, app_r)
             finally:
                 holder.rollback()
                 writing.join()

@@ -229,7 +229,7 @@ class LifecycleFlows(MemoryBase):
         # the namespaces of each 256-record batch in turn, so two imports could take two
         # counters in opposite orders, and one that restored records into a namespace and
         # then wrote plain ones there held its counter when it asked for its lock, which
-        # a write held, waiting for the counter (deadlocks: tests/test_lock_order_admin.py).
+        # a write held, waiting for the counter (deadlocks: tests/test_lock_order_import.py).
         for ns in sorted(restored.keys() | plain.keys(), key=ns_key):
             yield Sql(q.LOCK_NAMESPACE, {"ns": ns_key(ns)})
             batches = restored.get(ns, [])

@@ -197,7 +197,7 @@ EVICTABLE_NAMESPACES = sa.text(f"SELECT DISTINCT e.ns FROM {T} e WHERE {_EVICTAB
 # Eviction in the namespaces ``:spaces`` first takes their namespace locks
 # (LOCK_NAMESPACE's), in namespace order as an import takes them (in hash order, an
 # eviction and an import each holding one of two namespaces' locks deadlocked:
-# tests/test_lock_order_admin.py), and as a write does, before touching a row: a write
+# tests/test_lock_order_import.py), and as a write does, before touching a row: a write
 # holds its namespace's keyword counter (insert trigger) when it merges into a record,
 # and an eviction that had archived that record first wanted the counter (update
 # trigger), a deadlock (tests/test_lock_order.py). After the wait, a record a write
