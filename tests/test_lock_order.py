@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,14 +25,6 @@ from _pool import tagged
 from hindsight_core import Memory, Settings
 from hindsight_core.items import ItemIndex, Items, PutItem
 from hindsight_core.models import NS_SEPARATOR, ns_key
-
-
-@pytest.fixture
-def admin(fresh_db: str) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(fresh_db)
-    yield engine
-    engine.dispose()
-
 
 COUNTER = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'i' AND ns = :ns"
 

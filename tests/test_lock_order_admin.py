@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -30,14 +29,6 @@ from _pool import tagged
 
 from hindsight_core import Memory, Settings
 from hindsight_core.models import ns_key
-
-
-@pytest.fixture
-def admin(fresh_db: str) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(fresh_db)
-    yield engine
-    engine.dispose()
-
 
 ROW = "SELECT 1 FROM hindsight_experiences WHERE ns = :ns AND id = :id"
 

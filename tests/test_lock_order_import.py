@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,13 +14,6 @@ from _pool import tagged
 
 from hindsight_core import Memory, Settings
 from hindsight_core.models import ns_key
-
-
-@pytest.fixture
-def admin(fresh_db: str) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(fresh_db)
-    yield engine
-    engine.dispose()
 
 
 def _run_against(
