@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from hindsight_adapters.langgraph import _store_ops
 from hindsight_core.arguments import remember_passed
 from hindsight_core.errors import ValidationError
 from hindsight_core.items.ops import namespace_key
@@ -37,14 +36,10 @@ def test_only_tuples_that_passed_are_remembered() -> None:
     assert calls[-3:] == [("c",), ("d",), ("a", "b")]
 
 
-def test_the_core_and_the_adapter_checks_use_it() -> None:
+def test_the_cores_namespace_key_remembers_only_what_passed() -> None:
+    """(The LangGraph adapter's checks: ``test_langgraph_store_gathered.py``.)"""
     assert namespace_key(("acme", "agent")) == namespace_key(("acme", "agent"))
     with pytest.raises(ValidationError, match="namespace"):
         namespace_key(("acme", ""))
     with pytest.raises(ValidationError):
         namespace_key(["acme", 3])
-    _store_ops._check_namespace(("users", "u1"))
-    with pytest.raises(Exception, match="langgraph"):  # LangGraph's own rule and message
-        _store_ops._check_namespace(("langgraph", "x"))
-    with pytest.raises(Exception, match="must be strings|string"):
-        _store_ops._check_labels(("users", 1))
