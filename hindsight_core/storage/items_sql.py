@@ -87,11 +87,12 @@ BUILT_KEY = "items_index_built:"
 
 ANN_INDEXES = sa.text(
     f"""
-    SELECT c.relname AS name, am.amname AS kind, c.reloptions AS options, m.value AS built
+    SELECT c.relname AS name, am.amname AS kind, c.reloptions AS options,
+           (SELECT m.value FROM hindsight_meta m WHERE m.key = '{BUILT_KEY}' || c.relname)
+           AS built
     FROM pg_index x
     JOIN pg_class c ON c.oid = x.indexrelid
     JOIN pg_am am ON am.oid = c.relam
-    LEFT JOIN hindsight_meta m ON m.key = '{BUILT_KEY}' || c.relname
     WHERE x.indrelid = '{V}'::regclass AND x.indisvalid AND am.amname IN ('hnsw', 'ivfflat')
     ORDER BY c.relname
     """
