@@ -40,6 +40,7 @@ from psycopg.rows import RowMaker
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ..storage.experiences_sql import SET_LOCAL_TIMEOUT
 from .flow import Rows, Sql
 
 __all__ = ["AsyncConnections", "Connections", "broken", "cursor", "positional", "release"]
@@ -131,13 +132,31 @@ def release(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
         res.clear()
 
 
+def _timeout(ms: int) -> tuple[bytes, list[Any]]:
+    """The statement that sets ``statement_timeout`` until its transaction ends."""
+    sql, _ = positional(SET_LOCAL_TIMEOUT)
+    return sql, [str(ms)]
+
+
 def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
-    """Run ``req`` on a warm connection's cursor (blocking)."""
+    """Run ``req`` on a warm connection's cursor (blocking).
+
+    With ``req.timeout_ms``, the timeout is set for the statement's implicit
+    transaction: in a pipeline, the two statements up to one Sync are one transaction
+    (and PostgreSQL starts a statement's timer when its first message arrives), so the
+    bound holds for this statement alone, with no BEGIN / COMMIT round trips.
+    """
     sql, names = positional(req.statement)
     if isinstance(req.params, list):
         cur.executemany(sql, [_values(names, p) for p in req.params])
         return []
-    cur.execute(sql, _values(names, req.params))
+    if req.timeout_ms is None:
+        cur.execute(sql, _values(names, req.params))
+    else:
+        with cur.connection.pipeline() as pipe:
+            cur.execute(*_timeout(req.timeout_ms))
+            cur.execute(sql, _values(names, req.params))
+            pipe.sync()
     return cur.fetchall() if req.fetch == "all" and has_rows(cur) else []
 
 
@@ -147,7 +166,13 @@ async def afetch(cur: psycopg.AsyncCursor[Any], req: Sql) -> Rows:
     if isinstance(req.params, list):
         await cur.executemany(sql, [_values(names, p) for p in req.params])
         return []
-    await cur.execute(sql, _values(names, req.params))
+    if req.timeout_ms is None:
+        await cur.execute(sql, _values(names, req.params))
+    else:
+        async with cur.connection.pipeline() as pipe:
+            await cur.execute(*_timeout(req.timeout_ms))
+            await cur.execute(sql, _values(names, req.params))
+            await pipe.sync()
     return await cur.fetchall() if req.fetch == "all" and has_rows(cur) else []
 
 

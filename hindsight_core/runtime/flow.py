@@ -58,12 +58,18 @@ class Sql:
     whose statements are each a complete unit of work (e.g. reads, then one write
     statement). The first statement decides: a flow that started a transaction keeps
     it, whatever later statements say.
+
+    ``timeout_ms`` bounds this statement alone (PostgreSQL's ``statement_timeout``, in
+    milliseconds), in a transaction or not: outside one, it is set for the
+    statement's own implicit transaction, sent with it in one pipeline (no BEGIN /
+    COMMIT round trips; ``connections.fetch``).
     """
 
     statement: sa.Executable
     params: dict[str, Any] | list[dict[str, Any]] = field(default_factory=dict)
     fetch: Literal["all", "none"] = "all"
     autocommit: bool = False
+    timeout_ms: int | None = None
 
     def __iter__(self) -> Generator[Sql, Any, list[Row]]:
         """``rows = yield from Sql(...)``: the rows (none with ``fetch="none"``)."""

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..embeddings import Embedder
 from ..storage import migrate
+from ..storage.experiences_sql import SET_LOCAL_TIMEOUT
 from .connections import AsyncConnections, Connections, afetch, fetch
 from .flow import Embed, Flow, Rows, Sql, embed_async, embed_sync
 
@@ -25,6 +26,8 @@ __all__ = ["AsyncIO", "SyncIO"]
 
 
 def _execute(conn: sa.Connection, req: Sql) -> Rows:
+    if req.timeout_ms is not None:  # until the transaction ends
+        conn.execute(SET_LOCAL_TIMEOUT, {"ms": str(req.timeout_ms)})
     result = conn.execute(req.statement, req.params)
     if req.fetch == "all" and result.returns_rows:
         return [dict(row) for row in result.mappings()]
@@ -32,6 +35,8 @@ def _execute(conn: sa.Connection, req: Sql) -> Rows:
 
 
 async def _aexecute(conn: AsyncConnection, req: Sql) -> Rows:
+    if req.timeout_ms is not None:
+        await conn.execute(SET_LOCAL_TIMEOUT, {"ms": str(req.timeout_ms)})
     result = await conn.execute(req.statement, req.params)
     if req.fetch == "all" and result.returns_rows:
         return [dict(row) for row in result.mappings()]
