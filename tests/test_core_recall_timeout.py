@@ -115,3 +115,57 @@ async def test_recall_runs_on_a_warm_connection_async(amemory: AsyncMemory) -> N
     again = await amemory.recall("migrate before deploying", namespace=ns)
     assert [h.record.id for h in first.hits] == [h.record.id for h in again.hits] == [wrote.id]
     assert len(seen) == n, "the second recall reused the warm connection"
+
+
+def _timed_flow() -> Flow[Rows]:
+    return (yield from Sql(TIMEOUT, autocommit=True, timeout_ms=1234))
+
+
+def test_a_session_timeout_never_goes_back_to_the_pool(engine: sa.Engine) -> None:
+    # On a warm connection the timeout is the session's (no round trip per recall):
+    # kept for the next timed statement, reset before the pool gets the connection
+    # back, where a transaction must not run at a recall's timeout.
+    conns = Connections(engine)
+    with engine.connect() as conn:
+        default = conn.execute(TIMEOUT).scalar_one()
+    seen = checkouts(engine)
+    assert run_sync(_timed_flow, conns, None)[0]["t"] == "1234ms"  # type: ignore[arg-type]
+    assert run_sync(_timed_flow, conns, None)[0]["t"] == "1234ms"  # type: ignore[arg-type]
+    assert len(seen) == 1, "one warm connection for both"
+    conns.close()
+    with engine.connect() as conn:
+        assert len(seen) == 2 and seen[0] == seen[1], "the pool hands out the same one"
+        assert conn.execute(TIMEOUT).scalar_one() == default
+
+
+async def test_a_session_timeout_never_goes_back_to_the_pool_async(database_url: str) -> None:
+    engine = create_async_engine(database_url)
+    conns = AsyncConnections(engine)
+    try:
+        async with engine.connect() as conn:
+            default = (await conn.execute(TIMEOUT)).scalar_one()
+        assert (await run_async(_timed_flow, conns, None))[0]["t"] == "1234ms"  # type: ignore[arg-type]
+        await conns.aclose()
+        async with engine.connect() as conn:
+            assert (await conn.execute(TIMEOUT)).scalar_one() == default
+    finally:
+        await engine.dispose()
+
+
+def test_recall_and_search_in_turns_keep_one_warm_connection_each(memory: Memory) -> None:
+    ns = ("recall-timeout", uuid.uuid4().hex[:8])
+    memory.write(RECORD, namespace=ns)
+    memory.recall("deploy", namespace=ns)
+    memory.search("deploy", namespace=ns)
+    pids = sa.text("SELECT pg_backend_pid() AS pid")
+
+    def pid_flow(timeout_ms: int | None) -> Flow[int]:
+        rows = yield from Sql(pids, autocommit=True, timeout_ms=timeout_ms)
+        return int(rows[0]["pid"])
+
+    timed = int(memory.settings.recall_timeout * 1000)
+    first = memory.run_flow(lambda: pid_flow(timed))
+    plain = memory.run_flow(lambda: pid_flow(None))
+    assert first != plain, "each kind of statement has its warm connection"
+    assert memory.run_flow(lambda: pid_flow(timed)) == first
+    assert memory.run_flow(lambda: pid_flow(None)) == plain

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
@@ -40,10 +41,19 @@ from psycopg.rows import RowMaker
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..storage.experiences_sql import SET_LOCAL_TIMEOUT
+from ..storage.engine import RESET_TIMEOUT, SET_SESSION_TIMEOUT
 from .flow import Rows, Sql
 
-__all__ = ["AsyncConnections", "Connections", "broken", "cursor", "positional", "release"]
+__all__ = [
+    "AsyncConnections",
+    "Connections",
+    "auntime",
+    "broken",
+    "cursor",
+    "positional",
+    "release",
+    "untime",
+]
 
 # ``$n`` placeholders, each name once (SQLAlchemy numbers a repeated name once).
 _DIALECT = pg_psycopg.dialect(paramstyle="numeric_dollar")
@@ -132,48 +142,93 @@ def release(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
         res.clear()
 
 
-def _timeout(ms: int) -> tuple[bytes, list[Any]]:
-    """The statement that sets ``statement_timeout`` until its transaction ends."""
-    sql, _ = positional(SET_LOCAL_TIMEOUT)
-    return sql, [str(ms)]
+# The ``statement_timeout`` each warm connection's session was given for statements
+# with ``Sql.timeout_ms``, by psycopg connection; absent: the engine's, from the
+# connection's start-up options. Reset before a connection goes back to the pool.
+_TIMEOUTS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _retime(cur: Any, ms: int | None) -> tuple[bytes, list[Any]] | None:
+    """The statement that gives ``cur``'s session the timeout ``ms`` (None: the
+    engine's), or None when it has it."""
+    if _TIMEOUTS.get(cur.connection) == ms:
+        return None
+    if ms is None:
+        return positional(RESET_TIMEOUT)[0], []
+    return positional(SET_SESSION_TIMEOUT)[0], [str(ms)]
+
+
+def _timed(cur: Any, ms: int | None) -> None:
+    if ms is None:
+        _TIMEOUTS.pop(cur.connection, None)
+    else:
+        _TIMEOUTS[cur.connection] = ms
 
 
 def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
     """Run ``req`` on a warm connection's cursor (blocking).
 
-    With ``req.timeout_ms``, the timeout is set for the statement's implicit
-    transaction: in a pipeline, the two statements up to one Sync are one transaction
-    (and PostgreSQL starts a statement's timer when its first message arrives), so the
-    bound holds for this statement alone, with no BEGIN / COMMIT round trips.
+    ``req.timeout_ms`` is set for the connection's session, and kept while its
+    statements ask for the same (a recall's, call after call): a transaction or
+    PostgreSQL's pipeline would cost round trips (BEGIN / COMMIT, or one wake-up of the
+    server per message) on every call. A statement with none runs at the engine's.
     """
     sql, names = positional(req.statement)
+    retime = _retime(cur, req.timeout_ms)
+    if retime is not None:
+        cur.execute(*retime)
+        _timed(cur, req.timeout_ms)
     if isinstance(req.params, list):
         cur.executemany(sql, [_values(names, p) for p in req.params])
         return []
-    if req.timeout_ms is None:
-        cur.execute(sql, _values(names, req.params))
-    else:
-        with cur.connection.pipeline() as pipe:
-            cur.execute(*_timeout(req.timeout_ms))
-            cur.execute(sql, _values(names, req.params))
-            pipe.sync()
+    cur.execute(sql, _values(names, req.params))
     return cur.fetchall() if req.fetch == "all" and has_rows(cur) else []
 
 
 async def afetch(cur: psycopg.AsyncCursor[Any], req: Sql) -> Rows:
     """:func:`fetch` for asyncio."""
     sql, names = positional(req.statement)
+    retime = _retime(cur, req.timeout_ms)
+    if retime is not None:
+        await cur.execute(*retime)
+        _timed(cur, req.timeout_ms)
     if isinstance(req.params, list):
         await cur.executemany(sql, [_values(names, p) for p in req.params])
         return []
-    if req.timeout_ms is None:
-        await cur.execute(sql, _values(names, req.params))
-    else:
-        async with cur.connection.pipeline() as pipe:
-            await cur.execute(*_timeout(req.timeout_ms))
-            await cur.execute(sql, _values(names, req.params))
-            await pipe.sync()
+    await cur.execute(sql, _values(names, req.params))
     return await cur.fetchall() if req.fetch == "all" and has_rows(cur) else []
+
+
+def _timed_driver(conn: sa.Connection | AsyncConnection) -> Any:
+    """``conn``'s psycopg connection if a statement gave its session a timeout."""
+    try:
+        driver = _driver(conn)
+    except Exception:  # noqa: BLE001 - closed or invalidated: nothing to reset
+        return None
+    return driver if driver is not None and driver in _TIMEOUTS else None
+
+
+def untime(conn: sa.Connection) -> None:
+    """Give ``conn``'s session the engine's timeout back before it returns to the pool
+    (a transaction there must not run at a recall's); invalidated if that fails."""
+    driver = _timed_driver(conn)
+    if driver is not None:
+        try:
+            driver.execute(positional(RESET_TIMEOUT)[0], prepare=False)
+            _TIMEOUTS.pop(driver, None)
+        except psycopg.Error:
+            conn.invalidate()
+
+
+async def auntime(conn: AsyncConnection) -> None:
+    """:func:`untime` for asyncio."""
+    driver = _timed_driver(conn)
+    if driver is not None:
+        try:
+            await driver.execute(positional(RESET_TIMEOUT)[0], prepare=False)
+            _TIMEOUTS.pop(driver, None)
+        except psycopg.Error:
+            await conn.invalidate()
 
 
 class _Source(Generic[E, C]):
@@ -210,14 +265,23 @@ class _Source(Generic[E, C]):
             self._warm.clear()
         return conns
 
-    def take(self) -> tuple[C | None, Any, list[C]]:
+    def take(self, timeout_ms: int | None = None) -> tuple[C | None, Any, list[C]]:
         """A warm connection and its cursor (or None), and the cold connections to give
-        back to the pool."""
+        back to the pool.
+
+        The latest kept one whose session has ``timeout_ms`` (``Sql.timeout_ms``); with
+        none such and room for one more warm connection, None (a new one: recall and
+        search in turns keep one each, rather than setting the timeout back and forth).
+        """
         now = time.monotonic()
         with self._lock:
             cold = [c for used, c, _ in self._warm if now - used >= self.KEEP_WARM]
             self._warm = [w for w in self._warm if now - w[0] < self.KEEP_WARM]
-            if not self._warm:
+            for i in range(len(self._warm) - 1, -1, -1):
+                if _TIMEOUTS.get(self._warm[i][2].connection) == timeout_ms:
+                    _, conn, cur = self._warm.pop(i)
+                    return conn, cur, cold
+            if len(self._warm) < self.WARM_MAX:
                 return None, None, cold
             _, conn, cur = self._warm.pop()
             return conn, cur, cold
@@ -247,6 +311,7 @@ class Connections(_Source[sa.Engine, sa.Connection]):
     def close(self) -> None:
         """Give the warm connections back to the pool."""
         for conn in self.drain():
+            untime(conn)
             conn.close()
 
 
@@ -269,4 +334,5 @@ class AsyncConnections(_Source[AsyncEngine, AsyncConnection]):
     async def aclose(self) -> None:
         """Give the warm connections back to the pool."""
         for conn in self.drain():
+            await auntime(conn)
             await conn.close()

@@ -59,10 +59,11 @@ class Sql:
     statement). The first statement decides: a flow that started a transaction keeps
     it, whatever later statements say.
 
-    ``timeout_ms`` bounds this statement alone (PostgreSQL's ``statement_timeout``, in
-    milliseconds), in a transaction or not: outside one, it is set for the
-    statement's own implicit transaction, sent with it in one pipeline (no BEGIN /
-    COMMIT round trips; ``connections.fetch``).
+    ``timeout_ms`` bounds this statement (PostgreSQL's ``statement_timeout``, in
+    milliseconds): in a transaction until it ends; on a warm connection for its session,
+    as long as its statements ask for the same (no round trip per call; the others
+    run at the engine's timeout, and it is reset before the connection goes back to the
+    pool: ``connections.fetch``).
     """
 
     statement: sa.Executable

@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from ..embeddings import Embedder
 from ..storage import migrate
 from ..storage.experiences_sql import SET_LOCAL_TIMEOUT
-from .connections import AsyncConnections, Connections, afetch, fetch
+from .connections import AsyncConnections, Connections, afetch, auntime, fetch, untime
 from .flow import Embed, Flow, Rows, Sql, embed_async, embed_sync
 
 __all__ = ["AsyncIO", "SyncIO"]
@@ -109,6 +109,7 @@ class SyncIO:
         conn.invalidate()
 
     def close(self, conn: sa.Connection) -> None:
+        untime(conn)
         conn.close()
 
 
@@ -178,4 +179,5 @@ class AsyncIO:
         await conn.invalidate()
 
     async def close(self, conn: AsyncConnection) -> None:
+        await auntime(conn)
         await conn.close()
