@@ -123,8 +123,8 @@ def cursor(conn: sa.Connection | AsyncConnection) -> Any:
     connection that makes rows dicts (no I/O)."""
     driver = _driver(conn)
     if isinstance(driver, psycopg.AsyncConnection):
-        return psycopg.AsyncRawCursor(driver, row_factory=_dict_rows)
-    return psycopg.RawCursor(driver, row_factory=_dict_rows)
+        return _AsyncCursor(driver, row_factory=_dict_rows)
+    return _Cursor(driver, row_factory=_dict_rows)
 
 
 def has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
@@ -142,30 +142,44 @@ def release(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
         res.clear()
 
 
-# The ``statement_timeout`` each warm connection's session was given for statements
-# with ``Sql.timeout_ms``, by psycopg connection; absent: the engine's, from the
-# connection's start-up options. Reset before a connection goes back to the pool.
-_TIMEOUTS: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# The psycopg connections whose session a statement with ``Sql.timeout_ms`` gave its
+# timeout (the rest have the engine's, from the connection's start-up options): reset
+# before such a connection goes back to the pool.
+_TIMED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
-def _retime(cur: Any, ms: int | None) -> tuple[bytes, list[Any]] | None:
+class _Cursor(psycopg.RawCursor[Any]):
+    """A warm connection's raw cursor, with the timeout its session has (None: the
+    engine's)."""
+
+    timeout_ms: int | None = None
+
+
+class _AsyncCursor(psycopg.AsyncRawCursor[Any]):
+    """:class:`_Cursor` for asyncio."""
+
+    timeout_ms: int | None = None
+
+
+def _retime(cur: _Cursor | _AsyncCursor, ms: int | None) -> tuple[bytes, list[Any]] | None:
     """The statement that gives ``cur``'s session the timeout ``ms`` (None: the
     engine's), or None when it has it."""
-    if _TIMEOUTS.get(cur.connection) == ms:
+    if cur.timeout_ms == ms:
         return None
     if ms is None:
         return positional(RESET_TIMEOUT)[0], []
     return positional(SET_SESSION_TIMEOUT)[0], [str(ms)]
 
 
-def _timed(cur: Any, ms: int | None) -> None:
+def _timed(cur: _Cursor | _AsyncCursor, ms: int | None) -> None:
+    cur.timeout_ms = ms
     if ms is None:
-        _TIMEOUTS.pop(cur.connection, None)
+        _TIMED.discard(cur.connection)
     else:
-        _TIMEOUTS[cur.connection] = ms
+        _TIMED.add(cur.connection)
 
 
-def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
+def fetch(cur: _Cursor, req: Sql) -> Rows:
     """Run ``req`` on a warm connection's cursor (blocking).
 
     ``req.timeout_ms`` is set for the connection's session, and kept while its
@@ -185,7 +199,7 @@ def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
     return cur.fetchall() if req.fetch == "all" and has_rows(cur) else []
 
 
-async def afetch(cur: psycopg.AsyncCursor[Any], req: Sql) -> Rows:
+async def afetch(cur: _AsyncCursor, req: Sql) -> Rows:
     """:func:`fetch` for asyncio."""
     sql, names = positional(req.statement)
     retime = _retime(cur, req.timeout_ms)
@@ -205,7 +219,7 @@ def _timed_driver(conn: sa.Connection | AsyncConnection) -> Any:
         driver = _driver(conn)
     except Exception:  # noqa: BLE001 - closed or invalidated: nothing to reset
         return None
-    return driver if driver is not None and driver in _TIMEOUTS else None
+    return driver if driver is not None and driver in _TIMED else None
 
 
 def untime(conn: sa.Connection) -> None:
@@ -215,7 +229,7 @@ def untime(conn: sa.Connection) -> None:
     if driver is not None:
         try:
             driver.execute(positional(RESET_TIMEOUT)[0], prepare=False)
-            _TIMEOUTS.pop(driver, None)
+            _TIMED.discard(driver)
         except psycopg.Error:
             conn.invalidate()
 
@@ -226,7 +240,7 @@ async def auntime(conn: AsyncConnection) -> None:
     if driver is not None:
         try:
             await driver.execute(positional(RESET_TIMEOUT)[0], prepare=False)
-            _TIMEOUTS.pop(driver, None)
+            _TIMED.discard(driver)
         except psycopg.Error:
             await conn.invalidate()
 
@@ -278,7 +292,7 @@ class _Source(Generic[E, C]):
             cold = [c for used, c, _ in self._warm if now - used >= self.KEEP_WARM]
             self._warm = [w for w in self._warm if now - w[0] < self.KEEP_WARM]
             for i in range(len(self._warm) - 1, -1, -1):
-                if _TIMEOUTS.get(self._warm[i][2].connection) == timeout_ms:
+                if self._warm[i][2].timeout_ms == timeout_ms:
                     _, conn, cur = self._warm.pop(i)
                     return conn, cur, cold
             if len(self._warm) < self.WARM_MAX:
