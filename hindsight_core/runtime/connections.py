@@ -215,6 +215,9 @@ async def afetch(cur: _AsyncCursor, req: Sql) -> Rows:
 
 def _timed_driver(conn: sa.Connection | AsyncConnection) -> Any:
     """``conn``'s psycopg connection if a statement gave its session a timeout."""
+    sync = conn.sync_connection if isinstance(conn, AsyncConnection) else conn
+    if sync is None or sync.closed or sync.invalidated:  # reaching it would reconnect
+        return None
     try:
         driver = _driver(conn)
     except Exception:  # noqa: BLE001 - closed or invalidated: nothing to reset
