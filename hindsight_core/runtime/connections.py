@@ -18,7 +18,11 @@ strategy (carried out by ``driver.py``):
   and ~0.025 ms of a recall); the rows of its last result are freed when the flow
   ends (:func:`release`), so a kept cursor holds no result in memory;
 - a warm connection found broken (:func:`broken`) is dropped and the whole flow run
-  once more on a fresh, pinged connection.
+  once more on a fresh, pinged connection;
+- a statement's own timeout (``Sql.timeout_ms``: recall's) is its warm connection's
+  session setting, kept while timed statements follow and reset before the
+  connection goes back to the pool (:func:`untime`); each timeout keeps its own warm
+  connection (:meth:`_Source.take`), so recall and search in turns set nothing.
 
 :class:`Connections` (blocking) and :class:`AsyncConnections` (asyncio) hold the
 engine, the side pool of ``flow.Pipelined`` reads and the warm list; they differ only
