@@ -169,3 +169,28 @@ def test_recall_and_search_in_turns_keep_one_warm_connection_each(memory: Memory
     assert first != plain, "each kind of statement has its warm connection"
     assert memory.run_flow(lambda: pid_flow(timed)) == first
     assert memory.run_flow(lambda: pid_flow(None)) == plain
+
+
+async def test_a_cancelled_timed_statement_leaves_the_pool_clean(database_url: str) -> None:
+    # AsyncMemory.recall's bound is asyncio.wait_for: the task is cancelled mid-statement
+    # (psycopg cancels it on the server); the connection still goes back reset.
+    import asyncio
+
+    engine = create_async_engine(database_url, pool_size=1, max_overflow=0)
+    conns = AsyncConnections(engine)
+
+    def slow() -> Flow[Rows]:
+        return (yield from Sql(SLEEP, {"s": 5}, autocommit=True, timeout_ms=9000))
+
+    try:
+        async with engine.connect() as conn:
+            default = (await conn.execute(TIMEOUT)).scalar_one()
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(run_async(slow, conns, None), 0.3)  # type: ignore[arg-type]
+        assert time.monotonic() - started < 4, "the server stopped the statement"
+        await conns.aclose()
+        async with engine.connect() as conn:  # the pool's one connection
+            assert (await conn.execute(TIMEOUT)).scalar_one() == default
+    finally:
+        await engine.dispose()
