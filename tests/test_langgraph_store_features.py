@@ -14,6 +14,7 @@ from langgraph.store.base import PutOp
 
 from hindsight_adapters.langgraph import HindsightSearchItem, HindsightStore, LangChainEmbedder
 from hindsight_core import EmbeddingError, Memory, Settings
+from hindsight_core.storage.fulltext_sql import K1, B
 from tests._clock import Clock
 from tests._lg_store_util import DIMS, char_embed
 from tests._stats import analyze
@@ -118,8 +119,8 @@ def test_hybrid_ranking_fuses_keyword_semantic_and_recency(
 ) -> None:
     # The session's shared table: it holds many "rotate the API keys" items of other
     # tests, so ANALYZE finds those terms common in the table; their document frequency
-    # here is still this namespace's own (fulltext_sql.bm25_ctes; it was the table's
-    # share scaled to these 4 items: keyword 0.97 whenever autovacuum had analyzed it).
+    # here is still this namespace's own (fulltext_sql.bm25_ctes; checked against
+    # rank_bm25 in tests/test_core_keyword.py).
     now = datetime.now(UTC)
     clock = [now - timedelta(days=400)]
     memory = Memory(settings=settings, embedder=embedder, clock=lambda: clock[0])
@@ -142,9 +143,11 @@ def test_hybrid_ranking_fuses_keyword_semantic_and_recency(
         assert h.score == pytest.approx(b.final)
         assert b.relevance == pytest.approx(0.7 * b.semantic + 0.3 * b.keyword)
         assert b.final == pytest.approx(b.relevance * b.decay**settings.score_weight)
-    # its words are in half the items: a low IDF, so a keyword score well below 1, but
-    # the best of all (scores are no longer scaled to the best candidate's)
-    assert 0 < hits[0].breakdown.keyword < 0.5
+    # it holds every query word: the whole of the query's IDF (Lucene's: positive for a
+    # word in half the items), scaled by BM25's length normalisation only (5 distinct
+    # terms against the namespace's mean of 4.5), not to the best candidate's score
+    length_norm = 1 + K1 * (1 - B + B * 5 / ((5 + 5 + 4 + 4) / 4))
+    assert hits[0].breakdown.keyword == pytest.approx((K1 + 1) / length_norm)
     assert hits[0].breakdown.keyword == max(h.breakdown.keyword for h in hits)
     assert hits[1].breakdown.decay < 0.3 < hits[0].breakdown.decay
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

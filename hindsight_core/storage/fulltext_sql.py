@@ -13,21 +13,22 @@ from typing import Any
 
 import sqlalchemy as sa
 
-# BM25 (Robertson / Sparck Jones, as rank_bm25's BM25Okapi computes it): term-frequency
-# saturation k1 (Lucene's 1.2) and length normalisation b. On LoCoMo dev
-# (bench_locomo.py, store keyword-only / hybrid R@10) b = 0.9 / 0.75 / 0.6 / 0.5 gave
-# .592 / .595 / .605 / .607 and .654 / .655 / .661 / .662; k1 1.5 instead of 1.2
-# .592 / .653; Lucene's IDF, ln(1 + ...), .598 / .654 (at b 0.75).
+# BM25 (Robertson / Sparck Jones) with Lucene's IDF, ln(1 + (N - df + 0.5) / (df + 0.5))
+# (Lucene's and Elasticsearch's BM25Similarity): term-frequency saturation k1 (Lucene's
+# 1.2) and length normalisation b. On LoCoMo dev (bench_locomo.py, store keyword-only /
+# hybrid R@10) b = 0.9 / 0.75 / 0.6 / 0.5 gave .592 / .595 / .605 / .607 and .654 / .655
+# / .661 / .662; k1 1.5 instead of 1.2 .592 / .653 (at b 0.75, with rank_bm25's IDF).
+# Lucene's IDF is positive for every term: rank_bm25's BM25Okapi, ln((N - df + 0.5) /
+# (df + 0.5)), turns negative for a term in over half of the documents and lifts it to a
+# quarter of the corpus's mean IDF, a mean over a namespace's whole vocabulary not at hand
+# here, for which a fixed floor (0.05) stood in; with Lucene's no stand-in is needed
+# (LongMemEval hybrid turn recall_all@5 .633 -> .667, LoCoMo and Chinese: bench/README.md).
 K1 = 1.2
 B = 0.5
-# rank_bm25 lifts the negative IDF of a term in more than half of the documents to a
-# quarter of the corpus's mean IDF; the mean over a namespace's whole vocabulary is not
-# at hand here, so a fixed floor stands in (such a term still counts, a little).
-IDF_FLOOR = 0.05
 # The keyword score's denominator is at least the IDF of a term in a tenth of the
 # records (or in one, in a collection of fewer than ten): when the only query word
 # found in the collection is a common one ("old", 一个), matching it scores its
-# small share of that (ln 9 ≈ 2.2 in a large collection), not a full 1.
+# small share of that (ln 10 ≈ 2.3 in a large collection), not a full 1.
 MIN_MASS_SHARE = 0.1
 
 
@@ -128,7 +129,7 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
       rows, in a namespace of thousands of records beside others).
 
     The share scaled to a small namespace was wrong both ways: a term in every record
-    of a big tenant and in 3 of a small one's 10 got the IDF floor there, a term in 4
+    of a big tenant and in 3 of a small one's 10 got a near-zero IDF there, a term in 4
     of the 10 and few other rows a high IDF (tests/test_core_keyword.py). The ``ORDER
     BY`` of ``kw_own`` keeps a sequential scan out of its plan: the namespace's
     estimated share (a generic one: the namespace is an InitPlan parameter) is large
@@ -156,8 +157,8 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
         ), kw_own AS MATERIALIZED (
             SELECT d.search_tsv FROM {table} d WHERE {own} ORDER BY {key} LIMIT {DF_CAP}
         ), kw_idf AS (
-            SELECT t.term, t.q, t.df, GREATEST(ln((st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)),
-                                    {IDF_FLOOR}) AS w
+            SELECT t.term, t.q, t.df,
+                ln(1 + (st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)) AS w
             FROM (
                 SELECT t.term, t.q, CASE
                     WHEN t.freq IS NOT NULL AND {rows} - (SELECT n FROM kw_st)
@@ -177,7 +178,7 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
             ) t, kw_st st
         ), kw_mass AS (
             SELECT GREATEST(COALESCE(sum(w) FILTER (WHERE df > 0 OR :kw_whole), 0),
-                (SELECT GREATEST(ln((n - d + 0.5) / (d + 0.5)), {IDF_FLOOR})
+                (SELECT ln(1 + (n - d + 0.5) / (d + 0.5))
                  FROM (SELECT n, GREATEST(1, {MIN_MASS_SHARE} * n) AS d FROM kw_st) m)) AS mass
             FROM kw_idf)"""
 
@@ -191,7 +192,7 @@ def bm25_sql(tsv: str) -> str:
     and token count from its positions (``unnest``) cost 3-8 times ``ts_rank``'s time
     per candidate, too much for recall's budget. For the short texts lessons and
     chat turns are, the two rarely differ; where no record repeats a term, the scores
-    are rank_bm25's (tests/test_core_keyword.py).
+    are rank_bm25's with Lucene's IDF (tests/test_core_keyword.py).
     """
     return (
         f"((SELECT COALESCE(sum(i.w), 0) FROM kw_idf i WHERE {tsv} @@ i.q) * {K1 + 1}"
