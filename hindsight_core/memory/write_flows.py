@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..dedup_veto import merge_veto
 from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH, cosine_floor
 from ..models import Namespace, WriteResult, raise_validation
@@ -17,7 +18,6 @@ from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql, Unit
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage.vectors import vectors_param
-from ..text import merge_veto
 from .base import MemoryBase
 from .curation import CurationFlows
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
@@ -59,7 +59,7 @@ class WriteFlows(MemoryBase):
         The cosine threshold alone merges different lessons: all-MiniLM-L6-v2 puts
         "increase the timeout" and "decrease the timeout" at 0.99, and two different
         Chinese lessons near 0.9. So a merge also needs no lexical veto
-        (``text.merge_veto``: negation, numbers, opposite terms, and for text the
+        (``dedup_veto.merge_veto``: negation, numbers, opposite terms, and for text the
         model does not cover, the same content words). The minimal-pair rule (one
         sentence with a word swapped or a detail added) applies whenever the cosine
         cannot tell such a pair from a rewording: with a multilingual model; with a
