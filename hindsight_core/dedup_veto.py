@@ -267,3 +267,23 @@ def merge_veto(a: str, b: str, *, covered: bool, minimal_pairs: bool = True) -> 
     if not covered and _content_units(a) != _content_units(b):
         return "different wording in a language the embedding model does not cover"
     return _minimal_pair(a, b) if minimal_pairs else None
+
+
+# A number whole ("1.5" is not "15"), else one CJK character or one Latin word.
+_WORDING_UNIT = re.compile(f"{_NUMBER.pattern}|{_UNIT.pattern}", re.UNICODE)
+
+
+def repeat_key(lesson: str, trigger: str | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """What makes two records the same lesson written again: the words of the lesson
+    and of the trigger, up to case, full or half width, whitespace and punctuation.
+
+    With more than lesson and trigger embedded (``document_fields``), two runs that
+    learned the same lesson in the same situation, by other actions or with other
+    outcomes, lie at cosines of 0.89-1.0 with multilingual-e5-small (median 0.965, 32 %
+    under its 0.96 threshold), where unrelated lessons reach 0.94: no threshold
+    separates them, but the repeated text does (``write_plan.Planner``).
+    """
+    return (
+        tuple(_WORDING_UNIT.findall(_normal(lesson))),
+        tuple(_WORDING_UNIT.findall(_normal(trigger or ""))),
+    )

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..dedup_veto import merge_veto
+from ..dedup_veto import merge_veto, repeat_key
 from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH, cosine_floor
 from ..models import Namespace, WriteResult, raise_validation
@@ -113,11 +113,19 @@ class WriteFlows(MemoryBase):
         # and compared exactly, in numpy: one statement, no approximate-search miss, and
         # in a small namespace of a large table 10x cheaper than the HNSW lookups (each
         # a filtered scan). Otherwise one HNSW lookup per record, a stage at a time.
+        # More than lesson and trigger embedded: a repeated lesson and trigger merges at
+        # any cosine (``write_plan.Planner``), found by its text.
+        keys = (
+            [repeat_key(p.lesson, p.trigger) for p in parsed]
+            if set(self.document_fields) - {"lesson", "trigger"}
+            else None
+        )
         gate = (
             yield from Sql(
                 scan_sql.DEDUP_VECTORS,
                 {
                     "ns": ns,
+                    "triggers": keys is not None,
                     "cap": EXACT_DEDUP_PER_RECORD * len(matrix),
                     "cap_small": min(EXACT_DEDUP_MAX, EXACT_DEDUP_SMALL_PER_RECORD * len(matrix)),
                 },
@@ -126,7 +134,9 @@ class WriteFlows(MemoryBase):
         if gate["unanalyzed"] and not gate["exact"]:
             yield from Unit(_analyze())
         exact = (
-            exact_neighbours(matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS)
+            exact_neighbours(
+                matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS, keys=keys
+            )
             if gate["exact"]
             else None
         )
@@ -136,6 +146,7 @@ class WriteFlows(MemoryBase):
             threshold=self.dedup_threshold,
             same_meaning=self.same_meaning,
             new_id=self._new_id,
+            keys=keys,
         )
         stages = write_stages(len(parsed), FIRST_STAGE_RECORDS, STAGE_RECORDS)
 
