@@ -120,15 +120,11 @@ def exact_neighbours(
         for j, (lesson, trigger) in enumerate(zip(lessons, row["triggers"], strict=True)):
             stored_keys[repeat_key(lesson, trigger)].append(j)
         for i, key in enumerate(keys):
-            near = neighbours.get(i, [])
-            seen = {n["id"] for n in near}
-            near += [
-                {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j]), "key": key}
-                for j in stored_keys.get(key, ())
-                if ids[j] not in seen
-            ]
-            if near:
-                neighbours[i] = near
+            seen = {n["id"] for n in neighbours.get(i, [])}
+            for j in stored_keys.get(key, ()):
+                if ids[j] not in seen:
+                    n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
+                    neighbours[i].append({**n, "key": key})
     return neighbours
 
 
@@ -142,10 +138,8 @@ class Planner:
     ``scenes``); the batch's similarities are known up front, so most rows are final
     at once. Planning in slices decides exactly what planning at once does.
 
-    With ``keys`` (``dedup_veto.repeat_key`` per record: given when more than lesson
-    and trigger is embedded), a record whose lesson and trigger repeat a stored or
-    earlier record's merges into it at any similarity: the same lesson learned again
-    by another action is one lesson (DESIGN: dedup compares the lesson plus trigger).
+    With ``keys`` (``dedup_veto.repeat_key`` per record), a record repeating a stored
+    or earlier record's lesson and trigger merges into it at any similarity.
     """
 
     def __init__(
@@ -274,11 +268,9 @@ def _target(
     lesson = records[i].lesson
     key = keys[i] if keys is not None else None
 
-    def repeats(n: Mapping[str, Any]) -> bool:
-        if key is None:
-            return False
-        if "key" in n:  # found by its key (``exact_neighbours``)
-            return bool(n["key"] == key)
+    def repeats(n: Mapping[str, Any]) -> bool:  # "key": found by it (``exact_neighbours``)
+        if key is None or "key" in n:
+            return key is not None and bool(n["key"] == key)
         return "trigger" in n and repeat_key(n["lesson"], n["trigger"]) == key
 
     target: tuple[uuid.UUID, float, int | None] | None = None
