@@ -85,6 +85,7 @@ _QUANTITY_WORDS = frozenset(
 # Y" / "Before Y, check X"), and swapping them is an opposite term already.
 _SEQUENCE_WORDS = frozenset({"then", "first", "next", "finally", "afterwards", "later"})
 _CJK_SEQUENCE = ("然后", "接着", "随后", "最后", "先", "再")
+_STEP_MARK = re.compile("|".join([*_CJK_SEQUENCE, *(rf"\b{w}\b" for w in _SEQUENCE_WORDS)]))
 # Words a rewording swaps for each other: one word of each group stands for all, so
 # "Check X" / "Verify X" is not taken for a minimal pair.
 _SYNONYMS = [
@@ -165,8 +166,7 @@ def _steps(text: str) -> tuple[list[str], list[frozenset[str]]]:
     markers: list[str] = []
     steps: list[set[str]] = [set()]
     pos = 0
-    pattern = "|".join([*_CJK_SEQUENCE, *(rf"\b{w}\b" for w in _SEQUENCE_WORDS)])
-    for m in re.finditer(pattern, text):
+    for m in _STEP_MARK.finditer(text):
         steps[-1] |= set(_unit_sequence(text[pos : m.start()]))
         markers.append(m.group())
         steps.append(set())
@@ -179,9 +179,9 @@ def _reordered(a: str, b: str) -> bool:
     """Whether ``a`` and ``b`` put the same steps in another order: the same sequence
     markers, the same content, and a unit under another marker ("先停服务再升级驱动" /
     "先升级驱动再停服务")."""
-    ma, sa = _steps(a)
-    if not ma:
+    if not _STEP_MARK.search(_normal(a)):  # most lessons: no step markers
         return False
+    ma, sa = _steps(a)
     mb, sb = _steps(b)
     if ma != mb or Counter(_unit_sequence(a)) != Counter(_unit_sequence(b)):
         return False
@@ -245,6 +245,8 @@ def merge_veto(a: str, b: str, *, covered: bool, minimal_pairs: bool = True) -> 
             opposite terms catch), and the rule would keep apart rewordings that drop a
             phrase ("When calling X, ..." / "With X, ...").
     """
+    if a == b:  # the same lesson written again: nothing to compare
+        return None
     if _polarity(a) != _polarity(b):
         return "one is negated"
     (na, qa), (nb, qb) = _quantities(a), _quantities(b)
