@@ -155,7 +155,7 @@ class WriteFlows(MemoryBase):
                 ns=ns,
                 now=now,
                 vectors=lambda i: self._vector_fields(texts[i], matrix[i]),
-                which=ready,
+                which=planner.chained(ready),
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 
