@@ -312,3 +312,17 @@ def test_merges_into_a_stored_record_take_the_batch_in_order() -> None:
     assert p.merges[a].scenes == ["s0", "s1", "s2"] and p.merges[a].added == 3
     assert [r.id for r in p.results[:4]] == [a, a, a, b]
     assert p.inserts == [4]
+
+
+def test_records_are_looked_up_and_inserted_in_a_chain_of_near_neighbours() -> None:
+    """``Planner.order`` takes the solo records as a chain of near neighbours (each
+    next the most similar left, below the threshold here), so that consecutive HNSW
+    inserts and lookups walk one part of the graph; ``chained`` orders any rows so."""
+    records = [rec(f"Lesson number {n}") for n in range(5)]
+    sims = np.eye(5, dtype=np.float32)
+    for a, b, s in ((0, 3, 0.8), (3, 1, 0.7), (1, 4, 0.6), (0, 1, 0.5)):
+        sims[a, b] = sims[b, a] = s
+    planner = Planner(records, sims, threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids())
+    assert planner.order == [0, 3, 1, 4, 2]
+    assert planner.chained([4, 2, 1]) == [4, 1, 2]
+    assert plan(records, sims).inserts == [0, 1, 2, 3, 4], "the plan keeps batch order"
