@@ -191,7 +191,8 @@ class Planner:
             neighbours: per batch index (of at least the records planned now), stored
                 records near it (``id``, ``lesson``, ``similarity``), most similar first.
         """
-        plan, records, ready = self.plan, self._records, []
+        plan, records = self.plan, self._records
+        ready: list[int] = []
         for i in stage:
             rec = records[i]
             target = _target(
