@@ -207,8 +207,9 @@ def mixed(
 def near(v: np.ndarray, rng: np.random.Generator, noise: float = 0.12) -> np.ndarray:
     """Near-duplicates of ``v`` (cosine ≈ 0.99), as a second wording would embed."""
     g = rng.standard_normal(v.shape).astype(np.float32) * (noise / np.sqrt(v.shape[1]))
-    w = v + g
-    return w / np.linalg.norm(w, axis=1, keepdims=True)
+    w: np.ndarray = v + g
+    out: np.ndarray = w / np.linalg.norm(w, axis=1, keepdims=True)
+    return out
 
 
 class Lookup:

@@ -33,7 +33,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    empty_checkpoint,
+)
 from langgraph.checkpoint.base.id import uuid6
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -42,7 +49,9 @@ from _common import abba  # noqa: E402
 OPS = ("put", "put_writes", "get_latest", "get_by_id", "list10")
 
 
-def _checkpoint(saver: BaseCheckpointSaver, i: int, version: Any) -> tuple[dict, dict]:
+def _checkpoint(
+    saver: BaseCheckpointSaver[Any], i: int, version: Any
+) -> tuple[Checkpoint, ChannelVersions]:
     cp = empty_checkpoint()
     cp["id"] = str(uuid6())
     messages = [
@@ -57,14 +66,14 @@ def _checkpoint(saver: BaseCheckpointSaver, i: int, version: Any) -> tuple[dict,
 class Workload:
     """One thread per saver; each round appends ``ops`` checkpoints and reads them."""
 
-    def __init__(self, saver: BaseCheckpointSaver) -> None:
+    def __init__(self, saver: BaseCheckpointSaver[Any]) -> None:
         self.saver = saver
         self.thread = uuid.uuid4().hex
-        self.config: dict[str, Any] = {
+        self.config: RunnableConfig = {
             "configurable": {"thread_id": self.thread, "checkpoint_ns": ""}
         }
         self.version: Any = None
-        self.ids: list[dict[str, Any]] = []
+        self.ids: list[RunnableConfig] = []
         self.step = 0
 
     def run(self, op: str, n: int) -> tuple[float, float]:
@@ -74,7 +83,12 @@ class Workload:
             for _ in range(n):
                 self.version = s.get_next_version(self.version, None)
                 cp, versions = _checkpoint(s, self.step, self.version)
-                meta = {"source": "loop", "step": self.step, "parents": {}, "run_id": "r1"}
+                meta: CheckpointMetadata = {
+                    "source": "loop",
+                    "step": self.step,
+                    "parents": {},
+                    "run_id": "r1",
+                }
                 self.config = s.put(self.config, cp, meta, versions)
                 self.ids.append(self.config)
                 self.step += 1
@@ -86,7 +100,9 @@ class Workload:
                     uuid.uuid4().hex,
                 )
         elif op == "get_latest":
-            latest = {"configurable": {"thread_id": self.thread, "checkpoint_ns": ""}}
+            latest: RunnableConfig = {
+                "configurable": {"thread_id": self.thread, "checkpoint_ns": ""}
+            }
             for _ in range(n):
                 assert s.get_tuple(latest) is not None
         elif op == "get_by_id":
@@ -108,7 +124,12 @@ class AsyncWorkload(Workload):
             for _ in range(n):
                 self.version = s.get_next_version(self.version, None)
                 cp, versions = _checkpoint(s, self.step, self.version)
-                meta = {"source": "loop", "step": self.step, "parents": {}, "run_id": "r1"}
+                meta: CheckpointMetadata = {
+                    "source": "loop",
+                    "step": self.step,
+                    "parents": {},
+                    "run_id": "r1",
+                }
                 self.config = await s.aput(self.config, cp, meta, versions)
                 self.ids.append(self.config)
                 self.step += 1
@@ -120,7 +141,9 @@ class AsyncWorkload(Workload):
                     uuid.uuid4().hex,
                 )
         elif op == "get_latest":
-            latest = {"configurable": {"thread_id": self.thread, "checkpoint_ns": ""}}
+            latest: RunnableConfig = {
+                "configurable": {"thread_id": self.thread, "checkpoint_ns": ""}
+            }
             for _ in range(n):
                 assert await s.aget_tuple(latest) is not None
         elif op == "get_by_id":

@@ -28,6 +28,7 @@ import statistics
 import sys
 import time
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +73,7 @@ class Table:
     def __init__(self) -> None:
         self.cache: dict[str, list[float]] = {}
 
-    def __call__(self, texts: list[str]) -> list[list[float]]:
+    def __call__(self, texts: Sequence[str]) -> list[list[float]]:
         out = []
         for t in texts:
             v = self.cache.get(t)
@@ -136,6 +137,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from langgraph.store.postgres import PostgresStore
+    from langgraph.store.postgres.base import PostgresIndexConfig
 
     from hindsight_adapters.langgraph import HindsightStore
     from hindsight_core import Settings
@@ -145,7 +147,12 @@ def main() -> None:
     if url is None:
         url, drop = fresh_database("bench_lg_store")
     embed = Table()
-    index = {"dims": DIMS, "embed": embed, "fields": ["text"], "distance_type": "cosine"}
+    index: PostgresIndexConfig = {
+        "dims": DIMS,
+        "embed": embed,
+        "fields": ["text"],
+        "distance_type": "cosine",
+    }
     pg = url.replace("postgresql+psycopg://", "postgresql://", 1)
     settings = Settings(database_url=url)
     try:

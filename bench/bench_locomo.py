@@ -54,6 +54,10 @@ CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 # ---------------------------------------------------------------------- data
 
 
+Conv = tuple[str, list[dict[str, Any]], list[dict[str, Any]]]  # conversation id, turns, questions
+Kw = dict[str, Any]  # Settings(**...) overrides
+
+
 def conversations(path: Path = DATA) -> list[dict[str, Any]]:
     if not path.exists():
         sys.exit(
@@ -61,7 +65,8 @@ def conversations(path: Path = DATA) -> list[dict[str, Any]]:
             "../shared/data relative to the repository root"
         )
     with gzip.open(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
+        convs: list[dict[str, Any]] = json.load(fh)
+    return convs
 
 
 def turns(conv: dict[str, Any]) -> list[dict[str, Any]]:
@@ -106,7 +111,7 @@ def item_value(t: dict[str, Any]) -> dict[str, Any]:
 
 
 def turn_text(t: dict[str, Any]) -> str:
-    return t["text"] + (f" [shares a photo: {t['caption']}]" if t["caption"] else "")
+    return str(t["text"]) + (f" [shares a photo: {t['caption']}]" if t["caption"] else "")
 
 
 # ---------------------------------------------------------------------- embeddings
@@ -176,9 +181,7 @@ def score(ranked_per_q: list[tuple[dict[str, Any], list[str]]]) -> dict[str, flo
     return out
 
 
-def bm25_rankings(
-    data: list[tuple[str, list[dict], list[dict]]], text_of: Any
-) -> list[tuple[dict[str, Any], list[str]]]:
+def bm25_rankings(data: list[Conv], text_of: Any) -> list[tuple[dict[str, Any], list[str]]]:
     from rank_bm25 import BM25Okapi
 
     word = re.compile(r"\w+")
@@ -195,7 +198,7 @@ def bm25_rankings(
 # ---------------------------------------------------------------------- systems
 
 
-WEIGHTS = {
+WEIGHTS: dict[str, Kw] = {
     "keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
     "vector-only": {"semantic_weight": 1.0, "keyword_weight": 0.0},
     "hybrid (defaults)": {},
@@ -205,14 +208,14 @@ WEIGHTS = {
 FIELDS: list[str] | None = None  # the stores' index fields (None: their default, "$")
 
 
-def index_config(emb: CachedEmbedder) -> dict[str, Any]:
+def index_config(emb: CachedEmbedder) -> Any:  # a PostgresIndexConfig
     cfg: dict[str, Any] = {"dims": c.DIM, "embed": emb.embed, "distance_type": "cosine"}
     if FIELDS:
         cfg["fields"] = FIELDS
     return cfg
 
 
-def load_store(store: Any, data: list[tuple[str, list[dict], list[dict]]]) -> None:
+def load_store(store: Any, data: list[Conv]) -> None:
     from langgraph.store.base import PutOp
 
     for sid, ts, _ in data:
@@ -222,7 +225,7 @@ def load_store(store: Any, data: list[tuple[str, list[dict], list[dict]]]) -> No
 
 
 def store_rankings(
-    store: Any, data: list[tuple[str, list[dict], list[dict]]]
+    store: Any, data: list[Conv]
 ) -> tuple[list[tuple[dict[str, Any], list[str]]], list[float]]:
     out, ms = [], []
     for sid, _, qs in data:
@@ -242,7 +245,7 @@ def record_of(t: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def load_memory(mem: Any, data: list[tuple[str, list[dict], list[dict]]]) -> dict[str, str]:
+def load_memory(mem: Any, data: list[Conv]) -> dict[str, str]:
     """Write every turn as a record; returns record id -> dia_id."""
     ids: dict[str, str] = {}
     for sid, ts, _ in data:
@@ -255,7 +258,7 @@ def load_memory(mem: Any, data: list[tuple[str, list[dict], list[dict]]]) -> dic
 
 
 def memory_rankings(
-    mem: Any, data: list[tuple[str, list[dict], list[dict]]], ids: dict[str, str]
+    mem: Any, data: list[Conv], ids: dict[str, str]
 ) -> tuple[list[tuple[dict[str, Any], list[str]]], list[float]]:
     out, ms = [], []
     for sid, _, qs in data:
@@ -329,7 +332,7 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     latency: dict[str, dict[str, float]] = {}
 
-    def report(name: str, ranked: list, ms: list[float] | None = None) -> None:
+    def report(name: str, ranked: list[Any], ms: list[float] | None = None) -> None:
         results[name] = score(ranked)
         if ms:
             latency[name] = c.percentiles(ms)
@@ -372,7 +375,7 @@ def main() -> None:
                 ranked, ms = store_rankings(theirs, data)
                 report("PostgresStore / vector", ranked, ms)
         if args.only in ("all", "memory"):
-            base = {"database_url": url, "lesson_max_chars": 10_000, "dedup_threshold": 1.0}
+            base: Kw = {"database_url": url, "lesson_max_chars": 10_000, "dedup_threshold": 1.0}
             ids_file = c.CACHE / "locomo_record_ids.json"
             if args.reuse:
                 ids = json.loads(ids_file.read_text())

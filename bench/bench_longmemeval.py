@@ -25,7 +25,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import sqlalchemy as sa
@@ -89,7 +89,7 @@ class HashEmbedder:
         return self.embed(texts)
 
 
-def _items(url: str, emb: Any, **weights: float) -> Items:
+def _items(url: str, emb: Any, **weights: Any) -> Items:
     mem = Memory(("lme",), settings=Settings(database_url=url, **weights), embedder=emb)
     return Items(mem, index=ItemIndex(dims=c.DIM, fields=("text",)))
 
@@ -173,7 +173,7 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-MODES = {
+MODES: dict[str, dict[str, Any]] = {
     "keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
     "vector-only": {"semantic_weight": 1.0, "keyword_weight": 0.0},
     "hybrid (defaults)": {},
@@ -242,7 +242,7 @@ def main() -> None:
         c.fresh_database(db)
         loader = _items(url, emb)
         load_rate = round(load(loader, qs, roles))
-        loader.memory.close()
+        cast(Memory, loader.memory).close()
         with sa.create_engine(url).connect() as conn:
             conn.execute(sa.text("ANALYZE"))
     modes = {"keyword-only": MODES["keyword-only"]} if args.keyword_only else dict(MODES)
@@ -255,7 +255,7 @@ def main() -> None:
     for mode, weights in modes.items():
         items = _items(url, emb, **weights)
         results[mode] = evaluate(items, qs, roles)
-        items.memory.close()
+        cast(Memory, items.memory).close()
         print(mode, json.dumps(results[mode]), flush=True)
     print(table(results))
     RESULTS.mkdir(exist_ok=True)

@@ -138,7 +138,7 @@ def bench(
     name: str, runs: list[dict[str, Any]], memory: Memory, llm: CountingLLM | None
 ) -> dict[str, Any]:
     settings = memory.settings
-    reflector = Reflector(memory, llm)  # type: ignore[arg-type]
+    reflector = Reflector(memory, llm)
     rows: list[dict[str, Any]] = []
     for run in runs:
         trajectory = Trajectory.model_validate(run["trajectory"])
@@ -316,7 +316,7 @@ def main() -> None:
     url, drop = c.fresh_database(DB)
     memory = Memory(("bench-reflect",), settings=Settings(database_url=url))
     memory.setup()  # schema and model loaded before the clock runs
-    memory.embedder.embed(["warm up"])
+    memory.embedder.embed_documents(["warm up"])
     results = []
     try:
         if not args.no_rule_based:

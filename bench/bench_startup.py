@@ -247,7 +247,7 @@ def main() -> None:
         shutil.rmtree(home, ignore_errors=True)
 
     def med(name: str, key: str) -> float:
-        return round(statistics.median(r[key] for r in runs[name]), 2)
+        return round(float(statistics.median(r[key] for r in runs[name])), 2)
 
     rows = [
         ("mcp stdio: initialize", med("mcp_stdio", "initialize_s"), "≤ 2 s"),

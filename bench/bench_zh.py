@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "zh_lessons_dev.json"
 RESULTS = Path(__file__).parent / "results"
 K = 3
-MODES = {
+MODES: dict[str, dict[str, Any]] = {
     "keyword-only": {"semantic_weight": 0.0, "keyword_weight": 1.0},
     "vector-only": {"semantic_weight": 1.0, "keyword_weight": 0.0},
     "hybrid": {},

@@ -95,6 +95,14 @@ def fresh_db(database_url: str) -> Iterator[str]:
     admin.dispose()
 
 
+@pytest.fixture
+def admin(fresh_db: str) -> Iterator[sa.Engine]:
+    """An engine on ``fresh_db`` of the test's own (to hold locks, look at the server)."""
+    engine = sa.create_engine(fresh_db)
+    yield engine
+    engine.dispose()
+
+
 MakeFront = Callable[..., Front]
 FRONT_START = datetime(2025, 1, 1, 12, tzinfo=UTC)
 

@@ -149,6 +149,22 @@ def test_demo_shows_the_mistake_avoided(settings: Settings) -> None:
         assert mem.namespaces(prefix=tuple(summary["namespace"])) == []
 
 
+def test_demo_without_a_working_model_stops_before_the_story(fresh_db: str) -> None:
+    """An embedder that cannot embed (here an endpoint nothing listens on; a core-only
+    install without the ``local`` extra alike) fails the demo at once, saying why: it
+    ran a first run, then "no lesson written", then stopped half-way."""
+    env = {
+        "HINDSIGHT_DATABASE_URL": fresh_db,
+        "HINDSIGHT_EMBEDDER": "openai",
+        "HINDSIGHT_EMBEDDING_BASE_URL": "http://127.0.0.1:9/v1",
+        "HINDSIGHT_EMBEDDING_DIMENSIONS": "384",
+    }
+    result = runner.invoke(app, ["demo"], env=env)
+    assert result.exit_code == 1
+    assert "cannot reach embedding endpoint http://127.0.0.1:9/v1" in result.stderr
+    assert "[1/4]" not in result.stdout
+
+
 def test_help_lists_the_documented_commands() -> None:
     code, out = invoke("--help")
     for command in (

@@ -485,7 +485,7 @@ def test_recall_statement_keeps_a_generic_plan(fresh_db: str) -> None:
     assert plans == [(3, 5)]
 
 
-def test_a_record_found_by_both_arms_comes_back_once(settings: Settings) -> None:
+def test_a_record_found_by_both_arms_comes_back_once(fresh_db: str) -> None:
     """A record that is a semantic candidate and a keyword candidate at once comes out
     of both arms of the recall statement with the same scores; ``DISTINCT ON`` keeps
     one (``recall_sql.search_sql``), so the namespace's three records come back once
@@ -498,7 +498,7 @@ def test_a_record_found_by_both_arms_comes_back_once(settings: Settings) -> None
 
     emb = CallableEmbedder(hash_vectors, dim=16, model_name="hash-16")
     word = "zq" + uuid.uuid4().hex[:8]
-    mem = Memory(("both", uuid.uuid4().hex[:8]), settings=settings, embedder=emb)
+    mem = Memory(("both",), settings=Settings(database_url=fresh_db), embedder=emb)
     try:
         mem.write_many(
             [

@@ -27,6 +27,28 @@ def test_documented_settings_exist() -> None:
     assert documented <= {name.upper() for name in Settings.model_fields}
 
 
+def test_documented_defaults_are_the_settings_defaults() -> None:
+    """A default the table gives as a plain number or word is the field's default (the
+    ones given as "unset" are None; "the model's" and such are described in words)."""
+    rows = re.findall(r"^\| `HINDSIGHT_([A-Z_]+)` \| ([^|]*) \|", README, flags=re.M)
+    checked, wrong = 0, []
+    for name, cell in rows:
+        default = Settings.model_fields[name.lower()].default
+        cell = cell.strip()
+        if cell == "unset":
+            ok = default is None
+        elif isinstance(default, str) and re.fullmatch(r"[\w.-]+", cell):
+            ok = cell == default
+        elif re.fullmatch(r"[0-9.]+", cell):
+            ok = isinstance(default, int | float) and float(cell) == default
+        else:
+            continue
+        checked += 1
+        if not ok:
+            wrong.append((name, cell, default))
+    assert checked > 30 and wrong == []
+
+
 def test_python_tour_runs(
     fresh_db: str,
     embedder,

@@ -1,4 +1,5 @@
-"""The habits CI checks: ruff's lint rules and format, and mypy (strict) on the code.
+"""The habits CI checks: ruff's lint rules and format, and mypy (strict) on the code,
+benchmarks included (``[tool.mypy] files`` in ``pyproject.toml`` lists bench/).
 
 Run from the repository root with the dev tools (``bash scripts/install.sh --dev``);
 the versions are pinned in ``pyproject.toml`` so that a new release cannot move the
@@ -35,3 +36,12 @@ def _run(*args: str) -> subprocess.CompletedProcess[str]:
 def test_tree_is_clean(command: tuple[str, ...]) -> None:
     done = _run(*command)
     assert done.returncode == 0, f"{' '.join(command)} found:\n{done.stdout}{done.stderr}"
+
+
+def test_mypy_checks_the_benchmarks() -> None:
+    """bench/ is type-checked like the package (it had drifted: a stale ``embed`` call)."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    assert {"hindsight_core", "hindsight_adapters", "bench"} <= set(config["files"])
+    assert config["strict"] is True

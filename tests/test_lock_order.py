@@ -9,86 +9,22 @@ taking the two the other way round completes it.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import numpy as np
-import psycopg
 import pytest
 import sqlalchemy as sa
+from _locks import DIM, EMB, hold_namespace
+from _locks import in_thread as _in_thread
+from _locks import lockable as _lockable
+from _locks import wait_until_blocked as _wait_until_blocked
 from _pool import tagged
 
-from hindsight_core import CallableEmbedder, Memory, Settings
+from hindsight_core import Memory, Settings
 from hindsight_core.items import ItemIndex, Items, PutItem
 from hindsight_core.models import NS_SEPARATOR, ns_key
-
-DIM = 8
-WAIT = 60.0  # seconds a writer may take to reach the lock (a loaded machine)
-
-
-def _vectors(texts: list[str]) -> np.ndarray:
-    seeds = [int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) for t in texts]
-    return np.stack([np.random.default_rng(s).standard_normal(DIM) for s in seeds])
-
-
-EMB = CallableEmbedder(_vectors, dim=DIM, model_name="hash-8")
-
-
-@pytest.fixture
-def admin(fresh_db: str) -> Iterator[sa.Engine]:
-    engine = sa.create_engine(fresh_db)
-    yield engine
-    engine.dispose()
-
-
-def _wait_until_blocked(admin: sa.Engine, app: str) -> None:
-    """Return once the backend tagged ``app`` waits for a lock (the writer got there)."""
-    deadline = time.monotonic() + WAIT
-    query = sa.text(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
-        " AND wait_event_type = 'Lock'"
-    )
-    while True:
-        with admin.connect() as conn:
-            if conn.execute(query, {"app": app}).scalar():
-                return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{app} never waited for the lock")
-        time.sleep(0.02)
-
-
-def _lockable(admin: sa.Engine, sql: str, params: dict[str, Any]) -> bool:
-    """Whether the rows ``sql`` selects can be locked right now (no one holds them)."""
-    with admin.connect() as conn:
-        try:
-            conn.execute(sa.text(sql + " FOR UPDATE NOWAIT"), params).all()
-        except sa.exc.OperationalError as exc:
-            assert isinstance(exc.orig, psycopg.errors.LockNotAvailable), exc
-            return False
-        finally:
-            conn.rollback()
-    return True
-
-
-def _in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
-    out: list[Any] = []
-
-    def run() -> None:
-        try:
-            out.append(fn())
-        except BaseException as exc:  # noqa: BLE001 - reported by the test
-            out.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
-
 
 COUNTER = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'i' AND ns = :ns"
 
@@ -303,10 +239,7 @@ def test_reinforcing_waits_for_the_namespace_and_skips_a_record_archived_meanwhi
     memory = Memory(ns, settings=tagged_settings, embedder=embedder)
     reflector = Reflector(memory, ScriptedLLM([json.dumps({"records": [repeat]})]))
     with admin.connect() as holder:  # archives the record as eviction does, uncommitted
-        holder.execute(
-            sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))"),
-            {"ns": ns_key(ns)},
-        )
+        hold_namespace(holder, ns_key(ns))
         holder.execute(
             sa.text(
                 "UPDATE hindsight_experiences SET archived_at = now(), updated_at = now()"
@@ -369,3 +302,38 @@ def test_the_sweep_deletes_every_expired_item_a_chunk_at_a_time(
     sweeps.close()
     later.close()
     assert left[0] is not None and left[1] is None
+
+
+def test_an_edit_reads_the_record_under_the_namespace_lock(fresh_db: str, admin: sa.Engine) -> None:
+    """An edit read the record, embedded, then took the namespace lock and wrote every
+    editable field from what it had read: a write merging into the record in between
+    (it raises importance, sets critical) was undone. The edit now reads the record
+    after taking the lock, as merge does."""
+    ns = ("lk", uuid.uuid4().hex[:8])
+    settings = Settings(database_url=fresh_db)
+    first = Memory(ns, settings=settings, embedder=EMB)
+    shown = first.write({"trigger": "t", "lesson": "Check the extension", "importance": 0.2})
+    first.close()
+    app = "hs-edit-" + ns[1]
+    memory = Memory(ns, settings=Settings(database_url=tagged(fresh_db, app)), embedder=EMB)
+    memory.list_records()  # set up before the test holds the namespace
+    with admin.connect() as holder:  # merges into the record as a write does, uncommitted
+        hold_namespace(holder, ns_key(ns))
+        holder.execute(
+            sa.text(
+                "UPDATE hindsight_experiences SET importance = 0.9, critical = true,"
+                " occurrences = occurrences + 1 WHERE ns = :ns AND id = :id"
+            ),
+            {"ns": ns_key(ns), "id": shown.id},
+        )
+        thread, out = _in_thread(lambda: memory.edit(shown.id, lesson="Check the file type"))
+        try:
+            _wait_until_blocked(admin, app)
+        finally:
+            holder.commit()
+            thread.join()
+    (edited,) = out
+    memory.close()
+    assert not isinstance(edited, BaseException), edited
+    assert edited.lesson == "Check the file type"
+    assert (edited.importance, edited.critical, edited.occurrences) == (0.9, True, 2)

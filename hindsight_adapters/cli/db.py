@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
+from hindsight_core.items import Items
 from hindsight_core.storage import migrate
 from hindsight_core.storage.engine import db_errors
 
-from ._app import JsonOpt, app, cli_errors, console, emit_json, open_memory
+from ._app import JsonOpt, app, cli_errors, console, emit_json, err_console, open_memory
 
 db_app = typer.Typer(help="Database schema: upgrade and status.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -29,12 +32,15 @@ def upgrade(as_json: bool = JsonOpt) -> None:
 
 @db_app.command()
 def status(as_json: bool = JsonOpt) -> None:
-    """Show the database in use and its schema revision."""
-    with cli_errors(), open_memory() as mem, db_errors(), mem.engine.connect() as conn:
-        revision = migrate.current_revision(conn)
+    """Show the database in use, its schema revision and the items' vector indexes."""
+    with cli_errors(), open_memory() as mem:
+        with db_errors(), mem.engine.connect() as conn:
+            revision = migrate.current_revision(conn)
         url = mem.engine.url.render_as_string(hide_password=True)
-    head = migrate.head_revision()
-    info = {
+        head = migrate.head_revision()
+        # (Reading them migrates: only when there is nothing to migrate.)
+        indexes = Items(mem).index_health() if revision == head else []
+    info: dict[str, Any] = {
         "database": url,
         "revision": revision,
         "head": head,
@@ -42,10 +48,16 @@ def status(as_json: bool = JsonOpt) -> None:
         "embedded": mem.settings.database_url is None,
     }
     if as_json:
-        emit_json(info)
+        emit_json({**info, "item_indexes": [h.as_dict() for h in indexes]})
         return
     for key, value in info.items():
         console.print(f"{key:>11}: {value}")
+    for h in indexes:
+        built = "?" if h.built_rows is None else h.built_rows
+        line = f"{h.kind} {h.dims}-d, {h.rows} vectors (built on {built})"
+        console.print(f"{'item index':>11}: {h.name}: {line}", highlight=False)
+        if h.stale:
+            err_console.print(f"warning: {h.advice()}", highlight=False)
 
 
 __all__ = ["db_app"]

@@ -30,6 +30,9 @@ def demo(
             console.print(line, highlight=False, markup=False)
 
     with cli_errors(), Memory(("demo",)) as mem:
+        # The model first: without it (no `local` extra, an endpoint down) the story
+        # stopped half-way, after a run with "no lesson written".
+        mem.embedder.embed_documents(["Check the extension before deleting dated files"])
         if not as_json:
             where = "embedded PostgreSQL" if mem.settings.database_url is None else "configured"
             console.print(

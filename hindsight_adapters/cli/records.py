@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hindsight_core.errors import ValidationError
+from hindsight_core.items import Items
 
 from ._app import (
     JsonOpt,
@@ -258,21 +259,41 @@ def import_(
 @app.command()
 def reindex(
     force: bool = typer.Option(
-        False, "--force", help="Re-embed every record, even those already up to date."
+        False,
+        "--force",
+        help="Re-embed every record, even those up to date (with --indexes-only: rebuild "
+        "every item index).",
+    ),
+    indexes_only: bool = typer.Option(
+        False,
+        "--indexes-only",
+        help="Only rebuild the stale ivfflat indexes of items; re-embed nothing.",
     ),
     as_json: bool = JsonOpt,
 ) -> None:
-    """Re-embed the lessons whose vector came from another model or other text."""
-    with cli_errors(), open_memory() as mem, progress_bar("re-embedding") as bar:
-        task = bar.add_task("reindex", total=None)
-        report = mem.reindex(
-            force=force, progress=lambda done, total: bar.update(task, completed=done, total=total)
-        )
-    model = mem.embedder.model_name
+    """Re-embed the lessons whose vector came from another model or other text, and
+    rebuild the items' ivfflat indexes built on far fewer rows than they hold."""
+    report = None
+    with cli_errors(), open_memory() as mem:
+        if not indexes_only:
+            with progress_bar("re-embedding") as bar:
+                task = bar.add_task("reindex", total=None)
+                report = mem.reindex(
+                    force=force,
+                    progress=lambda done, total: bar.update(task, completed=done, total=total),
+                )
+        rebuilt = Items(mem).rebuild_indexes(force=force and indexes_only)
+    model = None if report is None else mem.embedder.model_name
     if as_json:
-        emit_json({"reembedded": report.reembedded, "skipped": report.skipped, "model": model})
-    else:
+        out: dict[str, Any] = {"rebuilt_indexes": [h.as_dict() for h in rebuilt]}
+        if report is not None:
+            out.update(reembedded=report.reembedded, skipped=report.skipped, model=model)
+        emit_json(out)
+        return
+    if report is not None:
         console.print(
             f"re-embedded {report.reembedded} records with {model}; "
             f"{report.skipped} were up to date (--force re-embeds them too)"
         )
+    for h in rebuilt:
+        console.print(f"rebuilt item index {h.name} on {h.rows} vectors", highlight=False)

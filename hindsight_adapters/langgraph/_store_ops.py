@@ -36,6 +36,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base import validate_op_namespace as _validate_op
 
+from hindsight_core.arguments import remember_passed
 from hindsight_core.items import GetItem, ItemOp, ListNamespaces, PutItem, SearchItems
 from hindsight_core.models import Item as CoreItem
 from hindsight_core.models import ItemHit, ScoreBreakdown
@@ -112,39 +113,11 @@ def _result(res: Any) -> Result:
 # LangGraph's namespace checks, remembered for the namespaces that passed them (tuples
 # of strings: the same answer every time). 60,000 gathered calls of LangGraph's store
 # test use a handful of namespaces, each checked label by label before (~0.5 us a call).
-_LABELS_OK: set[tuple[Any, ...]] = set()
-_NAMESPACE_OK: set[tuple[Any, ...]] = set()
-_REMEMBER_MAX = 4096
-
-
-def _remember(seen: set[tuple[Any, ...]], namespace: tuple[Any, ...]) -> None:
-    if type(namespace) is tuple:  # immutable (a list could change after its check)
-        if len(seen) >= _REMEMBER_MAX:
-            seen.clear()
-        seen.add(namespace)
-
-
-def _check_labels(namespace: tuple[str, ...]) -> None:
-    """LangGraph's ``_validate_namespace_labels``, once per namespace."""
-    try:
-        if namespace in _LABELS_OK:
-            return
-    except TypeError:  # an unhashable label: LangGraph's check says what is wrong
-        pass
-    _validate_namespace_labels(namespace)
-    _remember(_LABELS_OK, namespace)
-
-
-def _check_namespace(namespace: tuple[str, ...]) -> None:
-    """LangGraph's ``_validate_namespace`` (a put's: non-empty, not under "langgraph"),
-    once per namespace."""
-    try:
-        if namespace in _NAMESPACE_OK:
-            return
-    except TypeError:
-        pass
-    _validate_namespace(namespace)
-    _remember(_NAMESPACE_OK, namespace)
+_check_labels = remember_passed(_validate_namespace_labels)
+"""LangGraph's ``_validate_namespace_labels``, once per namespace."""
+_check_namespace = remember_passed(_validate_namespace)
+"""LangGraph's ``_validate_namespace`` (a put's: non-empty, not under "langgraph"),
+once per namespace."""
 
 
 class DirectAsyncCalls:

@@ -33,12 +33,14 @@ from ..runtime.host import AsyncFlowHost, FlowHost
 from ..runtime.routing import AsyncReplicaReads, ReplicaReads
 from ..runtime.scan import ScanChoice
 from .flows import ItemFlows, Result, parse_filter
+from .index_health import IndexHealth
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
 from .paths import field_texts, texts_at, tokenize
 
 __all__ = [
     "AsyncItems",
     "GetItem",
+    "IndexHealth",
     "ItemIndex",
     "ItemOp",
     "Items",
@@ -227,6 +229,16 @@ class Items(_ItemsBase):
         """Delete expired items; returns how many."""
         return self._run(self._sweep_flow)
 
+    def index_health(self) -> list[IndexHealth]:
+        """Every ANN index of item vectors in the database, with its row counts and
+        whether it is stale (an ivfflat index built on far fewer rows: ``index_health``)."""
+        return self._run(self._health_flow)
+
+    def rebuild_indexes(self, *, force: bool = False) -> list[IndexHealth]:
+        """Rebuild the stale ivfflat indexes of item vectors (``force``: every ANN
+        index); returns those rebuilt. Item writes wait while it runs."""
+        return self._run(lambda: self._rebuild_flow(force))
+
     def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return self.batch([GetItem(namespace, key, refresh_ttl)])[0]  # type: ignore[return-value]
 
@@ -308,6 +320,12 @@ class AsyncItems(_ItemsBase):
 
     async def sweep(self) -> int:
         return await self._run(self._sweep_flow)
+
+    async def index_health(self) -> list[IndexHealth]:
+        return await self._run(self._health_flow)
+
+    async def rebuild_indexes(self, *, force: bool = False) -> list[IndexHealth]:
+        return await self._run(lambda: self._rebuild_flow(force))
 
     async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return (await self.batch([GetItem(namespace, key, refresh_ttl)]))[0]  # type: ignore[return-value]

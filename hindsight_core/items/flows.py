@@ -28,6 +28,7 @@ from ..storage import scan_sql
 from ..storage.items_filters_sql import filter_params
 from ..storage.vectors import vector_param
 from ..text import tsquery_terms
+from . import index_health
 from .batch_plan import (
     get_params,
     namespace_pattern,
@@ -117,6 +118,9 @@ class ItemFlows:
             exists = yield from Sql(q.INDEX_EXISTS, {"name": spec.index_name})
             if not exists:
                 yield Sql(create, fetch="none")
+                yield from index_health.record_build_flow(spec.index_name, self._now())
+            elif spec.kind == "ivfflat":
+                yield from index_health.warn_if_stale_flow(spec.index_name)
 
     # ------------------------------------------------------------------ batch
 
@@ -313,6 +317,14 @@ class ItemFlows:
     def _sweep_flow(self) -> Flow[int]:
         yield from self._ready_flow()
         return (yield from sweep_flow(self._now()))
+
+    def _health_flow(self) -> Flow[list[index_health.IndexHealth]]:
+        yield from self._ready_flow()
+        return (yield from index_health.health_flow())
+
+    def _rebuild_flow(self, force: bool) -> Flow[list[index_health.IndexHealth]]:
+        yield from self._ready_flow()
+        return (yield from index_health.rebuild_flow(self._now(), force))
 
 
 def sweep_flow(now: datetime) -> Flow[int]:

@@ -138,27 +138,14 @@ def check_namespace(
     return tuple(namespace)
 
 
-# Namespaces found valid, with their stored key: a batch of LangGraph's store test
-# holds 15,000 puts in a handful of namespaces, each checked label by label (~0.7 us).
-_VALID_KEYS: dict[object, str] = {}
-_VALID_MAX = 4096
+def _namespace_key(namespace: object) -> str:
+    return ns_key(check_namespace(namespace))
 
 
-def namespace_key(namespace: object) -> str:
-    """:func:`check_namespace` (non-empty), as its stored key (``models.ns_key``);
-    remembered for the tuples that passed (the same answer every time)."""
-    try:
-        known = _VALID_KEYS.get(namespace)
-    except TypeError:  # an unhashable label: the check says what is wrong
-        known = None
-    if known is not None:
-        return known
-    key = ns_key(check_namespace(namespace))
-    if type(namespace) is tuple:  # immutable (a list could change after its check)
-        if len(_VALID_KEYS) >= _VALID_MAX:
-            _VALID_KEYS.clear()
-        _VALID_KEYS[namespace] = key
-    return key
+namespace_key = arguments.remember_passed(_namespace_key)
+""":func:`check_namespace` (non-empty), as its stored key (``models.ns_key``); remembered
+for the tuples that passed: a batch of LangGraph's store test holds 15,000 puts in a
+handful of namespaces, each checked label by label (~0.7 us)."""
 
 
 def check_page(limit: object, offset: object) -> tuple[int, int]:

@@ -121,6 +121,11 @@ class CurationFlows(RecallFlows):
                 f"{sorted(unknown)[0]}: cannot be edited (editable: {', '.join(sorted(allowed))})",
                 field=sorted(unknown)[0],
             )
+        yield from self.ready_flow()
+        # Read under the lock (as _change_flow takes it, before any row): every editable
+        # field is written back from this read, and one read before the lock undid a
+        # write merging into the record meanwhile (tests/test_lock_order.py).
+        yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})
         current = yield from self._get_flow(record_id, namespace)
         merged = {k: getattr(current, k) for k in allowed} | dict(changes)
         (rec,) = validate_records([merged], self.settings)
@@ -128,7 +133,6 @@ class CurationFlows(RecallFlows):
         text = embedding_text(rec, self.document_fields)
         (vector,) = yield from Embed([text])
         now = self.now()
-        yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})  # as _change_flow
         yield Sql(
             q.EDIT,
             {

@@ -90,12 +90,17 @@ class LifecycleFlows(MemoryBase):
         else:
             # In transactions of EVICT_NAMESPACES namespaces each (committed one by one):
             # each holds their namespace locks, a slot of the server's lock table each.
-            spaces = [r["ns"] for r in (yield from Sql(q.EVICTABLE_NAMESPACES, params))]
+            # The listing in autocommit: a transaction kept open across the chunks held
+            # its read's table lock, a reindex dropping the index queued behind it, the
+            # next chunk behind the reindex, and this flow waited for the chunk, a cycle
+            # the server cannot see (tests/test_lock_order_admin.py).
+            listing = Sql(q.EVICTABLE_NAMESPACES, params, autocommit=True)
+            spaces = [r["ns"] for r in (yield from listing)]
             archived = 0
             for i in range(0, len(spaces), EVICT_NAMESPACES):
                 chunk = spaces[i : i + EVICT_NAMESPACES]
                 archived += yield from Unit(self._evict_flow(chunk, params, now))
-        tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now})
+        tasks = yield from Sql(tasks_sql.SWEEP_TASKS, {"now": now}, autocommit=ns is None)
         return MaintenanceReport(archived=archived, expired_items=items, expired_tasks=len(tasks))
 
     def _evict_flow(self, spaces: list[str], params: dict[str, Any], now: datetime) -> Flow[int]:
@@ -133,6 +138,7 @@ class LifecycleFlows(MemoryBase):
         ns = ns_key(validate_namespace(namespace))
         yield from self.ready_flow(check_model=False)
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # no write lands halfway through
+        yield Sql(namespace_sql.LOCK_ITEMS, {"ns": ns})  # nor an item batch
         (row,) = yield from Sql(namespace_sql.DROP_NAMESPACE, {"ns": ns})
         return {k: int(v) for k, v in row.items()}
 
@@ -213,28 +219,27 @@ class LifecycleFlows(MemoryBase):
         yield from self.ready_flow()
         now = self.now()
         total = len(records) + sum(map(len, plain.values()))
-        done = 0
-        existing = 0
-        for start in range(0, len(records), REINDEX_BATCH):
-            batch = records[start : start + REINDEX_BATCH]
-            # Records already stored (same namespace and id) are kept as they are.
-            present = yield from Sql(q.EXISTING_IDS, {"ids": [r.id for r in batch]})
-            stored = {(row["ns"], row["id"]) for row in present}
-            new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
-            existing += len(batch) - len(new)
-            if new:
-                texts = [embedding_text(r, self.document_fields) for r in new]
-                vectors = yield from Embed(texts)
-                params = [
-                    _import_params(r, self._vector_fields(t, v), now)
-                    for r, t, v in zip(new, texts, vectors, strict=True)
-                ]
-                yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
-            done += len(batch)
-            if progress:
-                progress(done, total)
-        inserted = merged = 0
-        for ns, new_records in plain.items():
+        restored: dict[Namespace, list[ExportedRecord]] = {}
+        for r in records:
+            restored.setdefault(tuple(r.namespace), []).append(r)
+        done = existing = inserted = merged = 0
+        # A namespace at a time, in namespace order, each locked before its first row:
+        # as a write locks its namespace before the keyword counter its insert takes, and
+        # as eviction takes several namespaces' locks. An import took the counters of
+        # the namespaces of each 256-record batch in turn, so two imports could take two
+        # counters in opposite orders, and one that restored records into a namespace and
+        # then wrote plain ones there held its counter when it asked for its lock, which
+        # a write held, waiting for the counter (deadlocks: tests/test_lock_order_import.py).
+        for ns in sorted(restored.keys() | plain.keys(), key=ns_key):
+            yield Sql(q.LOCK_NAMESPACE, {"ns": ns_key(ns)})
+            batches = restored.get(ns, [])
+            for start in range(0, len(batches), REINDEX_BATCH):
+                batch = batches[start : start + REINDEX_BATCH]
+                existing += yield from self._restore_flow(batch, now)
+                done += len(batch)
+                if progress:
+                    progress(done, total)
+            new_records = plain.get(ns, [])
             for start in range(0, len(new_records), REINDEX_BATCH):
                 batch_in = new_records[start : start + REINDEX_BATCH]
                 results = yield from self.write_flow(batch_in, ns)  # type: ignore[attr-defined]
@@ -251,6 +256,22 @@ class LifecycleFlows(MemoryBase):
             "skipped_lines": skipped,
         }
 
+    def _restore_flow(self, batch: list[ExportedRecord], now: datetime) -> Flow[int]:
+        """Insert exported records as they were (one namespace's, under its lock); a
+        record already stored (same namespace and id) is kept as it is: how many were."""
+        present = yield from Sql(q.EXISTING_IDS, {"ids": [r.id for r in batch]})
+        stored = {(row["ns"], row["id"]) for row in present}
+        new = [r for r in batch if (ns_key(tuple(r.namespace)), r.id) not in stored]
+        if new:
+            texts = [embedding_text(r, self.document_fields) for r in new]
+            vectors = yield from Embed(texts)
+            params = [
+                _import_params(r, self._vector_fields(t, v), now)
+                for r, t, v in zip(new, texts, vectors, strict=True)
+            ]
+            yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
+        return len(batch) - len(new)
+
     def _reindex_flow(
         self, progress: Progress | None = None, force: bool = False
     ) -> Flow[ReindexReport]:
@@ -264,8 +285,11 @@ class LifecycleFlows(MemoryBase):
         have = meta[0]["value"] if meta else None
         if have is not None and (have != want or force):
             # Most vectors change: updating the HNSW index row by row costs more than
-            # building it again afterwards.
+            # building it again afterwards. (Its ACCESS EXCLUSIVE lock first, not after
+            # LOCK_WRITERS_OUT: a write holding a read's lock and waiting for ours would
+            # then deadlock with the upgrade.)
             yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
+        yield Sql(q.LOCK_WRITERS_OUT, fetch="none")  # writers wait: none holds a row of ours
         (count,) = yield from Sql(q.COUNT_ALL)
         total = int(count["count"])
         done = embedded = 0

@@ -50,15 +50,15 @@ class RecallFlows(MemoryBase):
         yield from self.ready_flow()
         vector = yield from self._embed_one_query(query)
         terms = tsquery_terms(query)
-        # Reads only: without a timeout to set, no transaction (saves BEGIN + COMMIT).
-        ac = timeout_ms is None
-        common = (yield from self._common_terms_flow(ac)) if terms else {}
+        # Reads only: no transaction (saves BEGIN + COMMIT, and a transaction's pool
+        # checkout and ping); a timeout bounds the search statement by itself.
+        common = (yield from self._common_terms_flow(True)) if terms else {}
         rare = [t for t in terms if t not in common]
         exact = yield from self._scan_choice.flow(
             (ns, scene),
             scan_sql.recall_exact_scan_sql(scene is not None),
             {"ns": ns, "scene": scene},
-            ac,
+            True,
             self.settings.semantic_scan,
         )
         stmt = recall_sql.search_sql(
@@ -87,9 +87,7 @@ class RecallFlows(MemoryBase):
         }
         for i, (_, value) in enumerate(filter_items):
             params[f"f{i}"] = value
-        if timeout_ms is not None:
-            yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": str(int(timeout_ms))})
-        rows = yield from Sql(stmt, params, autocommit=ac)
+        rows = yield from Sql(stmt, params, autocommit=True, timeout_ms=timeout_ms)
         scan = "exact" if exact else "index"
         # One validation for all hits (nested dicts): a third cheaper than building the
         # record and the breakdown as models first, and ~3 µs a hit cheaper than one

@@ -385,5 +385,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def reindex(self, *, force: bool = False, progress: Progress | None = None) -> ReindexReport:
         """Re-embed with the configured model the records whose vector came from another
         model or from other text (``force``: every record), record the model and build
-        the index. Returns how many were re-embedded and skipped."""
+        the index. Returns how many were re-embedded and skipped. One transaction:
+        writes wait until it commits; searches go on (not while it drops the index, with
+        another model or ``force``)."""
         return self._run_write(self._reindex_flow(progress, force), None)

@@ -18,7 +18,11 @@ strategy (carried out by ``driver.py``):
   and ~0.025 ms of a recall); the rows of its last result are freed when the flow
   ends (:func:`release`), so a kept cursor holds no result in memory;
 - a warm connection found broken (:func:`broken`) is dropped and the whole flow run
-  once more on a fresh, pinged connection.
+  once more on a fresh, pinged connection;
+- a statement's own timeout (``Sql.timeout_ms``: recall's) is its warm connection's
+  session setting, kept while timed statements follow and reset before the
+  connection goes back to the pool (:func:`untime`); each timeout keeps its own warm
+  connection (:meth:`_Source.take`), so recall and search in turns set nothing.
 
 :class:`Connections` (blocking) and :class:`AsyncConnections` (asyncio) hold the
 engine, the side pool of ``flow.Pipelined`` reads and the warm list; they differ only
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from functools import lru_cache
 from typing import Any, Generic, TypeVar
@@ -40,9 +45,19 @@ from psycopg.rows import RowMaker
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from ..storage.engine import RESET_TIMEOUT, SET_SESSION_TIMEOUT
 from .flow import Rows, Sql
 
-__all__ = ["AsyncConnections", "Connections", "broken", "cursor", "positional", "release"]
+__all__ = [
+    "AsyncConnections",
+    "Connections",
+    "auntime",
+    "broken",
+    "cursor",
+    "positional",
+    "release",
+    "untime",
+]
 
 # ``$n`` placeholders, each name once (SQLAlchemy numbers a repeated name once).
 _DIALECT = pg_psycopg.dialect(paramstyle="numeric_dollar")
@@ -112,8 +127,8 @@ def cursor(conn: sa.Connection | AsyncConnection) -> Any:
     connection that makes rows dicts (no I/O)."""
     driver = _driver(conn)
     if isinstance(driver, psycopg.AsyncConnection):
-        return psycopg.AsyncRawCursor(driver, row_factory=_dict_rows)
-    return psycopg.RawCursor(driver, row_factory=_dict_rows)
+        return _AsyncCursor(driver, row_factory=_dict_rows)
+    return _Cursor(driver, row_factory=_dict_rows)
 
 
 def has_rows(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> bool:
@@ -131,9 +146,56 @@ def release(cur: psycopg.Cursor[Any] | psycopg.AsyncCursor[Any]) -> None:
         res.clear()
 
 
-def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
-    """Run ``req`` on a warm connection's cursor (blocking)."""
+# The psycopg connections whose session a statement with ``Sql.timeout_ms`` gave its
+# timeout (the rest have the engine's, from the connection's start-up options): reset
+# before such a connection goes back to the pool.
+_TIMED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class _Cursor(psycopg.RawCursor[Any]):
+    """A warm connection's raw cursor, with the timeout its session has (None: the
+    engine's)."""
+
+    timeout_ms: int | None = None
+
+
+class _AsyncCursor(psycopg.AsyncRawCursor[Any]):
+    """:class:`_Cursor` for asyncio."""
+
+    timeout_ms: int | None = None
+
+
+def _retime(cur: _Cursor | _AsyncCursor, ms: int | None) -> tuple[bytes, list[Any]] | None:
+    """The statement that gives ``cur``'s session the timeout ``ms`` (None: the
+    engine's), or None when it has it."""
+    if cur.timeout_ms == ms:
+        return None
+    if ms is None:
+        return positional(RESET_TIMEOUT)[0], []
+    return positional(SET_SESSION_TIMEOUT)[0], [str(ms)]
+
+
+def _timed(cur: _Cursor | _AsyncCursor, ms: int | None) -> None:
+    cur.timeout_ms = ms
+    if ms is None:
+        _TIMED.discard(cur.connection)
+    else:
+        _TIMED.add(cur.connection)
+
+
+def fetch(cur: _Cursor, req: Sql) -> Rows:
+    """Run ``req`` on a warm connection's cursor (blocking).
+
+    ``req.timeout_ms`` is set for the connection's session, and kept while its
+    statements ask for the same (a recall's, call after call): a transaction or
+    PostgreSQL's pipeline would cost round trips (BEGIN / COMMIT, or one wake-up of the
+    server per message) on every call. A statement with none runs at the engine's.
+    """
     sql, names = positional(req.statement)
+    retime = _retime(cur, req.timeout_ms)
+    if retime is not None:
+        cur.execute(*retime)
+        _timed(cur, req.timeout_ms)
     if isinstance(req.params, list):
         cur.executemany(sql, [_values(names, p) for p in req.params])
         return []
@@ -141,14 +203,53 @@ def fetch(cur: psycopg.Cursor[Any], req: Sql) -> Rows:
     return cur.fetchall() if req.fetch == "all" and has_rows(cur) else []
 
 
-async def afetch(cur: psycopg.AsyncCursor[Any], req: Sql) -> Rows:
+async def afetch(cur: _AsyncCursor, req: Sql) -> Rows:
     """:func:`fetch` for asyncio."""
     sql, names = positional(req.statement)
+    retime = _retime(cur, req.timeout_ms)
+    if retime is not None:
+        await cur.execute(*retime)
+        _timed(cur, req.timeout_ms)
     if isinstance(req.params, list):
         await cur.executemany(sql, [_values(names, p) for p in req.params])
         return []
     await cur.execute(sql, _values(names, req.params))
     return await cur.fetchall() if req.fetch == "all" and has_rows(cur) else []
+
+
+def _timed_driver(conn: sa.Connection | AsyncConnection) -> Any:
+    """``conn``'s psycopg connection if a statement gave its session a timeout."""
+    sync = conn.sync_connection if isinstance(conn, AsyncConnection) else conn
+    if sync is None or sync.closed or sync.invalidated:  # reaching it would reconnect
+        return None
+    try:
+        driver = _driver(conn)
+    except Exception:  # noqa: BLE001 - closed or invalidated: nothing to reset
+        return None
+    return driver if driver is not None and driver in _TIMED else None
+
+
+def untime(conn: sa.Connection) -> None:
+    """Give ``conn``'s session the engine's timeout back before it returns to the pool
+    (a transaction there must not run at a recall's); invalidated if that fails."""
+    driver = _timed_driver(conn)
+    if driver is not None:
+        try:
+            driver.execute(positional(RESET_TIMEOUT)[0], prepare=False)
+            _TIMED.discard(driver)
+        except psycopg.Error:
+            conn.invalidate()
+
+
+async def auntime(conn: AsyncConnection) -> None:
+    """:func:`untime` for asyncio."""
+    driver = _timed_driver(conn)
+    if driver is not None:
+        try:
+            await driver.execute(positional(RESET_TIMEOUT)[0], prepare=False)
+            _TIMED.discard(driver)
+        except psycopg.Error:
+            await conn.invalidate()
 
 
 class _Source(Generic[E, C]):
@@ -185,14 +286,23 @@ class _Source(Generic[E, C]):
             self._warm.clear()
         return conns
 
-    def take(self) -> tuple[C | None, Any, list[C]]:
+    def take(self, timeout_ms: int | None = None) -> tuple[C | None, Any, list[C]]:
         """A warm connection and its cursor (or None), and the cold connections to give
-        back to the pool."""
+        back to the pool.
+
+        The latest kept one whose session has ``timeout_ms`` (``Sql.timeout_ms``); with
+        none such and room for one more warm connection, None (a new one: recall and
+        search in turns keep one each, rather than setting the timeout back and forth).
+        """
         now = time.monotonic()
         with self._lock:
             cold = [c for used, c, _ in self._warm if now - used >= self.KEEP_WARM]
             self._warm = [w for w in self._warm if now - w[0] < self.KEEP_WARM]
-            if not self._warm:
+            for i in range(len(self._warm) - 1, -1, -1):
+                if self._warm[i][2].timeout_ms == timeout_ms:
+                    _, conn, cur = self._warm.pop(i)
+                    return conn, cur, cold
+            if len(self._warm) < self.WARM_MAX:
                 return None, None, cold
             _, conn, cur = self._warm.pop()
             return conn, cur, cold
@@ -222,6 +332,7 @@ class Connections(_Source[sa.Engine, sa.Connection]):
     def close(self) -> None:
         """Give the warm connections back to the pool."""
         for conn in self.drain():
+            untime(conn)
             conn.close()
 
 
@@ -244,4 +355,5 @@ class AsyncConnections(_Source[AsyncEngine, AsyncConnection]):
     async def aclose(self) -> None:
         """Give the warm connections back to the pool."""
         for conn in self.drain():
+            await auntime(conn)
             await conn.close()

@@ -123,7 +123,7 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
                 reply = yield io.unit, req.flow  # type: ignore[union-attr]
             else:
                 if conn is None and kind is Sql and req.autocommit:  # type: ignore[union-attr]
-                    conn, cur, cold = io.conns.take() if reuse else (None, None, [])
+                    conn, cur, cold = io.conns.take(req.timeout_ms) if reuse else (None, None, [])  # type: ignore[union-attr]
                     yield from _each(io.close, cold)
                     warm = conn is not None
                     if conn is None:

@@ -58,12 +58,19 @@ class Sql:
     whose statements are each a complete unit of work (e.g. reads, then one write
     statement). The first statement decides: a flow that started a transaction keeps
     it, whatever later statements say.
+
+    ``timeout_ms`` bounds this statement (PostgreSQL's ``statement_timeout``, in
+    milliseconds): in a transaction until it ends; on a warm connection for its session,
+    as long as its statements ask for the same (no round trip per call; the others
+    run at the engine's timeout, and it is reset before the connection goes back to the
+    pool: ``connections.fetch``).
     """
 
     statement: sa.Executable
     params: dict[str, Any] | list[dict[str, Any]] = field(default_factory=dict)
     fetch: Literal["all", "none"] = "all"
     autocommit: bool = False
+    timeout_ms: int | None = None
 
     def __iter__(self) -> Generator[Sql, Any, list[Row]]:
         """``rows = yield from Sql(...)``: the rows (none with ``fetch="none"``)."""

@@ -18,13 +18,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..embeddings import Embedder
 from ..storage import migrate
-from .connections import AsyncConnections, Connections, afetch, fetch
+from ..storage.experiences_sql import SET_LOCAL_TIMEOUT
+from .connections import AsyncConnections, Connections, afetch, auntime, fetch, untime
 from .flow import Embed, Flow, Rows, Sql, embed_async, embed_sync
 
 __all__ = ["AsyncIO", "SyncIO"]
 
 
 def _execute(conn: sa.Connection, req: Sql) -> Rows:
+    if req.timeout_ms is not None:  # until the transaction ends
+        conn.execute(SET_LOCAL_TIMEOUT, {"ms": str(req.timeout_ms)})
     result = conn.execute(req.statement, req.params)
     if req.fetch == "all" and result.returns_rows:
         return [dict(row) for row in result.mappings()]
@@ -32,6 +35,8 @@ def _execute(conn: sa.Connection, req: Sql) -> Rows:
 
 
 async def _aexecute(conn: AsyncConnection, req: Sql) -> Rows:
+    if req.timeout_ms is not None:
+        await conn.execute(SET_LOCAL_TIMEOUT, {"ms": str(req.timeout_ms)})
     result = await conn.execute(req.statement, req.params)
     if req.fetch == "all" and result.returns_rows:
         return [dict(row) for row in result.mappings()]
@@ -104,6 +109,7 @@ class SyncIO:
         conn.invalidate()
 
     def close(self, conn: sa.Connection) -> None:
+        untime(conn)
         conn.close()
 
 
@@ -173,4 +179,5 @@ class AsyncIO:
         await conn.invalidate()
 
     async def close(self, conn: AsyncConnection) -> None:
+        await auntime(conn)
         await conn.close()

@@ -162,6 +162,11 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
+# A session's statement timeout, for the statements with ``flow.Sql.timeout_ms`` on a
+# warm connection (``runtime/connections.py``), and back to the start-up option's.
+SET_SESSION_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, false)")
+RESET_TIMEOUT = sa.text("RESET statement_timeout")
+
 DB_ERRORS = (sa_exc.SQLAlchemyError, psycopg.Error, OSError)
 
 

@@ -195,7 +195,9 @@ _EVICTABLE = f"e.archived_at IS NULL AND NOT e.critical AND {DECAYED} < :evict_b
 EVICTABLE_NAMESPACES = sa.text(f"SELECT DISTINCT e.ns FROM {T} e WHERE {_EVICTABLE} ORDER BY e.ns")
 
 # Eviction in the namespaces ``:spaces`` first takes their namespace locks
-# (LOCK_NAMESPACE's), in one order, as a write does before touching a row: a write
+# (LOCK_NAMESPACE's), in namespace order as an import takes them (in hash order, an
+# eviction and an import each holding one of two namespaces' locks deadlocked:
+# tests/test_lock_order_import.py), and as a write does, before touching a row: a write
 # holds its namespace's keyword counter (insert trigger) when it merges into a record,
 # and an eviction that had archived that record first wanted the counter (update
 # trigger), a deadlock (tests/test_lock_order.py). After the wait, a record a write
@@ -205,9 +207,10 @@ EVICTABLE_NAMESPACES = sa.text(f"SELECT DISTINCT e.ns FROM {T} e WHERE {_EVICTAB
 EVICT = sa.text(
     f"""
     WITH lk AS (
-        SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
-            SELECT DISTINCT hashtextextended('hindsight:' || s.ns, 0) AS h
-            FROM unnest(CAST(:spaces AS text[])) AS s(ns) ORDER BY h
+        SELECT count(pg_advisory_xact_lock(hashtextextended('hindsight:' || s.ns, 0))) AS n
+        FROM (
+            SELECT DISTINCT s.ns COLLATE "C" AS ns FROM unnest(CAST(:spaces AS text[])) AS s(ns)
+            ORDER BY 1
         ) s
     )
     UPDATE {T} e SET archived_at = :now, updated_at = :now
@@ -296,6 +299,16 @@ SET_META = sa.text(
     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
 )
 LOCK_META = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:meta', 0))")
+
+# Reindex keeps writers out of the records' table for its transaction (reads go on). It
+# re-embeds stale records row by row in (ns, id) order, in one transaction over every
+# namespace: a write holding its namespace's lock and a record it merged into waited for
+# a record the reindex held, which waited for the write's (a deadlock:
+# tests/test_lock_order_admin.py), and an edit between the reindex's read and its update
+# got the old text's vector. Namespace locks instead would take one slot of the server's
+# lock table per namespace until the commit. Taken after LOCK_META; a writer takes the
+# meta lock only in a set-up transaction of its own, before its write's first statement.
+LOCK_WRITERS_OUT = sa.text(f"LOCK TABLE {T} IN EXCLUSIVE MODE")
 
 REINDEX_BATCH = sa.text(
     f"SELECT ns, id, scene, trigger, action, outcome, lesson, embed_key FROM {T} "

@@ -78,6 +78,50 @@ def ensure_index_sql(spec: VectorSpec) -> sa.TextClause | None:
 
 
 INDEX_EXISTS = sa.text("SELECT 1 FROM pg_class WHERE relname = :name AND relkind = 'i'")
+
+# ---------------------------------------------------------------------- index health
+# An ivfflat index trains its list centers on the rows there when it is built: built at
+# setup, on an empty table, they are random until a REINDEX. How many vectors an index
+# was built on is kept in ``hindsight_meta`` under this key + its name.
+BUILT_KEY = "items_index_built:"
+
+ANN_INDEXES = sa.text(
+    f"""
+    SELECT c.relname AS name, am.amname AS kind, c.reloptions AS options,
+           (SELECT m.value FROM hindsight_meta m WHERE m.key = '{BUILT_KEY}' || c.relname)
+           AS built
+    FROM pg_index x
+    JOIN pg_class c ON c.oid = x.indexrelid
+    JOIN pg_am am ON am.oid = c.relam
+    WHERE x.indrelid = '{V}'::regclass AND x.indisvalid AND am.amname IN ('hnsw', 'ivfflat')
+    ORDER BY c.relname
+    """
+)
+# Exact, one scan of the vectors (status, rebuild); at setup the planner's estimate.
+ROWS_BY_DIMS = sa.text(f"SELECT vector_dims(embedding) AS dims, count(*) AS n FROM {V} GROUP BY 1")
+ROWS_ESTIMATE = sa.text(f"SELECT reltuples AS n FROM pg_class WHERE oid = '{V}'::regclass")
+# A rebuild takes as long as the data needs (the statement timeout is for requests).
+NO_STATEMENT_TIMEOUT = sa.text("SET LOCAL statement_timeout = 0")
+
+
+def index_dims(name: str) -> int:
+    """The dimension in an index name made by :attr:`VectorSpec.index_name`."""
+    return int(name.rsplit("_", 1)[1])
+
+
+def count_rows_sql(dims: int) -> sa.TextClause:
+    """The vectors an index of dimension ``dims`` holds (its partial predicate)."""
+    return sa.text(f"SELECT count(*) AS n FROM {V} WHERE vector_dims(embedding) = {int(dims)}")
+
+
+def reindex_sql(name: str) -> sa.TextClause:
+    """Rebuild one item ANN index (a name :data:`ANN_INDEXES` returned). In the
+    transaction: writes of item vectors and searches through it wait until it is done."""
+    if not name.startswith(V + "_") or not name.replace("_", "").isalnum():
+        raise ValueError(f"not an item vector index: {name!r}")
+    return sa.text(f"REINDEX INDEX {name}")
+
+
 # ---------------------------------------------------------------------- reads
 
 ITEM_COLS = "i.ns, i.key, i.value, i.created_at, i.updated_at, i.expires_at, i.ttl_minutes"
@@ -111,6 +155,16 @@ REFRESH = sa.text(
 def _key_lock(ns: str, key: str) -> str:
     """The advisory lock's key of one item (``ns``, ``key``: SQL expressions)."""
     return f"hashtextextended('hindsight:item:' || {ns} || chr(31) || {key}, 0)"
+
+
+def namespace_lock(ns: str) -> str:
+    """The advisory lock's key of one namespace's items (``ns``: an SQL expression).
+
+    A batch takes it shared for each namespace it writes, before its keys' locks; dropping
+    the namespace takes it exclusive (``namespace_sql.LOCK_ITEMS``), so a batch is wholly
+    before or after the drop. A key apart from every other lock's: no label starts with
+    chr(31)."""
+    return f"hashtextextended('hindsight:' || chr(31) || 'items:' || {ns}, 0)"
 
 
 SWEEP_CHUNK = 1000  # keys per sweep statement: each holds a slot of the server's lock table
@@ -159,11 +213,18 @@ SWEEP = sa.text(
 # Writers lock the keys they put, in one global order, before touching any row: two
 # batches writing overlapping keys then serialize instead of deadlocking. The lock is
 # a CTE that every write in the first statement waits on (a one-time filter), so it
-# costs no extra round trip.
+# costs no extra round trip. First (the one-time filter of the key locks' scan), each
+# namespace's items lock, shared: dropping a namespace (its items' rows, then their
+# vectors') deadlocked with a batch holding a vector row and wanting its item's row,
+# and a batch that put an item and added one kept the new item alone
+# (tests/test_lock_order_admin.py).
 _LOCK_CTE = f"""lk AS (
         SELECT count(pg_advisory_xact_lock(h)) AS n FROM (
             SELECT DISTINCT {_key_lock("p.ns", "p.key")} AS h
             FROM unnest(CAST(:lk_ns AS text[]), CAST(:lk_keys AS text[])) AS p(ns, key)
+            WHERE (SELECT count(pg_advisory_xact_lock_shared(g)) FROM (
+                SELECT DISTINCT {namespace_lock("n.ns")} AS g
+                FROM unnest(CAST(:lk_ns AS text[])) AS n(ns) ORDER BY g) ns) >= 0
             ORDER BY h
         ) s
     )"""

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from .items_sql import namespace_lock
+
+# After the namespace's lock (experiences_sql.LOCK_NAMESPACE, writes of records wait),
+# in a statement of its own so that DROP_NAMESPACE's snapshot comes after the wait:
+# item batches writing in the namespace finish first, and those that start wait.
+LOCK_ITEMS = sa.text(f"SELECT pg_advisory_xact_lock({namespace_lock(':ns')})")
+
 DROP_NAMESPACE = sa.text(
     """
     WITH r AS (DELETE FROM hindsight_experiences WHERE ns = :ns RETURNING 1),
@@ -18,4 +25,4 @@ DROP_NAMESPACE = sa.text(
 namespace (exactly that one, not those under it). LLM usage rows stay: they are the
 account of what was spent."""
 
-__all__ = ["DROP_NAMESPACE"]
+__all__ = ["DROP_NAMESPACE", "LOCK_ITEMS"]
