@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..dedup_veto import merge_veto, repeat_key
 from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH, cosine_floor
 from ..models import Namespace, WriteResult, raise_validation
@@ -17,7 +18,6 @@ from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql, Unit
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage.vectors import vectors_param
-from ..text import merge_veto
 from .base import MemoryBase
 from .curation import CurationFlows
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
@@ -40,10 +40,11 @@ DEDUP_NEIGHBOURS = 3
 EXACT_DEDUP_PER_RECORD = 2
 EXACT_DEDUP_SMALL_PER_RECORD = 20
 EXACT_DEDUP_MAX = 10_000
-# A batch is looked up, planned and inserted in slices (``write_plan.write_stages``):
-# a first small one, so that inserting starts soon, then STAGE_RECORDS at a time.
-# Each slice's inserts (an HNSW insert each, ~1 ms at 10k records: three quarters of
-# the batch's server time) run while the next slice is looked up and planned.
+# A batch is looked up, planned and inserted in stages (``write_plan.write_stages``, in
+# ``Planner.order``): a first small one, so that inserting starts soon, then
+# STAGE_RECORDS at a time.
+# Each stage's inserts (an HNSW insert each, ~1 ms at 10k records: three quarters of
+# the batch's server time) run while the next stages are looked up and planned.
 FIRST_STAGE_RECORDS = 100
 STAGE_RECORDS = 250
 
@@ -59,7 +60,7 @@ class WriteFlows(MemoryBase):
         The cosine threshold alone merges different lessons: all-MiniLM-L6-v2 puts
         "increase the timeout" and "decrease the timeout" at 0.99, and two different
         Chinese lessons near 0.9. So a merge also needs no lexical veto
-        (``text.merge_veto``: negation, numbers, opposite terms, and for text the
+        (``dedup_veto.merge_veto``: negation, numbers, opposite terms, and for text the
         model does not cover, the same content words). The minimal-pair rule (one
         sentence with a word swapped or a detail added) applies whenever the cosine
         cannot tell such a pair from a rewording: with a multilingual model; with a
@@ -79,7 +80,7 @@ class WriteFlows(MemoryBase):
         return merge_veto(a, b, covered=covered, minimal_pairs=minimal_pairs) is None
 
     def _lookups(
-        self, ns: str, matrix: np.ndarray, stages: list[tuple[int, int]], exact: bool
+        self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool
     ) -> tuple[Sql | None, ...]:
         """Each stage's HNSW lookup of its records' stored neighbours (none when the
         namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record."""
@@ -87,8 +88,8 @@ class WriteFlows(MemoryBase):
             return (None,) * len(stages)
         stmt = q.nearest_many(self.embedder.dim, DEDUP_NEIGHBOURS)
         return tuple(
-            Sql(stmt, {"ns": ns, "vectors": vectors_param(matrix[lo:hi]), "n": hi - lo})
-            for lo, hi in stages
+            Sql(stmt, {"ns": ns, "vectors": vectors_param(matrix[stage]), "n": len(stage)})
+            for stage in stages
         )
 
     # ------------------------------------------------------------------ write
@@ -113,11 +114,19 @@ class WriteFlows(MemoryBase):
         # and compared exactly, in numpy: one statement, no approximate-search miss, and
         # in a small namespace of a large table 10x cheaper than the HNSW lookups (each
         # a filtered scan). Otherwise one HNSW lookup per record, a stage at a time.
+        # More than lesson and trigger embedded: a repeated lesson and trigger merges at
+        # any cosine (``write_plan.Planner``), found by its text.
+        keys = (
+            [repeat_key(p.lesson, p.trigger) for p in parsed]
+            if set(self.document_fields) - {"lesson", "trigger"}
+            else None
+        )
         gate = (
             yield from Sql(
                 scan_sql.DEDUP_VECTORS,
                 {
                     "ns": ns,
+                    "triggers": keys is not None,
                     "cap": EXACT_DEDUP_PER_RECORD * len(matrix),
                     "cap_small": min(EXACT_DEDUP_MAX, EXACT_DEDUP_SMALL_PER_RECORD * len(matrix)),
                 },
@@ -126,7 +135,9 @@ class WriteFlows(MemoryBase):
         if gate["unanalyzed"] and not gate["exact"]:
             yield from Unit(_analyze())
         exact = (
-            exact_neighbours(matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS)
+            exact_neighbours(
+                matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS, keys=keys
+            )
             if gate["exact"]
             else None
         )
@@ -136,14 +147,17 @@ class WriteFlows(MemoryBase):
             threshold=self.dedup_threshold,
             same_meaning=self.same_meaning,
             new_id=self._new_id,
+            keys=keys,
         )
-        stages = write_stages(len(parsed), FIRST_STAGE_RECORDS, STAGE_RECORDS)
+        order = planner.order
+        stages = [
+            order[lo:hi] for lo, hi in write_stages(len(order), FIRST_STAGE_RECORDS, STAGE_RECORDS)
+        ]
 
         def step(k: int, found: Rows) -> Sql | None:
             # Plan stage k from its lookup's rows; insert the rows that became final.
-            lo, hi = stages[k]
-            near = exact if exact is not None else by_record(found, lo)
-            ready = planner.plan_until(hi, near)
+            near = exact if exact is not None else by_record(found, stages[k])
+            ready = planner.plan_stage(stages[k], near)
             if not ready:
                 return None
             rows = insert_params(
@@ -152,7 +166,7 @@ class WriteFlows(MemoryBase):
                 ns=ns,
                 now=now,
                 vectors=lambda i: self._vector_fields(texts[i], matrix[i]),
-                which=ready,
+                which=planner.chained(ready),
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 

@@ -113,6 +113,8 @@ def search_sql(
             docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
             stats=f"s.ns = {ns}",
             tbl="e",
+            own=f"d.ns = {ns} AND d.archived_at IS NULL",
+            key="d.ns, d.id",
         )
     keyword_score = KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"
     return sa.text(
