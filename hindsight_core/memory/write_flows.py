@@ -80,16 +80,19 @@ class WriteFlows(MemoryBase):
 
     def _lookups(
         self, ns: str, matrix: np.ndarray, stages: list[tuple[int, int]], exact: bool
-    ) -> tuple[Sql | None, ...]:
+    ) -> tuple[tuple[Sql | None, ...], tuple[Sql | None, ...]]:
         """Each stage's HNSW lookup of its records' stored neighbours (none when the
-        namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record."""
+        namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record; and the same
+        without the transaction's own rows (``Pipelined.again``)."""
         if exact:
-            return (None,) * len(stages)
-        stmt = q.nearest_many(self.embedder.dim, DEDUP_NEIGHBOURS)
-        return tuple(
-            Sql(stmt, {"ns": ns, "vectors": vectors_param(matrix[lo:hi]), "n": hi - lo})
-            for lo, hi in stages
-        )
+            return (None,) * len(stages), (None,) * len(stages)
+        dim = self.embedder.dim
+        stmt = q.nearest_many(dim, DEDUP_NEIGHBOURS)
+        not_own = q.nearest_many(dim, DEDUP_NEIGHBOURS, own_rows=False)
+        params = [
+            {"ns": ns, "vectors": vectors_param(matrix[lo:hi]), "n": hi - lo} for lo, hi in stages
+        ]
+        return tuple(Sql(stmt, p) for p in params), tuple(Sql(not_own, p) for p in params)
 
     # ------------------------------------------------------------------ write
 
@@ -156,7 +159,8 @@ class WriteFlows(MemoryBase):
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 
-        yield from Pipelined(self._lookups(ns, matrix, stages, exact is not None), step)
+        lookups, again = self._lookups(ns, matrix, stages, exact is not None)
+        yield from Pipelined(lookups, step, again)
         plan = planner.plan
         if plan.merges:
             updates, events = merge_params(plan, ns=ns, now=now)

@@ -26,7 +26,7 @@ import psycopg
 
 from ..embeddings import Embedder
 from ..errors import HindsightError
-from ..storage.engine import DB_ERRORS, translate_db_error
+from ..storage.engine import DB_ERRORS, gave_up_waiting_for_lock, translate_db_error
 from .connections import (
     AsyncConnections,
     Connections,
@@ -180,7 +180,9 @@ def _fetch(
 def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Step, Any, None]:
     """Stage ``k``'s write on ``conn`` while stage ``k + 1``'s read runs on a side
     connection and its step on the client; with no side connection free, every read
-    first, on ``conn`` (then only the steps overlap the writes)."""
+    first, on ``conn`` (then only the steps overlap the writes). A side read that gave
+    up waiting for a lock (DDL queued behind this transaction) and the reads after it
+    run on ``conn`` as ``req.again``, each once the write in flight is done."""
     side = (yield io.side, None) if any(r is not None for r in req.reads[1:]) else None
     pending: Any = None  # the write in flight
     try:
@@ -192,8 +194,25 @@ def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Ste
         for k, read in enumerate(req.reads):
             if ahead is not None:
                 rows = ahead[k]
+            elif read is None:
+                rows = []
             else:
-                rows = [] if read is None else (yield io.execute, (side, read))
+                if side is not None:
+                    try:
+                        rows = yield io.execute, (side, read)
+                    except DB_ERRORS as exc:
+                        if not req.again or not gave_up_waiting_for_lock(exc):
+                            raise
+                        # Queued behind DDL waiting for this transaction: the side
+                        # connection goes, the rest read in the transaction.
+                        closing, side = side, None
+                        yield io.close, closing
+                if side is None:  # on conn, once the write in flight is done
+                    if pending is not None:
+                        done, pending = pending, None
+                        yield io.wait, done
+                    again = req.again[k]
+                    rows = [] if again is None else (yield io.execute, (conn, again))
             if pending is None:  # nothing in flight: the step runs here, like the flow
                 write = req.step(k, rows)
             else:

@@ -103,9 +103,16 @@ def drop_index_sql(dim: int) -> sa.TextClause:
     return sa.text(f"DROP INDEX IF EXISTS {index_name(dim)}")
 
 
+# Not a row the current transaction inserted or updated (none when it has no id yet).
+NOT_OWN = " AND e.xmin IS DISTINCT FROM pg_current_xact_id_if_assigned()::xid"
+
+
 @lru_cache(maxsize=8)
-def nearest_many(dim: int, k: int = 3) -> sa.TextClause:
+def nearest_many(dim: int, k: int = 3, *, own_rows: bool = True) -> sa.TextClause:
     """The ``k`` nearest live records, in one namespace, for each of many vectors.
+
+    ``own_rows=False``: not the rows the current transaction wrote (their ``xmin`` is
+    its id), so that, in the transaction, the answer is what another connection reads.
 
     ``:vectors`` is a :func:`vectors.vectors_param` of ``:n`` vectors, unpacked once,
     up front (``MATERIALIZED``): converting inside the lateral subquery would redo it
@@ -120,7 +127,7 @@ def nearest_many(dim: int, k: int = 3) -> sa.TextClause:
         FROM q CROSS JOIN LATERAL (
             SELECT e.id, e.lesson, 1 - ({vec(dim)} <=> {q}) AS similarity
             FROM {T} e
-            WHERE e.ns = :ns AND e.archived_at IS NULL
+            WHERE e.ns = :ns AND e.archived_at IS NULL{"" if own_rows else NOT_OWN}
             ORDER BY {ann(dim)} <=> {ann(dim, q)}
             LIMIT {int(k)}
         ) n
