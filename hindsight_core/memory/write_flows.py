@@ -127,7 +127,9 @@ class WriteFlows(MemoryBase):
             )
         )[0]
         if gate["unanalyzed"] and not gate["exact"]:
-            yield from Unit(_analyze())
+            analyzed = yield from Unit(_analyze(), gives_up=True)
+            if not analyzed:  # queued behind DDL (a reindex) waiting for this transaction
+                yield Sql(scan_sql.ANALYZE, fetch="none")
         exact = (
             exact_neighbours(matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS)
             if gate["exact"]
@@ -169,10 +171,13 @@ class WriteFlows(MemoryBase):
         return plan.results
 
 
-def _analyze() -> Flow[None]:
+def _analyze() -> Flow[bool]:
     """Statistics for the records' table (``scan_sql.ANALYZE``), committed on a
-    connection of its own: the write's lookups are planned with them."""
+    connection of its own: the write's lookups (on the side connection too) are planned
+    with them. It gives up waiting for the table's lock (``Unit.gives_up``)."""
+    yield Sql(q.GIVE_UP_LOCKS, fetch="none")
     yield Sql(scan_sql.ANALYZE, fetch="none")
+    return True
 
 
 class RecordFlows(WriteFlows, CurationFlows):

@@ -120,7 +120,12 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
             elif kind is Migrate:
                 reply = yield io.migrate, None
             elif kind is Unit:
-                reply = yield io.unit, req.flow  # type: ignore[union-attr]
+                try:
+                    reply = yield io.unit, req.flow  # type: ignore[union-attr]
+                except HindsightError as exc:
+                    if not (req.gives_up and gave_up_waiting_for_lock(exc)):  # type: ignore[union-attr]
+                        raise
+                    reply = None
             else:
                 if conn is None and kind is Sql and req.autocommit:  # type: ignore[union-attr]
                     conn, cur, cold = io.conns.take(req.timeout_ms) if reuse else (None, None, [])  # type: ignore[union-attr]

@@ -155,9 +155,15 @@ class Pipelined:
 class Unit(Generic[R]):
     """Run ``flow`` as a unit of its own, on another connection, committed before the
     reply (its return value) comes back: for set-up that must hold even if the
-    operation that triggered it fails afterwards."""
+    operation that triggered it fails afterwards.
+
+    ``gives_up``: when a statement of ``flow`` gave up waiting for a lock (its
+    ``lock_timeout``, which ``flow`` sets), the reply is None, nothing of it committed,
+    instead of the error: the flow does the work itself, in its transaction.
+    """
 
     flow: Generator[Any, Any, R]
+    gives_up: bool = False
 
     def __iter__(self) -> Generator[Unit[R], Any, R]:
         """``result = yield from Unit(flow)``: the sub-flow's result."""

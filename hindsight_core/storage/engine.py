@@ -25,7 +25,7 @@ from ..errors import (
 )
 from ..settings import Settings
 from . import embedded
-from .experiences_sql import DEDUP_EF_SEARCH
+from .experiences_sql import DEDUP_EF_SEARCH, GIVE_UP_LOCK_MS
 from .vectors import ADAPTERS
 
 VECTOR_HELP = (
@@ -100,7 +100,7 @@ def _side_args(settings: Settings) -> dict[str, Any]:
         **args["connect_args"],
         "options": (
             args["connect_args"]["options"]
-            + f" -c hnsw.ef_search={DEDUP_EF_SEARCH} -c lock_timeout={SIDE_LOCK_TIMEOUT_MS}"
+            + f" -c hnsw.ef_search={DEDUP_EF_SEARCH} -c lock_timeout={GIVE_UP_LOCK_MS}"
         ),
     }
     return {
@@ -112,17 +112,18 @@ def _side_args(settings: Settings) -> dict[str, Any]:
     }
 
 
-# How long a side connection's read waits for a lock (ms): only DDL (a reindex dropping
-# the index, a migration) makes a plain read wait, and then the read is rerun in the
-# writing transaction, which already holds a lock on the table (so it goes first).
-SIDE_LOCK_TIMEOUT_MS = 200
 LOCK_NOT_AVAILABLE = "55P03"
 
 
-def gave_up_waiting_for_lock(exc: BaseException) -> bool:
-    """Whether ``exc`` (a driver error) is a statement ended by ``lock_timeout``."""
-    orig = getattr(exc, "orig", None) or exc
-    return str(getattr(orig, "sqlstate", None) or "") == LOCK_NOT_AVAILABLE
+def gave_up_waiting_for_lock(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (a driver error, or a Hindsight error raised from one) is a
+    statement ended by ``lock_timeout`` (``experiences_sql.GIVE_UP_LOCK_MS``)."""
+    while exc is not None:
+        orig = getattr(exc, "orig", None) or exc
+        if str(getattr(orig, "sqlstate", None) or "") == LOCK_NOT_AVAILABLE:
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def create_side_engine(settings: Settings, engine: sa.Engine) -> sa.Engine:

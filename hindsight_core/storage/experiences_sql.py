@@ -346,4 +346,13 @@ def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:
 # ``scan_sql.DEDUP_VECTORS``.
 DEDUP_EF_SEARCH = 40
 
+# How long a write's helper statement on a connection of its own (a side connection's
+# dedup lookup, a new table's ANALYZE) waits for a lock (ms). Only DDL makes them wait
+# so long: a reindex dropping the index or locking writers out, queued behind the
+# write's transaction, which waits for them (a cycle through the client the server
+# cannot see). Then they run in that transaction, which holds the table's lock, so
+# goes first (``runtime/driver.py``: ``Pipelined.again``, ``Unit.gives_up``).
+GIVE_UP_LOCK_MS = 200
+GIVE_UP_LOCKS = sa.text(f"SELECT set_config('lock_timeout', '{GIVE_UP_LOCK_MS}', true)")
+
 SET_LOCAL_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, true)")
