@@ -16,8 +16,9 @@ import sqlalchemy as sa
 from hindsight_core import CallableEmbedder, Memory, Settings
 from hindsight_core.items import ItemIndex, Items, PutItem
 from hindsight_core.models import ns_key
-from hindsight_core.storage.fulltext_sql import K1, B
+from hindsight_core.storage.fulltext_sql import K1, B, common_terms_sql
 from hindsight_core.text import search_document, tokens
+from tests._stats import analyze
 
 rank_bm25 = pytest.importorskip("rank_bm25", reason="rank_bm25 is in the dev extra")
 
@@ -99,16 +100,29 @@ def _assert_agrees(found: list[tuple[int, float]], expected: list[float]) -> Non
     assert max(ratio) == pytest.approx(min(ratio), rel=1e-6)
 
 
-def test_record_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
-    mem = Memory(("kw", "records"), settings=keyword_only, embedder=EMB)
-    records = [{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in DOCS]
-    ids = [str(r.id) for r in mem.write_many(records)]
-    docs = [tokens(search_document(r["lesson"], r["trigger"], r["scene"])) for r in records]
+RECORDS = [{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in DOCS]
+
+
+def _assert_records_agree(mem: Memory, ids: list[str]) -> None:
+    """``mem``'s namespace holds RECORDS (with ``ids``): its ranking is rank_bm25's."""
+    docs = [tokens(search_document(r["lesson"], r["trigger"], r["scene"])) for r in RECORDS]
     hits = mem.search(_fill(QUERY), top_k=10)
     found = [
         (ids.index(str(h.record.id)), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0
     ]
     _assert_agrees(found, _reference(docs, _fill(QUERY)))
+
+
+def _assert_items_agree(items: Items, ns: tuple[str, ...]) -> None:
+    """``ns`` holds DOCS as items keyed by position: its ranking is rank_bm25's."""
+    hits = items.search(ns, query=_fill(QUERY), limit=10)
+    found = [(int(h.item.key), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0]
+    _assert_agrees(found, _reference([tokens(_fill(d)) for d in DOCS], _fill(QUERY)))
+
+
+def test_record_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
+    mem = Memory(("kw", "records"), settings=keyword_only, embedder=EMB)
+    _assert_records_agree(mem, [str(r.id) for r in mem.write_many(RECORDS)])
     mem.close()
 
 
@@ -121,9 +135,50 @@ def test_item_ranking_agrees_with_rank_bm25(keyword_only: Settings) -> None:
     items.batch(
         [PutItem(("kw", "other"), str(i), {"text": _fill("{amber} {birch}")}) for i in range(20)]
     )
-    hits = items.search(ns, query=_fill(QUERY), limit=10)
-    found = [(int(h.item.key), h.breakdown.keyword) for h in hits if h.breakdown.keyword > 0]
-    _assert_agrees(found, _reference([tokens(_fill(d)) for d in DOCS], _fill(QUERY)))
+    _assert_items_agree(items, ns)
+    mem.close()
+
+
+# A big namespace beside the small one: every one of its documents holds {jade} (3 of
+# the small namespace's 10 hold it), 8 of its 200 hold {amber} (4 of the 10): both are
+# common in the table (ANALYZE: more than COMMON_TERM_SHARE of its rows), one much more,
+# one much less than in the small namespace.
+BIG = ["{jade} " + ("{amber} " if k % 25 == 0 else "") + f"bulk{k} filler" for k in range(200)]
+
+
+def _assert_common(url: str, table: str, limit: int) -> None:
+    analyze(url, table)  # the statistics that make the two terms common (tests/_stats)
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        common = {r[0] for r in conn.execute(common_terms_sql(table), {"limit": limit})}
+    engine.dispose()
+    assert {W["jade"], W["amber"]} <= common, "the test needs both terms common in the table"
+
+
+def test_record_ranking_ignores_other_namespaces_common_terms(keyword_only: Settings) -> None:
+    """Terms common in the table take the small namespace's own document frequencies
+    (they took the table's share scaled to the namespace: other tenants' data moved
+    this one's ranking)."""
+    big = Memory(("kw", "big"), settings=keyword_only, embedder=EMB)
+    big.write_many([{"scene": "s", "trigger": "t", "lesson": _fill(d)} for d in BIG])
+    ids = [str(r.id) for r in big.write_many(RECORDS, namespace=("kw", "small"))]
+    _assert_common(keyword_only.database_url or "", "hindsight_experiences", 200)
+    mem = Memory(("kw", "small"), settings=keyword_only, embedder=EMB)
+    _assert_records_agree(mem, ids)
+    mem.close()
+    big.close()
+
+
+def test_item_ranking_ignores_other_namespaces_common_terms(keyword_only: Settings) -> None:
+    mem = Memory(("kw",), settings=keyword_only, embedder=EMB)
+    index = ItemIndex(dims=DIM, fields=("text",))
+    items = Items(mem, index=index)
+    items.batch([PutItem(("kw", "big"), str(i), {"text": _fill(d)}) for i, d in enumerate(BIG)])
+    ns = ("kw", "small")
+    items.batch([PutItem(ns, str(i), {"text": _fill(d)}) for i, d in enumerate(DOCS)])
+    _assert_common(keyword_only.database_url or "", "hindsight_item_vectors", 200)
+    items = Items(mem, index=index)  # a new cache of common terms
+    _assert_items_agree(items, ns)
     mem.close()
 
 

@@ -114,17 +114,15 @@ async def test_async_sweeper_and_ttl(settings: Settings, ns) -> None:
 
 
 def test_hybrid_ranking_fuses_keyword_semantic_and_recency(
-    settings: Settings, fresh_db: str, embedder, ns
+    settings: Settings, embedder, ns
 ) -> None:
-    # A database of its own: a term that ANALYZE finds common in the whole table takes
-    # its document frequency from that share (fulltext_sql.bm25_ctes), and the session's
-    # shared table holds many "rotate the API keys" items of other tests, which made this
-    # namespace's IDF for them high (keyword 0.97) whenever autovacuum had analyzed it.
+    # The session's shared table: it holds many "rotate the API keys" items of other
+    # tests, so ANALYZE finds those terms common in the table; their document frequency
+    # here is still this namespace's own (fulltext_sql.bm25_ctes; it was the table's
+    # share scaled to these 4 items: keyword 0.97 whenever autovacuum had analyzed it).
     now = datetime.now(UTC)
     clock = [now - timedelta(days=400)]
-    memory = Memory(
-        settings=settings, database_url=fresh_db, embedder=embedder, clock=lambda: clock[0]
-    )
+    memory = Memory(settings=settings, embedder=embedder, clock=lambda: clock[0])
     store = HindsightStore(
         memory=memory, index={"dims": embedder.dim, "embed": embedder, "fields": ["text"]}
     )
@@ -134,6 +132,7 @@ def test_hybrid_ranking_fuses_keyword_semantic_and_recency(
     store.put(ns, "new", {"text": "Rotate the API keys of the billing service"})
     store.put(ns, "kw", {"text": "zx81 cartridge firmware checksum"})
     store.put(ns, "other", {"text": "Water the office plants on Fridays"})
+    analyze(settings.database_url or "", "hindsight_item_vectors")  # tests/_stats
 
     hits = store.search(ns, query="rotate billing API keys")
     assert [h.key for h in hits[:2]] == ["new", "old"]  # same text: recency decides

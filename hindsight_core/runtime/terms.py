@@ -3,8 +3,9 @@
 Recall (experience records) and item search bound their keyword scan the same way:
 terms that ANALYZE's statistics put in more rows than ``keyword_scan_limit``, or in
 more than 2 % of the rows (``fulltext_sql.COMMON_TERM_SHARE``), do not generate
-keyword candidates (they still count in the keyword score, with the document
-frequency their share of the table implies). The set comes
+keyword candidates (they still count in the keyword score, with the namespace's own
+document frequency where it is small enough to count: ``fulltext_sql.bm25_ctes``). The
+set comes
 from ``pg_stats`` (:func:`storage.fulltext_sql.common_terms_sql`) and is cached
 for a minute, so a search costs no extra round trip most of the time.
 """
@@ -37,7 +38,8 @@ class CommonTerms:
 
     def flow(self, limit: int, autocommit: bool = False) -> Flow[Mapping[str, float]]:
         """The terms estimated to occur in more than ``limit`` rows, each with the share
-        of the table's rows that hold it (BM25 takes their document frequency from it)."""
+        of the table's rows that hold it (BM25 scales it to a namespace that is nearly
+        the whole table, instead of counting)."""
         now = time.monotonic()
         cached = self._cached
         if cached is not None and cached[1] == limit and now - cached[0] < self.ttl:

@@ -42,7 +42,13 @@ COMMON_TERM_SHARE = 0.02
 
 # Document frequencies of the query's uncommon terms are counted up to this many rows
 # (a term that ANALYZE missed as common stops counting there: its IDF is then a bound).
+# A namespace of at most this many live records has its common terms counted too, in
+# one pass over its rows (see bm25_ctes).
 DF_CAP = 2000
+# A common term's share of the table stands for its share of a namespace only where the
+# other namespaces hold at most this share of the term's rows (a namespace that is
+# (nearly) the whole table): its document frequency is then off by at most that much.
+FOREIGN_SHARE = 0.1
 
 
 @lru_cache(maxsize=8)
@@ -51,8 +57,9 @@ def common_terms_sql(table: str) -> sa.TextClause:
     than ``:limit`` rows, or in more than ``COMMON_TERM_SHARE`` of them) that ranking
     their matches would cost more than it tells, with the share of rows holding them;
     recall and item search leave them out of keyword candidate generation (they still
-    count in the score) and take their document frequency from that share (see
-    :func:`bm25_ctes`). Shared through ``runtime.terms.CommonTerms``."""
+    count in the score, with a document frequency :func:`bm25_ctes` counts in small
+    namespaces and takes from that share in a namespace that is nearly the whole
+    table). Shared through ``runtime.terms.CommonTerms``."""
     return sa.text(
         f"""
         SELECT m.term, m.freq FROM pg_stats s,
@@ -84,7 +91,7 @@ def tsquery_literal(terms: list[str]) -> str | None:
     return " | ".join(f"'{t}'" for t in terms) or None
 
 
-def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str) -> str:
+def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str) -> str:
     """CTEs ``kw_st`` (``n``: documents, ``avgdl``), ``kw_idf`` (``term``, ``df``, ``w``:
     IDF) and ``kw_mass`` (``mass``: the summed IDF of the query's terms, of those that
     occur in the collection unless ``:kw_whole``, at least ``MIN_MASS_SHARE``'s IDF)
@@ -98,12 +105,35 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str) -> str:
             collection's counters, kept by triggers in the writers' transactions
             (migration 0009): exact for the statement's snapshot.
         tbl: the counters' table tag (``e``, ``i``).
+        own: ``docs`` in a form an index on ``key`` serves (the namespace's own rows).
+        key: the columns of that index, in its order.
 
     A term's document frequency is counted in the collection at query time through
     the GIN index, so it is exact for the statement's snapshot under any concurrent
-    writes, deletes, merges or archiving; terms common in the whole table (``:kw_freq``
-    not NULL, from ANALYZE's statistics, see :func:`common_terms_sql`) would cost a
-    scan of thousands of rows, so theirs is that share of the collection's size.
+    writes, deletes, merges or archiving. Counting a term common in the whole table
+    (``:kw_freq`` not NULL: its share of the table's rows, from ANALYZE's statistics,
+    see :func:`common_terms_sql`) that way would read thousands of rows, most of them
+    other namespaces', so its document frequency is, in this order:
+
+    - its share of the table times the collection's size, where the collection is
+      (nearly) the whole table: the rows of other namespaces (``reltuples`` minus the
+      collection's) are at most ``FOREIGN_SHARE`` of the term's (one tenant per
+      table, as bench_recall's: no cost added);
+    - counted in the collection's own rows when it has at most ``DF_CAP`` of them: one
+      pass over them through ``key``'s index for all such terms (``kw_own``, read
+      only when a term needs it), at most the namespace's rows;
+    - counted through the GIN index like an uncommon term when the table holds at
+      most ``DF_CAP`` rows with it;
+    - else that share of the collection's size: an estimate (a term in thousands of
+      rows, in a namespace of thousands of records beside others).
+
+    The share scaled to a small namespace was wrong both ways: a term in every record
+    of a big tenant and in 3 of a small one's 10 got the IDF floor there, a term in 4
+    of the 10 and few other rows a high IDF (tests/test_core_keyword.py). The ``ORDER
+    BY`` of ``kw_own`` keeps a sequential scan out of its plan: the namespace's
+    estimated share (a generic one: the namespace is an InitPlan parameter) is large
+    when the table holds a few namespaces, and a scan of the whole table, cut by
+    ``LIMIT`` only after the namespace's rows, then looked cheaper than the index.
     Parameters: :func:`bm25_params`.
 
     The term arrays reach the planner as InitPlan parameters: as values, ``unnest``'s
@@ -114,19 +144,31 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str) -> str:
     counts in their sub-select: pulled up, the count was copied into each of the
     three expressions that use ``df`` and ran three times per term.
     """
+    rows = "(SELECT rows FROM kw_tab)"
     return f"""kw_st AS (
             SELECT GREATEST(COALESCE(sum(s.docs), 0), 1)::float8 AS n,
                 GREATEST(COALESCE(sum(s.total_len)::float8 / NULLIF(sum(s.docs), 0), 1), 1)
                     AS avgdl
             FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
+        ), kw_tab AS (
+            SELECT GREATEST(c.reltuples, 0) AS rows FROM pg_class c
+            WHERE c.oid = CAST('{table}' AS regclass)
+        ), kw_own AS MATERIALIZED (
+            SELECT d.search_tsv FROM {table} d WHERE {own} ORDER BY {key} LIMIT {DF_CAP}
         ), kw_idf AS (
             SELECT t.term, t.q, t.df, GREATEST(ln((st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)),
                                     {IDF_FLOOR}) AS w
             FROM (
-                SELECT t.term, t.q, CASE WHEN t.freq IS NOT NULL
+                SELECT t.term, t.q, CASE
+                    WHEN t.freq IS NOT NULL AND {rows} - (SELECT n FROM kw_st)
+                        <= {FOREIGN_SHARE} * t.freq * {rows}
                     THEN t.freq * (SELECT n FROM kw_st)
-                    ELSE (SELECT count(*) FROM (SELECT 1 FROM {table} d
+                    WHEN t.freq IS NOT NULL AND (SELECT n FROM kw_st) <= {DF_CAP}
+                    THEN (SELECT count(*) FROM kw_own o WHERE o.search_tsv @@ t.q)
+                    WHEN t.freq IS NULL OR t.freq * {rows} <= {DF_CAP}
+                    THEN (SELECT count(*) FROM (SELECT 1 FROM {table} d
                           WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)
+                    ELSE t.freq * (SELECT n FROM kw_st)
                     END AS df
                 FROM unnest((SELECT CAST(:kw_terms AS text[])),
                             (SELECT CAST(:kw_tsq AS tsquery[])),

@@ -169,6 +169,8 @@ def hybrid_search_sql(
                 docs=prefix_condition(n_labels, UNINDEXED_NS.format("d.ns")),
                 stats=prefix_condition(n_labels, "s.ns"),
                 tbl="i",
+                own=prefix_condition(n_labels, "d.ns"),
+                key="d.ns, d.key, d.field",
             )
             + ","
         )

@@ -113,6 +113,8 @@ def search_sql(
                 docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
                 stats=f"s.ns = {ns}",
                 tbl="e",
+                own=f"d.ns = {ns} AND d.archived_at IS NULL",
+                key="d.ns, d.id",
             )
             + ","
         )
