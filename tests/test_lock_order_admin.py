@@ -9,7 +9,6 @@ go: before the fixes, the two then waited for each other (SQLSTATE 40P01, one fa
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -23,6 +22,7 @@ from _locks import (
     hold_namespace,
     in_thread,
     memory,
+    stalled,
     wait_until_blocked,
 )
 from _pool import tagged
@@ -215,12 +215,6 @@ def test_eviction_everywhere_holds_no_lock_while_its_chunks_run(
     assert maintained[0].archived == 2 and reindexed[0].reembedded == 2
 
 
-WAITS_FOR_TABLE = sa.text(
-    "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
-    " AND wait_event_type = 'Lock' AND wait_event = 'relation'"
-)
-
-
 def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
     fresh_db: str, admin: sa.Engine
 ) -> None:
@@ -243,8 +237,7 @@ def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
     writer.list_records()
     reindexer.list_records()
     batch = [{"trigger": "t", "lesson": f"New lesson {i}"} for i in range(351)]
-    states: list[str] = []
-    stalled = False
+    hung = False
     try:
         with admin.connect() as holder:  # the first stage's insert waits for the counter
             holder.execute(sa.text(RECORDS_COUNTER + " FOR UPDATE"), {"ns": ns_key(ns)}).all()
@@ -254,15 +247,7 @@ def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
                 reindexing, reindexed = in_thread(lambda: reindexer.reindex(force=True))
                 wait_until_blocked(admin, app_r)
                 holder.rollback()  # the insert goes on, the next look-up meets the reindex
-                deadline = time.monotonic() + 20  # before the statement timeout ends it
-                with admin.connect() as conn:
-                    while writing.is_alive() and time.monotonic() < deadline:
-                        if conn.execute(WAITS_FOR_TABLE, {"app": app_w}).scalar():
-                            states = list(conn.execute(BLOCKERS, {"app": app_r}).scalars())
-                        writing.join(0.02)
-                stalled = writing.is_alive()
-                if stalled:  # the hang the server cannot see: end it, then report it
-                    end(admin, app_w, app_r)
+                hung = stalled(admin, writing, app_w, app_r)
             finally:
                 holder.rollback()
                 writing.join()
@@ -270,7 +255,7 @@ def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
     finally:
         writer.close()
         reindexer.close()
-    assert not stalled, f"the reindex waited for a write that waited (its blockers: {states})"
+    assert not hung, "the reindex waited for a write that waited"
     failed = [r for r in (*wrote, *reindexed) if isinstance(r, BaseException)]
     assert not failed, failed
     assert [r.status for r in wrote[0]] == ["inserted"] * 351

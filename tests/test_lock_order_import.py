@@ -12,10 +12,10 @@ import sqlalchemy as sa
 from _locks import (
     EMB,
     RECORDS_COUNTER,
-    end,
     export_lines,
     in_thread,
     memory,
+    stalled,
     wait_until_blocked,
 )
 from _pool import tagged
@@ -172,7 +172,7 @@ def test_an_import_analyzing_the_table_and_a_reindex_do_not_hang(
     reindexer.list_records()
     plain = json.dumps({"namespace": list(ns), "trigger": "t", "lesson": "A plain lesson"})
     lines = [*export_lines(*[ns] * 30), plain]
-    stalled = False
+    hung = False
     try:
         with admin.connect() as holder:  # the restore's insert waits for the counter
             holder.execute(sa.text(RECORDS_COUNTER + " FOR UPDATE"), {"ns": ns_key(ns)}).all()
@@ -182,10 +182,7 @@ def test_an_import_analyzing_the_table_and_a_reindex_do_not_hang(
                 reindexing, reindexed = in_thread(reindexer.reindex)
                 wait_until_blocked(admin, app_r)
                 holder.rollback()  # the restore goes on; the write's ANALYZE meets the reindex
-                importing.join(20)  # before the statement timeout ends the hang
-                stalled = importing.is_alive()
-                if stalled:  # the hang the server cannot see: end it, then report it
-                    end(admin, app_i, app_r)
+                hung = stalled(admin, importing, app_i, app_r)
             finally:
                 holder.rollback()
                 importing.join()
@@ -193,7 +190,7 @@ def test_an_import_analyzing_the_table_and_a_reindex_do_not_hang(
     finally:
         importer.close()
         reindexer.close()
-    assert not stalled, "the import's ANALYZE waited for a reindex that waited for the import"
+    assert not hung, "the import's ANALYZE waited for a reindex that waited for the import"
     failed = [r for r in (*imported, *reindexed) if isinstance(r, BaseException)]
     assert not failed, failed
     assert imported[0]["imported"] == 31
