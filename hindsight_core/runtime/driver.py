@@ -185,9 +185,7 @@ def _fetch(
 def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Step, Any, None]:
     """Stage ``k``'s write on ``conn`` while stage ``k + 1``'s read runs on a side
     connection and its step on the client; with no side connection free, every read
-    first, on ``conn`` (then only the steps overlap the writes). A side read that gave
-    up waiting for a lock (DDL queued behind this transaction) and the reads after it
-    run on ``conn`` as ``req.again``, each once the write in flight is done."""
+    first, on ``conn`` (then only the steps overlap the writes)."""
     side = (yield io.side, None) if any(r is not None for r in req.reads[1:]) else None
     pending: Any = None  # the write in flight
     try:
@@ -202,22 +200,9 @@ def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Ste
             elif read is None:
                 rows = []
             else:
-                if side is not None:
-                    try:
-                        rows = yield io.execute, (side, read)
-                    except DB_ERRORS as exc:
-                        if not req.again or not gave_up_waiting_for_lock(exc):
-                            raise
-                        # Queued behind DDL waiting for this transaction: the side
-                        # connection goes, the rest read in the transaction.
-                        closing, side = side, None
-                        yield io.close, closing
-                if side is None:  # on conn, once the write in flight is done
-                    if pending is not None:
-                        done, pending = pending, None
-                        yield io.wait, done
-                    again = req.again[k]
-                    rows = [] if again is None else (yield io.execute, (conn, again))
+                rows, pending = yield from _or_again(
+                    io, conn, req, k, pending, (io.execute, (side, read))
+                )
             if pending is None:  # nothing in flight: the step runs here, like the flow
                 write = req.step(k, rows)
             else:
@@ -239,6 +224,24 @@ def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Ste
         raise
     if side is not None:
         yield io.close, side
+
+
+def _or_again(
+    io: SyncIO | AsyncIO, conn: Any, req: Pipelined, k: int, pending: Any, read: Step
+) -> Generator[Step, Any, tuple[Rows, Any]]:
+    """Stage ``k``'s side read (the step ``read``), or, when it gave up waiting for a
+    lock (DDL queued behind this transaction, which would wait for the read: a cycle
+    the server cannot see), ``req.again[k]`` on ``conn``, once the write in flight
+    (``pending``) is done. The rows, and the write still in flight."""
+    try:
+        return (yield read), pending
+    except DB_ERRORS as exc:
+        if not req.again or not gave_up_waiting_for_lock(exc):
+            raise
+    if pending is not None:
+        yield io.wait, pending
+    again = req.again[k]
+    return ([] if again is None else (yield io.execute, (conn, again))), None
 
 
 def _each(op: Callable[[Any], Any], args: Iterable[Any]) -> Generator[Step, Any, None]:
