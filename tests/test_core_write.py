@@ -350,7 +350,12 @@ def test_dedup_lookup_is_exact_for_a_small_namespace_of_a_large_table(fresh_db: 
             row = (
                 conn.execute(
                     scan_sql.DEDUP_VECTORS,
-                    {"ns": mem.namespace_key(None), "cap": cap, "cap_small": cap_small},
+                    {
+                        "ns": mem.namespace_key(None),
+                        "cap": cap,
+                        "cap_small": cap_small,
+                        "triggers": False,
+                    },
                 )
                 .mappings()
                 .one()

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from hindsight_core import Memory, Settings
+from hindsight_core.dedup_veto import merge_veto
 from hindsight_core.embeddings import embedder_from_settings, profile_for, profile_from_settings
 from hindsight_core.embeddings.profiles import parse_languages
 from hindsight_core.errors import ConfigurationError
-from hindsight_core.text import merge_veto
 
 # Hand-written for these tests (not the benchmark's pairs): different lessons that
 # share their sentence, and rewordings.

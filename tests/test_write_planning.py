@@ -17,6 +17,7 @@ from itertools import count
 import numpy as np
 import pytest
 
+from hindsight_core.dedup_veto import merge_veto
 from hindsight_core.memory.write_plan import (
     Planner,
     exact_neighbours,
@@ -27,7 +28,7 @@ from hindsight_core.memory.write_plan import (
     write_stages,
 )
 from hindsight_core.models import parse_experience
-from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text, merge_veto
+from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 THRESHOLD = 0.92

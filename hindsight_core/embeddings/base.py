@@ -26,7 +26,7 @@ class Embedder(Protocol):
         model_name: recorded in the database; opening it with another model is an error.
         dim: the vector dimension.
         languages: ISO codes the model handles well, or ``None`` for "multilingual".
-            Dedup is stricter for text in other languages (see ``text.merge_veto``).
+            Dedup is stricter for text in other languages (see ``dedup_veto.merge_veto``).
     """
 
     @property

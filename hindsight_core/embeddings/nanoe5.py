@@ -7,7 +7,7 @@ English task description. It adds e5's ``query: `` / ``passage: `` prefixes itse
 
 Its cosines crowd near 1 (unrelated lessons up to 0.94, rewordings 0.94-0.99, minimal
 pairs such as "每批 1000 条" / "每批 100 条" 0.97-0.998), so its profile's dedup
-threshold is 0.96 and the lexical veto (``text.merge_veto``) does the rest.
+threshold is 0.96 and the lexical veto (``dedup_veto.merge_veto``) does the rest.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..dedup_veto import merge_veto, repeat_key
 from ..embeddings import as_matrix
 from ..embeddings.profiles import ENGLISH, cosine_floor
 from ..models import Namespace, WriteResult, raise_validation
@@ -17,7 +18,6 @@ from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql, Unit
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage.vectors import vectors_param
-from ..text import merge_veto
 from .base import MemoryBase
 from .curation import CurationFlows
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
@@ -59,7 +59,7 @@ class WriteFlows(MemoryBase):
         The cosine threshold alone merges different lessons: all-MiniLM-L6-v2 puts
         "increase the timeout" and "decrease the timeout" at 0.99, and two different
         Chinese lessons near 0.9. So a merge also needs no lexical veto
-        (``text.merge_veto``: negation, numbers, opposite terms, and for text the
+        (``dedup_veto.merge_veto``: negation, numbers, opposite terms, and for text the
         model does not cover, the same content words). The minimal-pair rule (one
         sentence with a word swapped or a detail added) applies whenever the cosine
         cannot tell such a pair from a rewording: with a multilingual model; with a
@@ -116,11 +116,19 @@ class WriteFlows(MemoryBase):
         # and compared exactly, in numpy: one statement, no approximate-search miss, and
         # in a small namespace of a large table 10x cheaper than the HNSW lookups (each
         # a filtered scan). Otherwise one HNSW lookup per record, a stage at a time.
+        # More than lesson and trigger embedded: a repeated lesson and trigger merges at
+        # any cosine (``write_plan.Planner``), found by its text.
+        keys = (
+            [repeat_key(p.lesson, p.trigger) for p in parsed]
+            if set(self.document_fields) - {"lesson", "trigger"}
+            else None
+        )
         gate = (
             yield from Sql(
                 scan_sql.DEDUP_VECTORS,
                 {
                     "ns": ns,
+                    "triggers": keys is not None,
                     "cap": EXACT_DEDUP_PER_RECORD * len(matrix),
                     "cap_small": min(EXACT_DEDUP_MAX, EXACT_DEDUP_SMALL_PER_RECORD * len(matrix)),
                 },
@@ -131,7 +139,9 @@ class WriteFlows(MemoryBase):
             if not analyzed:  # queued behind DDL (a reindex) waiting for this transaction
                 yield Sql(scan_sql.ANALYZE, fetch="none")
         exact = (
-            exact_neighbours(matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS)
+            exact_neighbours(
+                matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS, keys=keys
+            )
             if gate["exact"]
             else None
         )
@@ -141,6 +151,7 @@ class WriteFlows(MemoryBase):
             threshold=self.dedup_threshold,
             same_meaning=self.same_meaning,
             new_id=self._new_id,
+            keys=keys,
         )
         stages = write_stages(len(parsed), FIRST_STAGE_RECORDS, STAGE_RECORDS)
 

@@ -16,13 +16,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from ..dedup_veto import repeat_key
 from ..models import ExperienceIn, WriteResult
 from ..storage import fulltext_sql as fts
 from ..text import search_document, tokens
@@ -81,16 +82,24 @@ def by_record(rows: Sequence[Mapping[str, Any]], start: int) -> dict[int, list[d
 
 
 def exact_neighbours(
-    matrix: np.ndarray, row: Mapping[str, Any], *, threshold: float, most: int
+    matrix: np.ndarray,
+    row: Mapping[str, Any],
+    *,
+    threshold: float,
+    most: int,
+    keys: Sequence[Hashable] | None = None,
 ) -> dict[int, list[dict[str, Any]]]:
     """Stored records at ``threshold`` or above of each batch vector, compared exactly.
 
     Args:
         matrix: the batch's vectors, one a row.
         row: the reply of ``scan_sql.DEDUP_VECTORS``: the namespace's ``ids``,
-            ``lessons`` and ``vectors`` (pgvector's binary form, one after another).
+            ``lessons``, ``vectors`` (pgvector's binary form, one after another) and,
+            with ``keys``, ``triggers``.
         threshold: the dedup threshold (only pairs at it can merge).
         most: how many neighbours a record keeps, most similar first.
+        keys: per batch record, its ``dedup_veto.repeat_key``: a stored record with
+            the same key is a neighbour at any similarity, kept beyond ``most``.
     """
     neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
     if not row["ids"]:  # an empty namespace
@@ -106,6 +115,16 @@ def exact_neighbours(
         )
     for i, near in neighbours.items():
         neighbours[i] = sorted(near, key=lambda n: -n["similarity"])[:most]
+    if keys is not None:
+        stored_keys: dict[Hashable, list[int]] = defaultdict(list)
+        for j, (lesson, trigger) in enumerate(zip(lessons, row["triggers"], strict=True)):
+            stored_keys[repeat_key(lesson, trigger)].append(j)
+        for i, key in enumerate(keys):
+            seen = {n["id"] for n in neighbours.get(i, [])}
+            for j in stored_keys.get(key, ()):
+                if ids[j] not in seen:
+                    n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
+                    neighbours[i].append({**n, "key": key})
     return neighbours
 
 
@@ -118,6 +137,9 @@ class Planner:
     of it is planned (one of those may merge into it: ``WritePlan.absorbed`` and
     ``scenes``); the batch's similarities are known up front, so most rows are final
     at once. Planning in slices decides exactly what planning at once does.
+
+    With ``keys`` (``dedup_veto.repeat_key`` per record), a record repeating a stored
+    or earlier record's lesson and trigger merges into it at any similarity.
     """
 
     def __init__(
@@ -128,9 +150,10 @@ class Planner:
         threshold: float,
         same_meaning: SameMeaning,
         new_id: Callable[[], uuid.UUID],
+        keys: Sequence[Hashable] | None = None,
     ) -> None:
         self.plan = WritePlan()
-        self._records, self._sims = records, sims
+        self._records, self._sims, self._keys = records, sims, keys
         self._same_meaning, self._new_id = same_meaning, new_id
         # Earlier records of the batch at the threshold, per record, found at once: most
         # records have none, and picking a row's inserts one record at a time
@@ -140,6 +163,14 @@ class Planner:
         for i, j in zip(*np.nonzero(np.tril(sims >= threshold, -1)), strict=True):
             self._earlier[int(i)].append(int(j))
             self._last_later[int(j)] = int(i)  # rows in order: the last is the largest
+        if keys is not None:
+            first: dict[Hashable, list[int]] = defaultdict(list)
+            for i, key in enumerate(keys):
+                for j in first[key]:
+                    if j not in self._earlier[i]:
+                        self._earlier[i].append(j)
+                    self._last_later[j] = max(self._last_later.get(j, i), i)
+                first[key].append(i)
         self._planned = 0
         self._waiting: list[int] = []  # inserts a later record may still merge into
 
@@ -165,6 +196,7 @@ class Planner:
                 self._earlier.get(i, ()),
                 self._sims,
                 self._same_meaning,
+                self._keys,
             )
             if target is None:
                 plan.inserts.append(i)
@@ -226,15 +258,24 @@ def _target(
     earlier: Sequence[int],
     sims: np.ndarray,
     same_meaning: SameMeaning,
+    keys: Sequence[Hashable] | None,
 ) -> tuple[uuid.UUID, float, int | None] | None:
     """The record that record ``i`` merges into (id, similarity, batch index or None
-    for a stored one), or None to insert it: the first stored neighbour that may merge,
-    unless an earlier insert of the batch (``earlier``: the earlier records at the
-    threshold, in batch order) is more similar and may merge too."""
+    for a stored one), or None to insert it: the first stored neighbour that may merge
+    (or repeats it: ``Planner``), unless an earlier insert of the batch (``earlier``: the
+    earlier records at the threshold or repeated, in batch order) is more similar and
+    may merge too."""
     lesson = records[i].lesson
+    key = keys[i] if keys is not None else None
+
+    def repeats(n: Mapping[str, Any]) -> bool:  # "key": found by it (``exact_neighbours``)
+        if key is None or "key" in n:
+            return key is not None and bool(n["key"] == key)
+        return "trigger" in n and repeat_key(n["lesson"], n["trigger"]) == key
+
     target: tuple[uuid.UUID, float, int | None] | None = None
     for n in near:
-        if same_meaning(lesson, n["lesson"], n["similarity"]):
+        if same_meaning(lesson, n["lesson"], n["similarity"]) or repeats(n):
             target = (n["id"], float(n["similarity"]), None)
             break
     # Earlier inserts, most similar first (stable: the earlier first on a tie).
@@ -242,7 +283,7 @@ def _target(
     for sim, j in sorted(inserted, key=lambda c: -c[0]):
         if target is not None and sim <= target[1]:
             break
-        if same_meaning(lesson, records[j].lesson, sim):
+        if same_meaning(lesson, records[j].lesson, sim) or (keys is not None and keys[j] == key):
             return (plan.ids[j], sim, j)
     return target
 

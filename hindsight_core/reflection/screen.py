@@ -25,10 +25,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..dedup_veto import merge_veto
 from ..errors import ValidationError
 from ..models import parse_experience
 from ..settings import Settings
-from ..text import CJK_RANGES, merge_veto
+from ..text import CJK_RANGES
 from .evidence import (
     Run,
     affirmed_units,

@@ -123,9 +123,9 @@ def nearest_many(dim: int, k: int = 3, *, own_rows: bool = True) -> sa.TextClaus
     return sa.text(
         f"""
         WITH q AS MATERIALIZED ({unpack_sql("vectors", dim, "CAST(:n AS int)")})
-        SELECT q.i AS i, n.id, n.lesson, n.similarity
+        SELECT q.i AS i, n.id, n.lesson, n.trigger, n.similarity
         FROM q CROSS JOIN LATERAL (
-            SELECT e.id, e.lesson, 1 - ({vec(dim)} <=> {q}) AS similarity
+            SELECT e.id, e.lesson, e.trigger, 1 - ({vec(dim)} <=> {q}) AS similarity
             FROM {T} e
             WHERE e.ns = :ns AND e.archived_at IS NULL{"" if own_rows else NOT_OWN}
             ORDER BY {ann(dim)} <=> {ann(dim, q)}

@@ -66,19 +66,21 @@ def items_exact_scan_sql(n_labels: int) -> sa.TextClause:
 # ``n`` and ``exact`` (false) come back, and the batch is looked up in the HNSW index,
 # with the search effort this statement sets for the rest of the transaction.
 # ``unanalyzed``: the table has no statistics yet (never analyzed: :data:`ANALYZE`).
+# ``triggers`` only with ``:triggers`` (``write_plan.exact_neighbours``: repeats).
 DEDUP_VECTORS = sa.text(
     f"""
     WITH c AS (SELECT count(*) AS n FROM (
             SELECT 1 FROM {T} x WHERE x.ns = :ns AND x.archived_at IS NULL
             LIMIT GREATEST(:cap, :cap_small) + 1) l),
         d AS (SELECT n, {_few_enough(":cap", ":cap_small", T)} AS exact FROM c)
-    SELECT d.n, d.exact, a.ids, a.lessons, a.vectors,
+    SELECT d.n, d.exact, a.ids, a.lessons, a.triggers, a.vectors,
         set_config('hnsw.ef_search', '{DEDUP_EF_SEARCH}', true) AS ef_search,
         (SELECT c.reltuples < 0 FROM pg_class c
          WHERE c.oid = CAST('{T}' AS regclass)) AS unanalyzed
     FROM d LEFT JOIN LATERAL (
         SELECT array_agg(e.id) AS ids,
                array_agg(e.lesson) AS lessons,
+               array_agg(e.trigger) FILTER (WHERE CAST(:triggers AS boolean)) AS triggers,
                string_agg(vector_send(e.embedding), ''::bytea) AS vectors
         FROM {T} e WHERE d.exact AND e.ns = :ns AND e.archived_at IS NULL) a ON true
     """
