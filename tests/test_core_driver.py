@@ -126,10 +126,11 @@ def _pipelined_flow(table: str, seen: list[tuple[int, int, int]]) -> Flow[int]:
 def test_pipelined_reads_see_the_table_as_before_the_writes(
     engine: sa.Engine, settings: Settings
 ) -> None:
-    """Stage k's write runs while stage k + 1 reads on the side connection (which does
-    not see the flow's uncommitted rows); with the side connection taken, every read
-    runs first, in the transaction. Either way each read sees no row of the flow's
-    writes, and all the writes are committed."""
+    """Stage 0 reads in the transaction (idle until its first write), stages 1 and on
+    on the side connection (which does not see the flow's uncommitted rows), while the
+    writes run; with the side connection taken, every read runs first, in the
+    transaction. Either way each read sees no row of the flow's writes, and all the
+    writes are committed."""
     table = "test_pipelined_" + uuid.uuid4().hex[:8]
     with engine.begin() as conn:
         conn.execute(sa.text(f"CREATE TABLE {table} (k int)"))
@@ -139,7 +140,8 @@ def test_pipelined_reads_see_the_table_as_before_the_writes(
         seen: list[tuple[int, int, int]] = []
         main = run_sync(lambda: _pipelined_flow(table, seen), conns, None)  # type: ignore[arg-type]
         assert [(k, n) for k, _, n in seen] == [(0, 0), (1, 0), (2, 0)]
-        assert {pid for _, pid, _ in seen} != {main} and len({p for _, p, _ in seen}) == 1
+        assert seen[0][1] == main, "stage 0 reads in the transaction"
+        assert main not in {pid for _, pid, _ in seen[1:]} and len({p for _, p, _ in seen[1:]}) == 1
         assert side.pool.checkedin() == 1, "the side connection went back to its pool"  # type: ignore[attr-defined]
         with side.connect():  # the side pool's only connection, taken
             seen.clear()

@@ -240,10 +240,12 @@ def test_which_text_counts_as_cjk_for_the_dedup_coverage(text: str, cjk: bool) -
 
 
 def test_planning_in_stages_decides_what_planning_at_once_does() -> None:
-    """``Planner.plan_until`` a slice at a time: the same results, and each insert's row
-    comes out once no later record of the batch may still merge into it (record 4
-    merges into record 0; record 1 into a stored record), so the rows built a stage at
-    a time equal the rows built at once."""
+    """``Planner.plan_stage`` a stage at a time, in ``Planner.order``: the records with
+    no other record of the batch at the threshold first (1, 2, 3, 5: each row final at
+    once), then the others in batch order (record 4 merges into record 0, whose row
+    waits for it). The same results as planning at once, and as the batch in order
+    (record 1 merges into a stored record), and the rows built a stage at a time equal
+    the rows built at once."""
     records = [
         rec("Check the extension first", "a"),
         rec("Use UTC timestamps"),
@@ -258,11 +260,17 @@ def test_planning_in_stages_decides_what_planning_at_once_does() -> None:
     neighbours = {1: [{"id": stored, "lesson": "Use UTC timestamps", "similarity": 0.99}]}
     at_once = plan(records, sims, neighbours)
     planner = Planner(records, sims, threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids())
-    ready = [planner.plan_until(hi, neighbours) for hi in (1, 3, 5, 6)]
+    assert planner.order == [1, 2, 3, 5, 0, 4]
+    ready = [
+        planner.plan_stage(planner.order[lo:hi], neighbours) for lo, hi in ((0, 2), (2, 5), (5, 6))
+    ]
     # record 0 waits for record 4 (at the threshold of it), then comes out with it
-    assert ready == [[], [2], [0, 3], [5]]
+    assert ready == [[2], [3, 5], [0]]
     staged = planner.plan
     assert staged.results == at_once.results
+    statuses = [r.status for r in staged.results]
+    assert statuses == ["inserted", "merged", "inserted", "inserted", "merged", "inserted"]
+    assert staged.results[4].id == staged.ids[0] and staged.results[1].id == stored
     assert staged.merges == at_once.merges and staged.absorbed == at_once.absorbed
     rows = [
         r
@@ -273,3 +281,49 @@ def test_planning_in_stages_decides_what_planning_at_once_does() -> None:
     key = lambda r: r["id"]  # noqa: E731
     assert sorted(rows, key=key) == sorted(whole, key=key)
     assert next(r for r in rows if r["id"] == staged.ids[0])["occurrences"] == 2
+    assert next(r for r in rows if r["id"] == staged.ids[0])["also_scenes"] == ["b"]
+
+
+def test_merges_into_a_stored_record_take_the_batch_in_order() -> None:
+    """Records planned out of batch order (a linked one after solo ones) merge into a
+    stored record as in batch order: its scenes, and the merges' order (rows and
+    events), follow the batch."""
+    records = [
+        rec("Use UTC timestamps", "s0"),
+        rec("Use UTC timestamps!", "s1"),
+        rec("Use UTC timestamps always", "s2"),
+        rec("Rotate the API token", "s3"),
+        rec("Rotate the API token now", "s4"),
+    ]
+    sims = np.eye(5, dtype=np.float32)
+    sims[0, 1] = sims[1, 0] = 0.95  # 0 and 1 are linked; 2 is not (0.90 to both)
+    sims[0, 2] = sims[2, 0] = sims[1, 2] = sims[2, 1] = 0.90
+    a, b = uuid.uuid4(), uuid.uuid4()
+    near_a = [{"id": a, "lesson": "Use UTC timestamps", "similarity": 0.99}]
+    neighbours = {
+        0: near_a,
+        1: near_a,
+        2: near_a,
+        3: [{"id": b, "lesson": "Rotate the API token", "similarity": 0.98}],
+    }
+    p = plan(records, sims, neighbours)
+    planner = Planner(records, sims, threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids())
+    assert planner.order == [2, 3, 4, 0, 1]
+    assert list(p.merges) == [a, b], "merges in the order of their first batch record"
+    assert p.merges[a].scenes == ["s0", "s1", "s2"] and p.merges[a].added == 3
+    assert [r.id for r in p.results[:4]] == [a, a, a, b]
+    assert p.inserts == [4]
+
+
+def test_records_are_looked_up_and_inserted_in_a_chain_of_near_neighbours() -> None:
+    """``Planner.order`` takes the solo records as a chain of near neighbours (each
+    next the most similar left, below the threshold here), so that consecutive HNSW
+    inserts and lookups walk one part of the graph; ``chained`` orders any rows so."""
+    records = [rec(f"Lesson number {n}") for n in range(5)]
+    sims = np.eye(5, dtype=np.float32)
+    for a, b, s in ((0, 3, 0.8), (3, 1, 0.7), (1, 4, 0.6), (0, 1, 0.5)):
+        sims[a, b] = sims[b, a] = s
+    planner = Planner(records, sims, threshold=THRESHOLD, same_meaning=same_meaning, new_id=ids())
+    assert planner.order == [0, 3, 1, 4, 2]
+    assert planner.chained([4, 2, 1]) == [4, 1, 2]
+    assert plan(records, sims).inserts == [0, 1, 2, 3, 4], "the plan keeps batch order"

@@ -40,10 +40,11 @@ DEDUP_NEIGHBOURS = 3
 EXACT_DEDUP_PER_RECORD = 2
 EXACT_DEDUP_SMALL_PER_RECORD = 20
 EXACT_DEDUP_MAX = 10_000
-# A batch is looked up, planned and inserted in slices (``write_plan.write_stages``):
-# a first small one, so that inserting starts soon, then STAGE_RECORDS at a time.
-# Each slice's inserts (an HNSW insert each, ~1 ms at 10k records: three quarters of
-# the batch's server time) run while the next slice is looked up and planned.
+# A batch is looked up, planned and inserted in stages (``write_plan.write_stages``, in
+# ``Planner.order``): a first small one, so that inserting starts soon, then
+# STAGE_RECORDS at a time.
+# Each stage's inserts (an HNSW insert each, ~1 ms at 10k records: three quarters of
+# the batch's server time) run while the next stages are looked up and planned.
 FIRST_STAGE_RECORDS = 100
 STAGE_RECORDS = 250
 
@@ -79,7 +80,7 @@ class WriteFlows(MemoryBase):
         return merge_veto(a, b, covered=covered, minimal_pairs=minimal_pairs) is None
 
     def _lookups(
-        self, ns: str, matrix: np.ndarray, stages: list[tuple[int, int]], exact: bool
+        self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool
     ) -> tuple[tuple[Sql | None, ...], tuple[Sql | None, ...]]:
         """Each stage's HNSW lookup of its records' stored neighbours (none when the
         namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record; and the same
@@ -90,7 +91,7 @@ class WriteFlows(MemoryBase):
         stmt = q.nearest_many(dim, DEDUP_NEIGHBOURS)
         not_own = q.nearest_many(dim, DEDUP_NEIGHBOURS, own_rows=False)
         params = [
-            {"ns": ns, "vectors": vectors_param(matrix[lo:hi]), "n": hi - lo} for lo, hi in stages
+            {"ns": ns, "vectors": vectors_param(matrix[stage]), "n": len(stage)} for stage in stages
         ]
         return tuple(Sql(stmt, p) for p in params), tuple(Sql(not_own, p) for p in params)
 
@@ -153,13 +154,15 @@ class WriteFlows(MemoryBase):
             new_id=self._new_id,
             keys=keys,
         )
-        stages = write_stages(len(parsed), FIRST_STAGE_RECORDS, STAGE_RECORDS)
+        order = planner.order
+        stages = [
+            order[lo:hi] for lo, hi in write_stages(len(order), FIRST_STAGE_RECORDS, STAGE_RECORDS)
+        ]
 
         def step(k: int, found: Rows) -> Sql | None:
             # Plan stage k from its lookup's rows; insert the rows that became final.
-            lo, hi = stages[k]
-            near = exact if exact is not None else by_record(found, lo)
-            ready = planner.plan_until(hi, near)
+            near = exact if exact is not None else by_record(found, stages[k])
+            ready = planner.plan_stage(stages[k], near)
             if not ready:
                 return None
             rows = insert_params(
@@ -168,7 +171,7 @@ class WriteFlows(MemoryBase):
                 ns=ns,
                 now=now,
                 vectors=lambda i: self._vector_fields(texts[i], matrix[i]),
-                which=ready,
+                which=planner.chained(ready),
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 

@@ -183,25 +183,33 @@ def _fetch(
 
 
 def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Step, Any, None]:
-    """Stage ``k``'s write on ``conn`` while stage ``k + 1``'s read runs on a side
-    connection and its step on the client; with no side connection free, every read
-    first, on ``conn`` (then only the steps overlap the writes)."""
+    """Stage ``k``'s write on ``conn`` while the later stages' reads run on a side
+    connection and stage ``k + 1``'s step on the client. The side connection reads
+    stages 1, 2, ... one after another from the start, ahead of the steps (reads do
+    not depend on them), while ``conn``, idle until the first write, reads stage 0.
+    With no side connection free, every read first, on ``conn`` (then only the steps
+    overlap the writes)."""
     side = (yield io.side, None) if any(r is not None for r in req.reads[1:]) else None
     pending: Any = None  # the write in flight
+    queued: list[Any] = []  # the side connection's reads, started in stage order
     try:
         ahead: list[Rows] | None = None
         if side is None:
             ahead = []
             for read in req.reads:
                 ahead.append([] if read is None else (yield io.execute, (conn, read)))
+        else:
+            queued = yield io.start_each, (side, (None, *req.reads[1:]))
         for k, read in enumerate(req.reads):
             if ahead is not None:
                 rows = ahead[k]
-            elif read is None:
+            elif k == 0:
+                rows = [] if read is None else (yield io.execute, (conn, read))
+            elif queued[k] is None:
                 rows = []
             else:
                 rows, pending = yield from _or_again(
-                    io, conn, req, k, pending, (io.execute, (side, read))
+                    io, conn, req, k, pending, (io.wait, queued[k])
                 )
             if pending is None:  # nothing in flight: the step runs here, like the flow
                 write = req.step(k, rows)
@@ -217,8 +225,10 @@ def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Ste
     except GeneratorExit:
         raise
     except BaseException:
-        if pending is not None:  # finished before its connection is closed
-            yield io.settle, pending
+        # Everything started finishes before its connection is closed.
+        for started in (pending, *queued):
+            if started is not None:
+                yield io.settle, started
         if side is not None:
             yield io.close, side
         raise

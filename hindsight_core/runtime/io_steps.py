@@ -8,7 +8,7 @@ the two classes differ only in how they wait.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import Any
@@ -96,6 +96,17 @@ class SyncIO:
         finally:
             pool.shutdown(wait=False)
 
+    def start_each(
+        self, arg: tuple[sa.Connection, Sequence[Sql | None]]
+    ) -> list[Future[Rows] | None]:
+        # One thread runs the statements one after another, in order, on ``conn``.
+        conn, reqs = arg
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            return [None if req is None else pool.submit(_execute, conn, req) for req in reqs]
+        finally:
+            pool.shutdown(wait=False)
+
     def wait(self, started: Future[Rows]) -> Rows:
         return started.result()
 
@@ -165,6 +176,19 @@ class AsyncIO:
 
     async def start(self, arg: tuple[AsyncConnection, Sql]) -> asyncio.Task[Rows]:
         return asyncio.ensure_future(_aexecute(*arg))
+
+    async def start_each(
+        self, arg: tuple[AsyncConnection, Sequence[Sql | None]]
+    ) -> list[asyncio.Task[Rows] | None]:
+        # A lock (FIFO) keeps the statements one after another, in order, on ``conn``.
+        conn, reqs = arg
+        turn = asyncio.Lock()
+
+        async def one(req: Sql) -> Rows:
+            async with turn:
+                return await _aexecute(conn, req)
+
+        return [None if req is None else asyncio.ensure_future(one(req)) for req in reqs]
 
     async def wait(self, started: asyncio.Task[Rows]) -> Rows:
         return await started
