@@ -483,3 +483,34 @@ def test_recall_statement_keeps_a_generic_plan(fresh_db: str) -> None:
         raw.close()
         mem.close()
     assert plans == [(3, 5)]
+
+
+def test_a_record_found_by_both_arms_comes_back_once(fresh_db: str) -> None:
+    """A record that is a semantic candidate and a keyword candidate at once comes out
+    of both arms of the recall statement with the same scores; ``DISTINCT ON`` keeps
+    one (``recall_sql.search_sql``), so the namespace's three records come back once
+    each, and the one holding the query's rare word with its keyword score."""
+    import uuid
+
+    def hash_vectors(texts: list[str]) -> np.ndarray:
+        seeds = [int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) for t in texts]
+        return np.stack([np.random.default_rng(s).standard_normal(16) for s in seeds])
+
+    emb = CallableEmbedder(hash_vectors, dim=16, model_name="hash-16")
+    word = "zq" + uuid.uuid4().hex[:8]
+    mem = Memory(("both",), settings=Settings(database_url=fresh_db), embedder=emb)
+    try:
+        mem.write_many(
+            [
+                {"trigger": "rotating keys", "lesson": f"Rotate the {word} keys monthly"},
+                {"trigger": "cache misses", "lesson": "Warm the cache before the release"},
+                {"trigger": "slow queries", "lesson": "Add the missing index first"},
+            ]
+        )
+        hits = mem.search(f"when to rotate {word}", top_k=5)
+    finally:
+        mem.close()
+    assert len(hits) == 3
+    assert len({h.record.id for h in hits}) == 3
+    tagged = [h for h in hits if word in h.record.lesson]
+    assert len(tagged) == 1 and tagged[0].breakdown.keyword > 0

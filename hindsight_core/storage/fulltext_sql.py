@@ -92,10 +92,11 @@ def tsquery_literal(terms: list[str]) -> str | None:
 
 
 def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str) -> str:
-    """CTEs ``kw_st`` (``n``: documents, ``avgdl``), ``kw_idf`` (``term``, ``df``, ``w``:
-    IDF) and ``kw_mass`` (``mass``: the summed IDF of the query's terms, of those that
-    occur in the collection unless ``:kw_whole``, at least ``MIN_MASS_SHARE``'s IDF)
-    for BM25 over ``table``.
+    """The CTE ``kw_idf``: one row per query term with its tsquery ``q``, document
+    frequency ``df`` and IDF ``w``, and on every row the collection's average length
+    ``avgdl`` and ``mass``, the summed IDF of the query's terms (of those that occur in
+    the collection unless ``:kw_whole``, at least ``MIN_MASS_SHARE``'s IDF), for BM25
+    over ``table`` (:func:`bm25_sql`).
 
     Args:
         table: the table holding ``search_tsv``, aliased ``d``.
@@ -142,48 +143,59 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
     PostgreSQL planned every recall anew (~0.9 ms of backend CPU per call at 100k
     records, ~1.4 ms of wall time at every size). ``OFFSET 0`` keeps the per-term
     counts in their sub-select: pulled up, the count was copied into each of the
-    three expressions that use ``df`` and ran three times per term.
+    expressions that use ``df`` and ran once per copy.
+
+    One CTE, the collection's constants on every row: each scalar sub-select
+    (``(SELECT avgdl FROM ...)``) is a plan node of its own, set up on every execution,
+    and one copied into several expressions runs once per copy. With a CTE each for
+    the counters, the IDF and their sum, the recall statement had ~56 plan nodes
+    (bench/README.md, "The recall statement's shape").
     """
+    floor_d = f"GREATEST(1, {MIN_MASS_SHARE} * t.n)"
     rows = "(SELECT rows FROM kw_tab)"
-    return f"""kw_st AS (
-            SELECT GREATEST(COALESCE(sum(s.docs), 0), 1)::float8 AS n,
-                GREATEST(COALESCE(sum(s.total_len)::float8 / NULLIF(sum(s.docs), 0), 1), 1)
-                    AS avgdl
-            FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
-        ), kw_tab AS (
+    return f"""kw_tab AS (
             SELECT GREATEST(c.reltuples, 0) AS rows FROM pg_class c
             WHERE c.oid = CAST('{table}' AS regclass)
         ), kw_own AS MATERIALIZED (
             SELECT d.search_tsv FROM {table} d WHERE {own} ORDER BY {key} LIMIT {DF_CAP}
-        ), kw_idf AS (
-            SELECT t.term, t.q, t.df, GREATEST(ln((st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)),
-                                    {IDF_FLOOR}) AS w
+        ), kw_idf AS MATERIALIZED (
+            SELECT t.q, t.df, t.w, t.avgdl,
+                GREATEST(COALESCE(sum(t.w) FILTER (WHERE t.df > 0 OR :kw_whole) OVER (), 0),
+                    GREATEST(ln((t.n - {floor_d} + 0.5) / ({floor_d} + 0.5)), {IDF_FLOOR}))
+                    AS mass
             FROM (
-                SELECT t.term, t.q, CASE
-                    WHEN t.freq IS NOT NULL AND {rows} - (SELECT n FROM kw_st)
-                        <= {FOREIGN_SHARE} * t.freq * {rows}
-                    THEN t.freq * (SELECT n FROM kw_st)
-                    WHEN t.freq IS NOT NULL AND (SELECT n FROM kw_st) <= {DF_CAP}
-                    THEN (SELECT count(*) FROM kw_own o WHERE o.search_tsv @@ t.q)
-                    WHEN t.freq IS NULL OR t.freq * {rows} <= {DF_CAP}
-                    THEN (SELECT count(*) FROM (SELECT 1 FROM {table} d
-                          WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)
-                    ELSE t.freq * (SELECT n FROM kw_st)
-                    END AS df
-                FROM unnest((SELECT CAST(:kw_terms AS text[])),
-                            (SELECT CAST(:kw_tsq AS tsquery[])),
-                            (SELECT CAST(:kw_freq AS float8[]))) AS t(term, q, freq)
-                OFFSET 0
-            ) t, kw_st st
-        ), kw_mass AS (
-            SELECT GREATEST(COALESCE(sum(w) FILTER (WHERE df > 0 OR :kw_whole), 0),
-                (SELECT GREATEST(ln((n - d + 0.5) / (d + 0.5)), {IDF_FLOOR})
-                 FROM (SELECT n, GREATEST(1, {MIN_MASS_SHARE} * n) AS d FROM kw_st) m)) AS mass
-            FROM kw_idf)"""
+                SELECT t.q, t.df, st.n, st.avgdl,
+                    GREATEST(ln((st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)), {IDF_FLOOR})
+                        AS w
+                FROM (
+                    SELECT GREATEST(COALESCE(sum(s.docs), 0), 1)::float8 AS n,
+                        GREATEST(COALESCE(sum(s.total_len)::float8 / NULLIF(sum(s.docs), 0), 1),
+                                 1) AS avgdl
+                    FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
+                ) st CROSS JOIN LATERAL (
+                    SELECT t.q, CASE
+                        WHEN t.freq IS NOT NULL AND {rows} - st.n
+                            <= {FOREIGN_SHARE} * t.freq * {rows}
+                        THEN t.freq * st.n
+                        WHEN t.freq IS NOT NULL AND st.n <= {DF_CAP}
+                        THEN (SELECT count(*) FROM kw_own o WHERE o.search_tsv @@ t.q)
+                        WHEN t.freq IS NULL OR t.freq * {rows} <= {DF_CAP}
+                        THEN (SELECT count(*) FROM (SELECT 1 FROM {table} d
+                              WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)
+                        ELSE t.freq * st.n
+                        END AS df
+                    FROM unnest((SELECT CAST(:kw_tsq AS tsquery[])),
+                                (SELECT CAST(:kw_freq AS float8[]))) AS t(q, freq)
+                    OFFSET 0
+                ) t
+            ) t
+        )"""
 
 
 def bm25_sql(tsv: str) -> str:
-    """The BM25 score of the row whose tsvector is ``tsv`` (needs :func:`bm25_ctes`).
+    """The BM25 score of the row whose tsvector is ``tsv`` as a share of the query's
+    summed IDF (``mass``, see :func:`bm25_ctes`), uncapped; NULL when the row holds
+    none of the query's terms. :data:`KEYWORD` makes the keyword score of it.
 
     A query term counts once however often the record repeats it, and a record's
     length is its number of distinct terms (``length(tsvector)``): both come from C
@@ -192,10 +204,18 @@ def bm25_sql(tsv: str) -> str:
     per candidate, too much for recall's budget. For the short texts lessons and
     chat turns are, the two rarely differ; where no record repeats a term, the scores
     are rank_bm25's (tests/test_core_keyword.py).
+
+    The constants are read in the same sub-select (``min`` of columns equal on every
+    row of ``kw_idf``): scalar sub-selects for them were plan nodes of their own in
+    every place a score is computed. The arithmetic is the one of the separate
+    sub-selects, in the same order: the same scores to the bit. One ``CASE`` per term
+    slot instead of the sub-select (no sub-plan run per candidate) was no cheaper:
+    each function call in a plan is looked up again on every execution.
     """
     return (
-        f"((SELECT COALESCE(sum(i.w), 0) FROM kw_idf i WHERE {tsv} @@ i.q) * {K1 + 1}"
-        f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / (SELECT avgdl FROM kw_st))))"
+        f"(SELECT sum(i.w) * {K1 + 1}"
+        f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / min(i.avgdl))) / min(i.mass)"
+        f" FROM kw_idf i WHERE {tsv} @@ i.q)"
     )
 
 
@@ -211,7 +231,8 @@ def bm25_sql(tsv: str) -> str:
 # its lesson among five records lost it: tests/test_core_recall.py), against the
 # terms found .563 / .655, against a singleton term's IDF per term found .549 / .635,
 # reciprocal rank fusion .473 / .578 (.500 / .613 at weights 0.5 / 0.5); all at b 0.75.
-KEYWORD = "LEAST(1, COALESCE({bm25} / (SELECT mass FROM kw_mass), 0))"
+# ``{bm25}`` is :func:`bm25_sql`'s share.
+KEYWORD = "LEAST(1, COALESCE({bm25}, 0))"
 
 
 def array_literal(values: Sequence[object]) -> str:
@@ -228,11 +249,11 @@ def array_literal(values: Sequence[object]) -> str:
 def bm25_params(
     terms: Sequence[str], common: Mapping[str, float], *, whole_query: bool = False
 ) -> dict[str, Any]:
-    """``:kw_terms`` / ``:kw_tsq`` / ``:kw_freq`` / ``:kw_whole`` for :func:`bm25_ctes`.
+    """``:kw_tsq`` / ``:kw_freq`` / ``:kw_whole`` for :func:`bm25_ctes`.
 
-    The three term arrays are array literals, one string each: psycopg dumped three
-    Python lists element by element (~20 µs of a recall's client time); a float's
-    ``repr`` reads back as the same double.
+    The two term arrays are array literals, one string each: psycopg dumped Python
+    lists element by element (~20 µs of a recall's client time); a float's ``repr``
+    reads back as the same double.
 
     ``whole_query``: the keyword score is the share of the whole query's IDF, terms
     absent from the collection included (their IDF is the largest: a document
@@ -248,7 +269,6 @@ def bm25_params(
     with an English-only model (tests/test_core_recall.py).
     """
     return {
-        "kw_terms": array_literal(terms),
         "kw_tsq": array_literal([f"'{t}'" for t in terms]),
         "kw_freq": array_literal([common.get(t) for t in terms]),
         "kw_whole": whole_query,

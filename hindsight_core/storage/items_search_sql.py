@@ -155,7 +155,7 @@ def hybrid_search_sql(
                 {kw_source} AND v.search_tsv @@ CAST(:tsq_cand AS tsquery)
                 LIMIT {int(scan_limit)}) m
             GROUP BY m.ns, m.key
-            ORDER BY max({bm25_sql("m.search_tsv")}) DESC
+            ORDER BY max({bm25_sql("m.search_tsv")}) DESC NULLS LAST
             LIMIT :cand)"""
         if keyword and keyword_candidates
         else "kw AS (SELECT NULL::text AS ns, NULL::text AS key WHERE FALSE)"

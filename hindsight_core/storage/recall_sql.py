@@ -80,57 +80,51 @@ def search_sql(
     nearest = f"{vec(dim)} <=> {qv}" if exact else f"{ann(dim)} <=> {ann(dim, qv)}"
     if keyword_candidates is None:
         keyword_candidates = keyword
-    rank = bm25_sql("e.search_tsv") if keyword else "0::float8"
     # Both scores are computed where a candidate's row is read: semantic candidates
-    # straight from the HNSW scan, keyword candidates (not already semantic ones) by
-    # key. Re-joining every candidate to the table cost ~0.1-0.2 ms per recall.
+    # straight from the HNSW scan, keyword candidates from the full-text scan that
+    # found them (re-joining every candidate to the table cost ~0.1-0.2 ms per recall),
+    # by the same expressions: a record found by both comes out of both arms with
+    # the same scores, and ``DISTINCT ON`` keeps one (an anti-join against the
+    # semantic arm needed it as a CTE, materialized, and a hashed sub-plan).
     scored = (
         f"{', '.join('e.' + c.strip() for c in COLUMNS.split(','))}, "
-        f"{DECAYED} AS decayed_score, "
-        f"GREATEST(0, 1 - ({vec(dim)} <=> {qv})) AS semantic, {rank} AS kw_rank"
+        f"{DECAYED} AS decayed_score, GREATEST(0, 1 - ({vec(dim)} <=> {qv})) AS semantic"
     )
-    ranked = (
-        f"""kw AS (
-            SELECT m.id FROM (
-                SELECT e.id, e.search_tsv FROM {T} e
-                WHERE {kw_cond} AND e.search_tsv @@ (SELECT CAST(:tsq_cand AS tsquery))
-                LIMIT {int(scan_limit)}) m
-            ORDER BY {bm25_sql("m.search_tsv")} DESC
-            LIMIT {int(candidates)}),
-        ranked AS (
-            SELECT * FROM sem
+    rank = bm25_sql("e.search_tsv") if keyword else "0::float8"
+    ranked = f"""SELECT {scored}, {rank} AS kw_rank FROM (
+                SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
+            ) e"""
+    both = keyword and keyword_candidates
+    if both:
+        # A keyword candidate keeps the score it was ranked by (``kw_rank``).
+        ranked += f"""
             UNION ALL
-            SELECT {scored} FROM kw JOIN {T} e ON e.ns = {ns} AND e.id = kw.id
-            WHERE kw.id NOT IN (SELECT id FROM sem))"""
-        if keyword and keyword_candidates
-        else "ranked AS (SELECT * FROM sem)"
-    )
+            SELECT {scored}, e.kw_rank FROM (
+                SELECT m.*, {bm25_sql("m.search_tsv")} AS kw_rank FROM (
+                    SELECT * FROM {T} e
+                    WHERE {kw_cond} AND e.search_tsv @@ (SELECT CAST(:tsq_cand AS tsquery))
+                    LIMIT {int(scan_limit)}) m
+                ORDER BY kw_rank DESC NULLS LAST
+                LIMIT {int(candidates)}) e"""
     stats = ""
     if keyword:
-        stats = (
-            bm25_ctes(
-                T,
-                docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
-                stats=f"s.ns = {ns}",
-                tbl="e",
-                own=f"d.ns = {ns} AND d.archived_at IS NULL",
-                key="d.ns, d.id",
-            )
-            + ","
+        stats = "WITH " + bm25_ctes(
+            T,
+            docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
+            stats=f"s.ns = {ns}",
+            tbl="e",
+            own=f"d.ns = {ns} AND d.archived_at IS NULL",
+            key="d.ns, d.id",
         )
     keyword_score = KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"
     return sa.text(
         f"""
-        WITH {stats} sem AS (
-            SELECT {scored} FROM (
-                SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
-            ) e
-        ), {ranked}
-        SELECT {COLUMNS}, decayed_score, semantic, keyword,
-            :w_sem * semantic + :w_kw * keyword AS relevance,
+        {stats}
+        SELECT {"DISTINCT ON (final, id)" if both else ""} {COLUMNS}, decayed_score, semantic,
+            keyword, :w_sem * semantic + :w_kw * keyword AS relevance,
             (:w_sem * semantic + :w_kw * keyword)
                 * power(GREATEST(decayed_score, 1e-6), :score_weight) AS final
-        FROM (SELECT *, {keyword_score} AS keyword FROM ranked) fused
+        FROM (SELECT *, {keyword_score} AS keyword FROM ({ranked}) ranked OFFSET 0) fused
         {"WHERE :w_sem * semantic + :w_kw * keyword >= :min_relevance" if min_relevance else ""}
         ORDER BY final DESC, id LIMIT :top_k
         """
