@@ -112,6 +112,16 @@ def export_lines(*spaces: tuple[str, ...]) -> list[str]:
     return [export_line(ns, uuid.uuid4(), f"Lesson {uuid.uuid4().hex[:6]}") for ns in spaces]
 
 
+def stalled(admin: sa.Engine, thread: threading.Thread, *apps: str) -> bool:
+    """Whether ``thread`` still runs after 20 s (before the statement timeout, 30 s, ends
+    a hang); if so, the backends of ``apps`` are ended (a hang the server cannot see)."""
+    thread.join(20)
+    if not thread.is_alive():
+        return False
+    end(admin, *apps)
+    return True
+
+
 def end(admin: sa.Engine, *apps: str) -> None:
     """Terminate the backends of ``apps`` (a hang the server cannot see: end it)."""
     with admin.connect() as conn:

@@ -13,6 +13,9 @@ import sqlalchemy as sa
 
 from hindsight_core import CallableEmbedder, Memory, Settings
 from hindsight_core.models import ns_key
+from hindsight_core.storage.engine import create_sync_engine
+from hindsight_core.storage.experiences_sql import nearest_many
+from hindsight_core.storage.vectors import vectors_param
 
 DIM = 16
 
@@ -213,3 +216,47 @@ def test_a_batch_is_one_statement_per_kind(fresh_db: str) -> None:
         ("hindsight_experiences", "UPDATE"),
     ]
     mem.close()
+
+
+def test_the_lookup_in_the_transaction_reads_what_the_side_connection_reads(
+    fresh_db: str,
+) -> None:
+    """The dedup lookup rerun in the write's transaction (``Pipelined.again``, when the
+    side connection's gave up waiting for a lock) leaves out the rows the transaction
+    inserted: the neighbours are those another connection finds."""
+    settings = Settings(database_url=fresh_db)
+    mem = Memory(("batch", "again"), settings=settings, embedder=EMB)
+    lessons = [f"distinct lesson {i}" for i in range(6)]
+    mem.write_many([{"trigger": "t", "lesson": lesson} for lesson in lessons])
+    mem.close()
+    ns = ns_key(("batch", "again"))
+    params = {"ns": ns, "vectors": vectors_param(_by_lesson(lessons)), "n": len(lessons)}
+    engine = create_sync_engine(settings)
+    try:
+        with engine.connect() as conn:
+            columns = conn.execute(
+                sa.text(
+                    "SELECT string_agg(quote_ident(column_name), ', ') FROM information_schema"
+                    ".columns WHERE table_name = 'hindsight_experiences' AND column_name <> 'id'"
+                )
+            ).scalar_one()
+            side = conn.execute(nearest_many(DIM, 3), params).mappings().all()
+            conn.rollback()
+            tx = conn.begin()  # exact copies, new ids: the nearest of all, in here
+            try:
+                conn.execute(
+                    sa.text(
+                        f"INSERT INTO hindsight_experiences (id, {columns})"
+                        f" SELECT gen_random_uuid(), {columns} FROM hindsight_experiences"
+                        " WHERE ns = :ns"
+                    ),
+                    {"ns": ns},
+                )
+                mine = conn.execute(nearest_many(DIM, 3), params).mappings().all()
+                again = conn.execute(nearest_many(DIM, 3, own_rows=False), params).mappings()
+                assert [dict(r) for r in again.all()] == [dict(r) for r in side]
+                assert {r["id"] for r in mine} != {r["id"] for r in side}, "copies found"
+            finally:
+                tx.rollback()
+    finally:
+        engine.dispose()

@@ -7,6 +7,7 @@ policy is the caller's, and replies are typed through ``yield from``.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +23,7 @@ from hindsight_core.items import AsyncItems, GetItem, Items, PutItem
 from hindsight_core.runtime.connections import AsyncConnections, Connections
 from hindsight_core.runtime.driver import run_async, run_sync
 from hindsight_core.runtime.flow import Flow, Pipelined, Rows, Sql
-from hindsight_core.storage.engine import create_side_engine
+from hindsight_core.storage.engine import create_async_side_engine, create_side_engine
 
 SELECT_TX = sa.text(
     "SELECT 1 AS one, pg_backend_pid() AS pid, now() = statement_timestamp() AS in_autocommit"
@@ -151,6 +152,89 @@ def test_pipelined_reads_see_the_table_as_before_the_writes(
     finally:
         conns.close()
         side.dispose()
+        with engine.begin() as conn:
+            conn.execute(sa.text(f"DROP TABLE {table}"))
+
+
+NOT_OWN = "xmin IS DISTINCT FROM pg_current_xact_id_if_assigned()::xid"
+LOCK_WAITS = sa.text(
+    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = CAST(:t AS regclass)"
+)
+
+
+def _queued_ddl_flow(
+    table: str, engine: sa.Engine, seen: list[tuple[int, int, int]], locker: list[Any]
+) -> Flow[int]:
+    """A Pipelined write whose transaction read ``table`` (holding its lock) before an
+    ACCESS EXCLUSIVE lock (a reindex dropping an index) queued behind it: a side read
+    now waits for that lock, which waits for the transaction."""
+    main = yield from Sql(sa.text(f"SELECT pg_backend_pid() AS pid, count(*) FROM {table}"))
+    thread = threading.Thread(target=_lock_table, args=(engine, table))
+    thread.start()
+    locker.append(thread)
+    with engine.connect() as conn:
+        while not conn.execute(LOCK_WAITS, {"t": table}).scalar() and thread.is_alive():
+            thread.join(0.01)
+    count = "SELECT pg_backend_pid() AS pid, (SELECT count(*) FROM {} {}) AS n"
+    read = Sql(sa.text(count.format(table, "")))
+    again = Sql(sa.text(count.format(table, "WHERE " + NOT_OWN)))
+
+    def step(k: int, rows: Rows) -> Sql:
+        seen.append((k, int(rows[0]["pid"]), int(rows[0]["n"])))
+        return Sql(sa.text(f"INSERT INTO {table} VALUES (:k)"), {"k": k}, fetch="none")
+
+    yield from Pipelined((read, read, read), step, (again, again, again))
+    return int(main[0]["pid"])
+
+
+def _lock_table(engine: sa.Engine, table: str) -> None:
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_pipelined_reads_behind_ddl_that_waits_for_the_write_run_in_it(
+    engine: sa.Engine, settings: Settings, database_url: str, kind: str
+) -> None:
+    """A side read queued behind DDL that waits for the write's transaction waited for
+    ever (a cycle through the client the server cannot see): it gives up after the
+    side connection's ``lock_timeout``, and the reads run in the transaction, which
+    holds the table's lock and so goes ahead of the DDL, as ``again``, not seeing the
+    transaction's own rows: the same rows as on the side connection."""
+    table = "test_pipelined_ddl_" + uuid.uuid4().hex[:8]
+    with engine.begin() as conn:
+        conn.execute(sa.text(f"CREATE TABLE {table} (k int)"))
+    seen: list[tuple[int, int, int]] = []
+    locker: list[threading.Thread] = []
+    try:
+        if kind == "sync":
+            side = create_side_engine(settings, engine)
+            conns = Connections(engine, side=lambda: side)
+            try:
+                flow = _queued_ddl_flow(table, engine, seen, locker)
+                main = run_sync(flow, conns, None)  # type: ignore[arg-type]
+            finally:
+                conns.close()
+                side.dispose()
+        else:
+            aengine = create_async_engine(database_url)
+            aside = create_async_side_engine(settings, aengine)
+            aconns = AsyncConnections(aengine, side=lambda: aside)
+            try:
+                flow = _queued_ddl_flow(table, engine, seen, locker)
+                main = await run_async(flow, aconns, None)  # type: ignore[arg-type]
+            finally:
+                await aconns.aclose()
+                await aside.dispose()
+                await aengine.dispose()
+        for thread in locker:
+            thread.join()
+        assert seen == [(0, main, 0), (1, main, 0), (2, main, 0)], "in the transaction"
+        with engine.connect() as conn:
+            assert conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one() == 3
+    finally:
+        for thread in locker:
+            thread.join()
         with engine.begin() as conn:
             conn.execute(sa.text(f"DROP TABLE {table}"))
 

@@ -9,26 +9,28 @@ go: before the fixes, the two then waited for each other (SQLSTATE 40P01, one fa
 
 from __future__ import annotations
 
-import time
+import threading
 import uuid
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from _locks import (
     EMB,
-    RECORDS_COUNTER,
     end,
     export_line,
     export_lines,
     hold_namespace,
     in_thread,
     memory,
+    stalled,
     wait_until_blocked,
 )
 from _pool import tagged
 
 from hindsight_core import Memory, Settings
 from hindsight_core.models import ns_key
+from hindsight_core.runtime.io_steps import SyncIO
 
 ROW = "SELECT 1 FROM hindsight_experiences WHERE ns = :ns AND id = :id"
 
@@ -215,29 +217,19 @@ def test_eviction_everywhere_holds_no_lock_while_its_chunks_run(
     assert maintained[0].archived == 2 and reindexed[0].reembedded == 2
 
 
-WAITS_FOR_TABLE = sa.text(
-    "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
-    " AND wait_event_type = 'Lock' AND wait_event = 'relation'"
-)
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: write_many's look-ups run on a side connection (runtime/driver.py "
-    "_pipelined); one queued behind a reindex that drops the index waits for it, and "
-    "the reindex for the write's transaction. A fix: the side read under a short "
-    "lock_timeout, then again on the write's own connection (it holds the lock).",
-)
 def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
-    fresh_db: str, admin: sa.Engine
+    fresh_db: str, admin: sa.Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A write of 351 records into a namespace of 800 looks its neighbours up in three
-    stages through the HNSW index, each stage's look-up on a side connection while the
-    stage before is inserted. A reindex with ``force`` drops the index (ACCESS EXCLUSIVE
-    on the records' table), queued behind the write's transaction; the write's next
-    look-up queues behind the reindex; the write waits for its look-up: a cycle
-    through the client, which the server's deadlock detector cannot see (writes and
-    searches stall until the statement timeout, 30 s by default, fails one of them)."""
+    stages through the HNSW index, the later stages' look-ups on a side connection.
+    A reindex with ``force`` drops the index (ACCESS EXCLUSIVE on the records' table),
+    queued behind the write's transaction (which read the table) just as the side
+    connection is taken; its look-ups queue behind the reindex; the write waits for
+    them: a cycle through the client, which the server's deadlock detector cannot see
+    (writes and searches stalled until the statement timeout, 30 s by default, failed
+    one of them). The side connection's reads now give up after a short
+    ``lock_timeout`` and run in the write's transaction, which holds the table's lock
+    and so goes first."""
     run = uuid.uuid4().hex[:8]
     ns = ("lk", run)
     setup = memory(fresh_db)
@@ -248,32 +240,32 @@ def test_a_pipelined_write_and_a_reindex_dropping_the_index_do_not_hang(
     writer.list_records()
     reindexer.list_records()
     batch = [{"trigger": "t", "lesson": f"New lesson {i}"} for i in range(351)]
-    states: list[str] = []
+    reindexing: list[tuple[threading.Thread, list[Any]]] = []
+    take_side = SyncIO.side
+
+    def side_once_the_reindex_waits(io: SyncIO, arg: None) -> Any:
+        if not reindexing:  # the write's first Pipelined: the reindex queues now
+            reindexing.append(in_thread(lambda: reindexer.reindex(force=True)))
+            wait_until_blocked(admin, app_r)
+        return take_side(io, arg)
+
+    monkeypatch.setattr(SyncIO, "side", side_once_the_reindex_waits)
+    hung = False
     try:
-        with admin.connect() as holder:  # the first stage's insert waits for the counter
-            holder.execute(sa.text(RECORDS_COUNTER + " FOR UPDATE"), {"ns": ns_key(ns)}).all()
-            writing, wrote = in_thread(lambda: writer.write_many(batch))
-            try:
-                wait_until_blocked(admin, app_w)
-                reindexing, reindexed = in_thread(lambda: reindexer.reindex(force=True))
-                wait_until_blocked(admin, app_r)
-                holder.rollback()  # the insert goes on, the next look-up meets the reindex
-                deadline = time.monotonic() + 60
-                with admin.connect() as conn:
-                    while not conn.execute(WAITS_FOR_TABLE, {"app": app_w}).scalar():
-                        if not writing.is_alive() or time.monotonic() > deadline:
-                            break
-                        time.sleep(0.02)
-                    states = list(conn.execute(BLOCKERS, {"app": app_r}).scalars())
-                if "idle in transaction" in states:
-                    end(admin, app_w, app_r)
-            finally:
-                holder.rollback()
-                writing.join()
-                reindexing.join()
+        writing, wrote = in_thread(lambda: writer.write_many(batch))
+        try:
+            hung = stalled(admin, writing, app_w, app_r)
+        finally:
+            writing.join()
+            for thread, _ in reindexing:
+                thread.join()
     finally:
         writer.close()
         reindexer.close()
-    assert "idle in transaction" not in states, "the reindex waited for a write that waited"
+    assert reindexing, "the write's look-ups ran on the side connection"
+    reindexed = reindexing[0][1]
+    assert not hung, "the reindex waited for a write that waited"
     failed = [r for r in (*wrote, *reindexed) if isinstance(r, BaseException)]
     assert not failed, failed
+    assert [r.status for r in wrote[0]] == ["inserted"] * 351
+    assert reindexed[0].reembedded == 800 + 351

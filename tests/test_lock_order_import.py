@@ -9,7 +9,15 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _locks import EMB, RECORDS_COUNTER, export_lines, in_thread, memory, wait_until_blocked
+from _locks import (
+    EMB,
+    RECORDS_COUNTER,
+    export_lines,
+    in_thread,
+    memory,
+    stalled,
+    wait_until_blocked,
+)
 from _pool import tagged
 
 from hindsight_core import Memory, Settings
@@ -137,3 +145,57 @@ def test_an_import_and_an_eviction_take_namespace_locks_in_one_order(
     assert results[0]["imported"] == 2
     # the records stored before (the eviction's statement began before the import ended)
     assert results[1].archived == 2
+
+
+def test_an_import_analyzing_the_table_and_a_reindex_do_not_hang(
+    fresh_db: str, admin: sa.Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An import restores records (holding the records' table against a reindex's
+    EXCLUSIVE lock, queued behind it), then writes a plain line, whose dedup lookups go
+    to the index of a table never analyzed: the write analyzes it first, on a
+    connection of its own, which queued behind the reindex, which waited for the
+    import, which waited for its ANALYZE: a cycle through the client the server cannot
+    see, until the statement timeout. The ANALYZE now gives up after a short
+    ``lock_timeout`` and runs in the import's transaction, which goes first."""
+    from hindsight_core.memory import write_flows
+
+    monkeypatch.setattr(write_flows, "EXACT_DEDUP_PER_RECORD", 0)  # lookups in the index
+    monkeypatch.setattr(write_flows, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
+    run = uuid.uuid4().hex[:8]
+    ns = ("lk", run)
+    setup = memory(fresh_db)
+    setup.import_records(export_lines(*[ns] * 30))  # too few for autovacuum to analyze
+    setup.close()
+    app_i, app_r = "hs-import-" + run, "hs-reindex-" + run
+    importer, reindexer = memory(fresh_db, app_i, ns), memory(fresh_db, app_r)
+    importer.list_records()
+    reindexer.list_records()
+    plain = json.dumps({"namespace": list(ns), "trigger": "t", "lesson": "A plain lesson"})
+    lines = [*export_lines(*[ns] * 30), plain]
+    hung = False
+    try:
+        with admin.connect() as holder:  # the restore's insert waits for the counter
+            holder.execute(sa.text(RECORDS_COUNTER + " FOR UPDATE"), {"ns": ns_key(ns)}).all()
+            importing, imported = in_thread(lambda: importer.import_records(lines))
+            try:
+                wait_until_blocked(admin, app_i)
+                reindexing, reindexed = in_thread(reindexer.reindex)
+                wait_until_blocked(admin, app_r)
+                holder.rollback()  # the restore goes on; the write's ANALYZE meets the reindex
+                hung = stalled(admin, importing, app_i, app_r)
+            finally:
+                holder.rollback()
+                importing.join()
+                reindexing.join()
+    finally:
+        importer.close()
+        reindexer.close()
+    assert not hung, "the import's ANALYZE waited for a reindex that waited for the import"
+    failed = [r for r in (*imported, *reindexed) if isinstance(r, BaseException)]
+    assert not failed, failed
+    assert imported[0]["imported"] == 31
+    with admin.connect() as conn:
+        tuples = conn.execute(
+            sa.text("SELECT reltuples FROM pg_class WHERE relname = 'hindsight_experiences'")
+        ).scalar_one()
+    assert tuples >= 30, "the table was analyzed"

@@ -81,16 +81,19 @@ class WriteFlows(MemoryBase):
 
     def _lookups(
         self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool
-    ) -> tuple[Sql | None, ...]:
+    ) -> tuple[tuple[Sql | None, ...], tuple[Sql | None, ...]]:
         """Each stage's HNSW lookup of its records' stored neighbours (none when the
-        namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record."""
+        namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record; and the same
+        without the transaction's own rows (``Pipelined.again``)."""
         if exact:
-            return (None,) * len(stages)
-        stmt = q.nearest_many(self.embedder.dim, DEDUP_NEIGHBOURS)
-        return tuple(
-            Sql(stmt, {"ns": ns, "vectors": vectors_param(matrix[stage]), "n": len(stage)})
-            for stage in stages
-        )
+            return (None,) * len(stages), (None,) * len(stages)
+        dim = self.embedder.dim
+        stmt = q.nearest_many(dim, DEDUP_NEIGHBOURS)
+        not_own = q.nearest_many(dim, DEDUP_NEIGHBOURS, own_rows=False)
+        params = [
+            {"ns": ns, "vectors": vectors_param(matrix[stage]), "n": len(stage)} for stage in stages
+        ]
+        return tuple(Sql(stmt, p) for p in params), tuple(Sql(not_own, p) for p in params)
 
     # ------------------------------------------------------------------ write
 
@@ -133,7 +136,9 @@ class WriteFlows(MemoryBase):
             )
         )[0]
         if gate["unanalyzed"] and not gate["exact"]:
-            yield from Unit(_analyze())
+            analyzed = yield from Unit(_analyze(), gives_up=True)
+            if not analyzed:  # queued behind DDL (a reindex) waiting for this transaction
+                yield Sql(scan_sql.ANALYZE, fetch="none")
         exact = (
             exact_neighbours(
                 matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS, keys=keys
@@ -170,7 +175,8 @@ class WriteFlows(MemoryBase):
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 
-        yield from Pipelined(self._lookups(ns, matrix, stages, exact is not None), step)
+        lookups, again = self._lookups(ns, matrix, stages, exact is not None)
+        yield from Pipelined(lookups, step, again)
         plan = planner.plan
         if plan.merges:
             updates, events = merge_params(plan, ns=ns, now=now)
@@ -179,10 +185,13 @@ class WriteFlows(MemoryBase):
         return plan.results
 
 
-def _analyze() -> Flow[None]:
+def _analyze() -> Flow[bool]:
     """Statistics for the records' table (``scan_sql.ANALYZE``), committed on a
-    connection of its own: the write's lookups are planned with them."""
+    connection of its own: the write's lookups (on the side connection too) are planned
+    with them. It gives up waiting for the table's lock (``Unit.gives_up``)."""
+    yield Sql(q.GIVE_UP_LOCKS, fetch="none")
     yield Sql(scan_sql.ANALYZE, fetch="none")
+    return True
 
 
 class RecordFlows(WriteFlows, CurationFlows):

@@ -26,7 +26,7 @@ import psycopg
 
 from ..embeddings import Embedder
 from ..errors import HindsightError
-from ..storage.engine import DB_ERRORS, translate_db_error
+from ..storage.engine import DB_ERRORS, gave_up_waiting_for_lock, translate_db_error
 from .connections import (
     AsyncConnections,
     Connections,
@@ -120,7 +120,12 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
             elif kind is Migrate:
                 reply = yield io.migrate, None
             elif kind is Unit:
-                reply = yield io.unit, req.flow  # type: ignore[union-attr]
+                try:
+                    reply = yield io.unit, req.flow  # type: ignore[union-attr]
+                except HindsightError as exc:
+                    if not (req.gives_up and gave_up_waiting_for_lock(exc)):  # type: ignore[union-attr]
+                        raise
+                    reply = None
             else:
                 if conn is None and kind is Sql and req.autocommit:  # type: ignore[union-attr]
                     conn, cur, cold = io.conns.take(req.timeout_ms) if reuse else (None, None, [])  # type: ignore[union-attr]
@@ -200,8 +205,12 @@ def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Ste
                 rows = ahead[k]
             elif k == 0:
                 rows = [] if read is None else (yield io.execute, (conn, read))
+            elif queued[k] is None:
+                rows = []
             else:
-                rows = [] if queued[k] is None else (yield io.wait, queued[k])
+                rows, pending = yield from _or_again(
+                    io, conn, req, k, pending, (io.wait, queued[k])
+                )
             if pending is None:  # nothing in flight: the step runs here, like the flow
                 write = req.step(k, rows)
             else:
@@ -225,6 +234,24 @@ def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Ste
         raise
     if side is not None:
         yield io.close, side
+
+
+def _or_again(
+    io: SyncIO | AsyncIO, conn: Any, req: Pipelined, k: int, pending: Any, read: Step
+) -> Generator[Step, Any, tuple[Rows, Any]]:
+    """Stage ``k``'s side read (the step ``read``), or, when it gave up waiting for a
+    lock (DDL queued behind this transaction, which would wait for the read: a cycle
+    the server cannot see), ``req.again[k]`` on ``conn``, once the write in flight
+    (``pending``) is done. The rows, and the write still in flight."""
+    try:
+        return (yield read), pending
+    except DB_ERRORS as exc:
+        if not req.again or not gave_up_waiting_for_lock(exc):
+            raise
+    if pending is not None:
+        yield io.wait, pending
+    again = req.again[k]
+    return ([] if again is None else (yield io.execute, (conn, again))), None
 
 
 def _each(op: Callable[[Any], Any], args: Iterable[Any]) -> Generator[Step, Any, None]:

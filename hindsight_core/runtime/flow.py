@@ -133,10 +133,18 @@ class Pipelined:
     lock keeps other writers out). ``step`` does no I/O;
     the steps run one at a time, in stage order, possibly on another thread. The
     reply is None. Needs a transaction (not a flow that started in autocommit).
+
+    A side read gives up waiting for a lock after a short ``lock_timeout``: queued
+    behind DDL (a reindex dropping the index) that waits for this transaction, it
+    would wait forever. Then it and the later reads run in the transaction, as
+    ``again[k]``: read ``k`` not seeing the transaction's own rows (``xmin``), so the
+    rows are those the side connection would have read. Without ``again`` the
+    timeout is raised.
     """
 
     reads: tuple[Sql | None, ...]
     step: Callable[[int, Rows], Sql | None]
+    again: tuple[Sql | None, ...] = ()
 
     def __iter__(self) -> Generator[Pipelined, Any, None]:
         """``yield from Pipelined(...)``."""
@@ -147,9 +155,15 @@ class Pipelined:
 class Unit(Generic[R]):
     """Run ``flow`` as a unit of its own, on another connection, committed before the
     reply (its return value) comes back: for set-up that must hold even if the
-    operation that triggered it fails afterwards."""
+    operation that triggered it fails afterwards.
+
+    ``gives_up``: when a statement of ``flow`` gave up waiting for a lock (its
+    ``lock_timeout``, which ``flow`` sets), the reply is None, nothing of it committed,
+    instead of the error: the flow does the work itself, in its transaction.
+    """
 
     flow: Generator[Any, Any, R]
+    gives_up: bool = False
 
     def __iter__(self) -> Generator[Unit[R], Any, R]:
         """``result = yield from Unit(flow)``: the sub-flow's result."""

@@ -25,7 +25,7 @@ from ..errors import (
 )
 from ..settings import Settings
 from . import embedded
-from .experiences_sql import DEDUP_EF_SEARCH
+from .experiences_sql import DEDUP_EF_SEARCH, GIVE_UP_LOCK_MS
 from .vectors import ADAPTERS
 
 VECTOR_HELP = (
@@ -91,11 +91,17 @@ def _engine_args(settings: Settings) -> dict[str, Any]:
 def _side_args(settings: Settings) -> dict[str, Any]:
     # The side pool of a memory: one connection, never waited for (pool_timeout 0: a
     # flow whose side connection is busy runs its reads in its own transaction), in
-    # autocommit mode, with the dedup lookup's HNSW search effort.
+    # autocommit mode, with the dedup lookup's HNSW search effort and a short lock
+    # timeout: a read queued behind a reindex that waits for the flow's own transaction
+    # would wait forever (a cycle through the client the server cannot see), so it
+    # gives up and runs in that transaction instead (``driver._pipelined``).
     args = _engine_args(settings)
     args["connect_args"] = {
         **args["connect_args"],
-        "options": (args["connect_args"]["options"] + f" -c hnsw.ef_search={DEDUP_EF_SEARCH}"),
+        "options": (
+            args["connect_args"]["options"]
+            + f" -c hnsw.ef_search={DEDUP_EF_SEARCH} -c lock_timeout={GIVE_UP_LOCK_MS}"
+        ),
     }
     return {
         **args,
@@ -104,6 +110,20 @@ def _side_args(settings: Settings) -> dict[str, Any]:
         "pool_timeout": 0,
         "isolation_level": "AUTOCOMMIT",
     }
+
+
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def gave_up_waiting_for_lock(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (a driver error, or a Hindsight error raised from one) is a
+    statement ended by ``lock_timeout`` (``experiences_sql.GIVE_UP_LOCK_MS``)."""
+    while exc is not None:
+        orig = getattr(exc, "orig", None) or exc
+        if str(getattr(orig, "sqlstate", None) or "") == LOCK_NOT_AVAILABLE:
+            return True
+        exc = exc.__cause__
+    return False
 
 
 def create_side_engine(settings: Settings, engine: sa.Engine) -> sa.Engine:

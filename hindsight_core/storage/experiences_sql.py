@@ -103,9 +103,16 @@ def drop_index_sql(dim: int) -> sa.TextClause:
     return sa.text(f"DROP INDEX IF EXISTS {index_name(dim)}")
 
 
+# Not a row the current transaction inserted or updated (none when it has no id yet).
+NOT_OWN = " AND e.xmin IS DISTINCT FROM pg_current_xact_id_if_assigned()::xid"
+
+
 @lru_cache(maxsize=8)
-def nearest_many(dim: int, k: int = 3) -> sa.TextClause:
+def nearest_many(dim: int, k: int = 3, *, own_rows: bool = True) -> sa.TextClause:
     """The ``k`` nearest live records, in one namespace, for each of many vectors.
+
+    ``own_rows=False``: not the rows the current transaction wrote (their ``xmin`` is
+    its id), so that, in the transaction, the answer is what another connection reads.
 
     ``:vectors`` is a :func:`vectors.vectors_param` of ``:n`` vectors, unpacked once,
     up front (``MATERIALIZED``): converting inside the lateral subquery would redo it
@@ -120,7 +127,7 @@ def nearest_many(dim: int, k: int = 3) -> sa.TextClause:
         FROM q CROSS JOIN LATERAL (
             SELECT e.id, e.lesson, e.trigger, 1 - ({vec(dim)} <=> {q}) AS similarity
             FROM {T} e
-            WHERE e.ns = :ns AND e.archived_at IS NULL
+            WHERE e.ns = :ns AND e.archived_at IS NULL{"" if own_rows else NOT_OWN}
             ORDER BY {ann(dim)} <=> {ann(dim, q)}
             LIMIT {int(k)}
         ) n
@@ -338,5 +345,14 @@ def params_for_decay(settings: Any, now: Any) -> dict[str, Any]:
 # 0.1 % with 64; none at 10k. write_many: 40 costs ~5 % more than 20, 64 ~20 %. Set by
 # ``scan_sql.DEDUP_VECTORS``.
 DEDUP_EF_SEARCH = 40
+
+# How long a write's helper statement on a connection of its own (a side connection's
+# dedup lookup, a new table's ANALYZE) waits for a lock (ms). Only DDL makes them wait
+# so long: a reindex dropping the index or locking writers out, queued behind the
+# write's transaction, which waits for them (a cycle through the client the server
+# cannot see). Then they run in that transaction, which holds the table's lock, so
+# goes first (``runtime/driver.py``: ``Pipelined.again``, ``Unit.gives_up``).
+GIVE_UP_LOCK_MS = 200
+GIVE_UP_LOCKS = sa.text(f"SELECT set_config('lock_timeout', '{GIVE_UP_LOCK_MS}', true)")
 
 SET_LOCAL_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, true)")
