@@ -18,15 +18,8 @@ import numpy as np
 import pytest
 
 from hindsight_core.dedup_veto import merge_veto
-from hindsight_core.memory.write_plan import (
-    Planner,
-    exact_neighbours,
-    insert_params,
-    merge_params,
-    plan_write,
-    record_row,
-    write_stages,
-)
+from hindsight_core.memory.write_plan import Planner, exact_neighbours, plan_write, write_stages
+from hindsight_core.memory.write_rows import insert_params, merge_params, record_row
 from hindsight_core.models import parse_experience
 from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text
 

@@ -16,7 +16,7 @@ from ..storage import batch_sql
 from ..storage import experiences_sql as q
 from .inputs import RecordInput, embedding_text, validate_records
 from .read_flows import RecallFlows
-from .write_plan import record_row, search_tsv
+from .write_rows import record_row, search_tsv
 
 
 class CurationFlows(RecallFlows):

@@ -32,7 +32,7 @@ from ..storage import batch_sql, namespace_sql, tasks_sql
 from ..storage import experiences_sql as q
 from .base import MemoryBase
 from .inputs import embedding_text
-from .write_plan import record_row
+from .write_rows import record_row
 
 Progress = Callable[[int, int], None]
 """Called as ``progress(done, total)`` during long operations."""

@@ -21,14 +21,8 @@ from ..storage.vectors import vectors_param
 from .base import MemoryBase
 from .curation import CurationFlows
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
-from .write_plan import (
-    Planner,
-    by_record,
-    exact_neighbours,
-    insert_params,
-    merge_params,
-    write_stages,
-)
+from .write_plan import Planner, by_record, exact_neighbours, write_stages
+from .write_rows import insert_params, merge_params
 
 # Near-duplicate candidates per record (the lexical veto may reject the nearest).
 DEDUP_NEIGHBOURS = 3

@@ -1,32 +1,26 @@
-"""What a write does, decided without a database: the plan and its statement parameters.
+"""What a write does, decided without a database.
 
 :func:`plan_write` takes a validated batch, the stored near-duplicates of each record
 and the batch's own similarities, and says which records are new and which merge
 (into a stored record or into an earlier record of the same batch); a pair above the
 threshold that the lexical veto keeps apart (``same_meaning``) stays two records.
 :class:`Planner` decides the same a stage of the batch at a time (``write_stages``).
-:func:`insert_params` and :func:`merge_params` turn the plan into one parameter dict
-per row of ``batch_sql.INSERT_ROWS`` / ``MERGE_ROWS`` / ``EVENT_ROWS``;
-:func:`record_row` is the one builder of an inserted row, for writes, merges and
-imports alike. The flow in ``write_flows.py`` only fetches and yields.
+``write_rows.py`` turns the plan into statement parameters; the flow in
+``write_flows.py`` only fetches and yields.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from ..dedup_veto import repeat_key
 from ..models import ExperienceIn, WriteResult
-from ..storage import fulltext_sql as fts
-from ..text import search_document, tokens
 
 SameMeaning = Callable[[str, str, float], bool]
 """``same_meaning(lesson_a, lesson_b, similarity)``: whether the two may merge."""
@@ -342,112 +336,3 @@ def _target(
 def _add_scene(scenes: list[str], scene: str) -> None:
     if scene not in scenes:
         scenes.append(scene)
-
-
-def record_row(
-    rec: Any, *, ns: str, id: uuid.UUID, vector: Mapping[str, Any], **state: Any
-) -> dict[str, Any]:
-    """One record's row of ``batch_sql.INSERT_ROWS`` (through ``batch_sql.insert_rows``).
-
-    Args:
-        rec: the record's content (``ExperienceIn`` or an imported record: ``scene``,
-            ``trigger``, ``action``, ``outcome``, ``lesson``, ``confidence``,
-            ``importance``, ``critical``, ``source``).
-        ns: the namespace key.
-        id: the record's id.
-        vector: its ``embedding`` and ``embed_key`` (``MemoryBase._vector_fields``).
-        state: the lifecycle columns (``score``, ``use_count``, ``occurrences``,
-            ``last_used_at``, ``created_at``, ``updated_at``, ``archived_at``,
-            ``merged_into``, ``merged_from``, ``also_scenes``); a given ``critical``
-            overrides the record's.
-    """
-    return {
-        "ns": ns,
-        "id": id,
-        "scene": rec.scene,
-        "trigger": rec.trigger,
-        "action": rec.action,
-        "outcome": rec.outcome,
-        "lesson": rec.lesson,
-        "confidence": rec.confidence,
-        "importance": rec.importance,
-        "critical": rec.critical,
-        "source": json.dumps(rec.source.model_dump(exclude_none=True)),
-        "score": 1.0,
-        "use_count": 0,
-        "occurrences": 1,
-        "last_used_at": None,
-        "archived_at": None,
-        "merged_into": None,
-        "merged_from": [],
-        "also_scenes": [],
-        **state,
-        **vector,
-        "search_tsv": search_tsv(rec),
-    }
-
-
-def search_tsv(rec: Any) -> str:
-    """The ``search_tsv`` parameter of a record (lesson, trigger and scene, tokenized)."""
-    return fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger, rec.scene)))
-
-
-def insert_params(
-    plan: WritePlan,
-    records: Sequence[ExperienceIn],
-    *,
-    ns: str,
-    now: datetime,
-    vectors: Callable[[int], Mapping[str, Any]],
-    which: Sequence[int] | None = None,
-) -> list[dict[str, Any]]:
-    """``INSERT`` rows for the plan's new records (``which``: these of them, by batch
-    index; all by default); ``vectors(i)``: record ``i``'s vector fields. A record that
-    absorbed later batch records starts with their occurrences, used now."""
-    rows = []
-    for i in plan.inserts if which is None else which:
-        rec, absorbed = records[i], plan.absorbed[i]
-        rows.append(
-            record_row(
-                rec,
-                ns=ns,
-                id=plan.ids[i],
-                vector=vectors(i),
-                occurrences=1 + absorbed,
-                last_used_at=now if absorbed else None,
-                created_at=rec.created_at or now,
-                updated_at=now,
-                also_scenes=plan.scenes[i],
-            )
-        )
-    return rows
-
-
-def merge_params(
-    plan: WritePlan, *, ns: str, now: datetime
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The ``batch_sql.MERGE_ROWS`` and ``EVENT_ROWS`` rows of the plan's merges into
-    stored records (two empty lists when there are none)."""
-    updates = [
-        {
-            "ns": ns,
-            "id": rid,
-            "now": now,
-            "added": m.added,
-            "critical": m.critical,
-            "importance": m.importance,
-            "scenes": m.scenes,
-        }
-        for rid, m in plan.merges.items()
-    ]
-    events = [
-        {
-            "ns": ns,
-            "record_id": rid,
-            "kind": "merged",
-            "now": now,
-            "detail": json.dumps({"added": m.added}),
-        }
-        for rid, m in plan.merges.items()
-    ]
-    return updates, events
