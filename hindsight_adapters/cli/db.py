@@ -47,11 +47,14 @@ def status(as_json: bool = JsonOpt) -> None:
         "up_to_date": revision == head,
         "embedded": mem.settings.database_url is None,
     }
+    hint = schema_hint(revision, head)
     if as_json:
-        emit_json({**info, "item_indexes": [h.as_dict() for h in indexes]})
+        emit_json({**info, "hint": hint, "item_indexes": [h.as_dict() for h in indexes]})
         return
     for key, value in info.items():
         console.print(f"{key:>11}: {value}")
+    if hint is not None:
+        console.print(f"{'hint':>11}: {hint}", highlight=False, markup=False)
     for h in indexes:
         built = "?" if h.built_rows is None else h.built_rows
         line = f"{h.kind} {h.dims}-d, {h.rows} vectors (built on {built})"
@@ -60,4 +63,18 @@ def status(as_json: bool = JsonOpt) -> None:
             err_console.print(f"warning: {h.advice()}", highlight=False)
 
 
-__all__ = ["db_app"]
+def schema_hint(revision: str | None, head: str) -> str | None:
+    """What to do about a schema that is not at ``head`` (None when it is)."""
+    if revision == head:
+        return None
+    if revision is None:
+        return "no schema yet: run `hindsight db upgrade` (the first write also creates it)"
+    if revision in migrate.known_revisions():
+        return f"run `hindsight db upgrade` to migrate from {revision} to {head}"
+    return (
+        f"revision {revision} is newer than this package knows (head {head}): the database "
+        "was migrated by a newer Hindsight; upgrade the package (pip install -U agent-hindsight)"
+    )
+
+
+__all__ = ["db_app", "schema_hint"]

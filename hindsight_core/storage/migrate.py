@@ -40,6 +40,11 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> set[str]:
+    """Every migration shipped with this package."""
+    return {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
 def current_revision(connection: sa.Connection) -> str | None:
     """The migration the database is at (``None`` before the first one)."""
     ctx = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
