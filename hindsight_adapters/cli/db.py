@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from hindsight_core.items import Items
 from hindsight_core.storage import migrate
-from hindsight_core.storage.engine import db_errors
+from hindsight_core.settings import Settings
+from hindsight_core.storage.embedded import pgdata_dir
+from hindsight_core.storage.engine import db_errors, resolve_url
 
 from ._app import JsonOpt, app, cli_errors, console, emit_json, err_console, open_memory
 
-db_app = typer.Typer(help="Database schema: upgrade and status.", no_args_is_help=True)
+db_app = typer.Typer(
+    help="The database: schema upgrade and status, backup and restore.", no_args_is_help=True
+)
 app.add_typer(db_app, name="db")
 
 
@@ -47,6 +53,8 @@ def status(as_json: bool = JsonOpt) -> None:
         "up_to_date": revision == head,
         "embedded": mem.settings.database_url is None,
     }
+    if mem.settings.database_url is None:  # where the data lives, shared by the user's processes
+        info["data"] = str(pgdata_dir(mem.settings.home).resolve())
     hint = schema_hint(revision, head)
     if as_json:
         emit_json({**info, "hint": hint, "item_indexes": [h.as_dict() for h in indexes]})
@@ -61,6 +69,52 @@ def status(as_json: bool = JsonOpt) -> None:
         console.print(f"{'item index':>11}: {h.name}: {line}", highlight=False)
         if h.stale:
             err_console.print(f"warning: {h.advice()}", highlight=False)
+
+
+@db_app.command()
+def backup(
+    path: Path = typer.Argument(..., help="File to write (pg_dump's custom format)."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Back the whole database up to one file (with pg_dump; the embedded one by default)."""
+    from hindsight_core.storage import backup as dump
+
+    with cli_errors():
+        url = resolve_url(Settings())
+        dump.backup(url, path)
+    size = path.stat().st_size
+    if as_json:
+        emit_json({"path": str(path), "bytes": size})
+    else:
+        console.print(f"backed up to {escape(str(path))} ({size} bytes)", highlight=False)
+
+
+@db_app.command()
+def restore(
+    path: Path = typer.Argument(..., help="A file written by `hindsight db backup`."),
+    yes: bool = typer.Option(False, "--yes", help="Do not ask before replacing the database."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Replace the database by a backup (stop the servers using it first)."""
+    from hindsight_core.storage import backup as dump
+
+    with cli_errors():
+        dump.check_backup(path)
+        if not yes and not typer.confirm(
+            f"Replace everything in the database by {path}?", default=False, err=True
+        ):
+            raise typer.Exit(1)
+        url = resolve_url(Settings())
+        dump.restore(url, path)
+        revision = migrate.revision_at(url)
+    head = migrate.head_revision()
+    hint = schema_hint(revision, head)
+    if as_json:
+        emit_json({"path": str(path), "revision": revision, "head": head, "hint": hint})
+        return
+    console.print(f"restored {escape(str(path))}: schema at revision {revision}", highlight=False)
+    if hint is not None:
+        console.print(f"hint: {hint}", highlight=False, markup=False)
 
 
 def schema_hint(revision: str | None, head: str) -> str | None:
