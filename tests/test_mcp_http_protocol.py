@@ -46,7 +46,9 @@ def post(url: str, message: dict[str, Any]) -> httpx.Response:
 @pytest.mark.parametrize(
     "request_id", [{"a": 1}, 1.5, [1], None, True], ids=["object", "float", "array", "null", "bool"]
 )
-def test_a_request_id_of_the_wrong_type_is_an_invalid_request(mcp_url: str, request_id: Any) -> None:
+def test_a_request_id_of_the_wrong_type_is_an_invalid_request(
+    mcp_url: str, request_id: Any
+) -> None:
     """Before: 202 with an empty body (taken for a notification)."""
     answer = post(mcp_url, {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"})
     assert answer.status_code == 400, (answer.status_code, answer.text)

@@ -56,9 +56,11 @@ def test_sync_refuses_before_waiting_for_the_database(
     hung_url: str, args: dict[str, Any], field: str, call: str
 ) -> None:
     kwargs = {"query": "deploy the app", **args}
-    with Memory(("v",), settings=_settings(hung_url), embedder=_embedder()) as mem:
-        with pytest.raises(ValidationError) as err:
-            getattr(mem, call)(kwargs.pop("query"), **kwargs)
+    with (
+        Memory(("v",), settings=_settings(hung_url), embedder=_embedder()) as mem,
+        pytest.raises(ValidationError) as err,
+    ):
+        getattr(mem, call)(kwargs.pop("query"), **kwargs)
     assert err.value.field == field
 
 

@@ -9,8 +9,8 @@ import typer
 from rich.markup import escape
 
 from hindsight_core.items import Items
-from hindsight_core.storage import migrate
 from hindsight_core.settings import Settings
+from hindsight_core.storage import migrate
 from hindsight_core.storage.embedded import pgdata_dir
 from hindsight_core.storage.engine import db_errors, resolve_url
 

@@ -66,7 +66,9 @@ def build_http_app(
         stateless_http=True, json_response=True, host=host, max_request_body_size=max_body
     )
     guarded = JsonRpcGuardMiddleware(inner)
-    return BodyLimitMiddleware(BearerNamespaceMiddleware(guarded, tokens, memory.namespace), max_body)
+    return BodyLimitMiddleware(
+        BearerNamespaceMiddleware(guarded, tokens, memory.namespace), max_body
+    )
 
 
 def _memory(settings: Settings, namespace: str | None) -> AsyncMemory:

@@ -26,8 +26,8 @@ from ..runtime.routing import AsyncReplicaReads, write_lsn_flow
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
-from .inspection import AsyncInspectMethods
 from .inputs import check_search
+from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
 from .results import RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput

