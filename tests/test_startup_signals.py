@@ -18,48 +18,24 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import httpx
 import psutil
 import pytest
 from _mcp_util import CLI, free_port
+from test_startup import GatedEndpoint
 
 DIM = 384
 
 
-class HashEmbeddings:
-    """``POST /v1/embeddings`` answering a fixed vector per text (no model needed)."""
+class HashVectors:
+    """Fixed vectors per text, for the endpoint: no model needed."""
 
-    def __init__(self) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                data = [{"index": i, "embedding": _vector(t)} for i, t in enumerate(texts)]
-                payload = json.dumps({"data": data}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [_vector(text) for text in texts]
 
 
 def _vector(text: str) -> list[float]:
@@ -68,10 +44,11 @@ def _vector(text: str) -> list[float]:
 
 
 @pytest.fixture(scope="module")
-def endpoint() -> Iterator[HashEmbeddings]:
-    server = HashEmbeddings()
-    yield server
-    server.close()
+def endpoint() -> Iterator[GatedEndpoint]:
+    """``POST /v1/embeddings``, answering at once."""
+    with GatedEndpoint(HashVectors()) as server:
+        server.gate.set()
+        yield server
 
 
 @pytest.fixture
@@ -83,7 +60,7 @@ def home() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def _env(home: Path, endpoint: HashEmbeddings) -> dict[str, str]:
+def _env(home: Path, endpoint: GatedEndpoint) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_DATABASE_URL"}
     env.update(
         HINDSIGHT_HOME=str(home),
@@ -167,7 +144,7 @@ def _check_reopens(home: Path, env: dict[str, str]) -> None:
 
 @pytest.mark.parametrize("what", list(COMMANDS))
 def test_a_signal_at_any_moment_of_start_up_leaves_no_server(
-    what: str, home: Path, endpoint: HashEmbeddings, tmp_path: Path
+    what: str, home: Path, endpoint: GatedEndpoint, tmp_path: Path
 ) -> None:
     """Before: SIGINT inside the start gave demo an AssertionError traceback (exit 1)
     and an orphaned server; a signal inside initdb left a data directory that did not
@@ -198,7 +175,7 @@ def test_a_signal_at_any_moment_of_start_up_leaves_no_server(
 
 
 def test_sigterm_to_the_inspector_while_its_database_loads(
-    home: Path, endpoint: HashEmbeddings, tmp_path: Path
+    home: Path, endpoint: GatedEndpoint, tmp_path: Path
 ) -> None:
     """Before: SIGTERM right when ``/healthz`` first answered ("database": "loading")
     left the embedded PostgreSQL running: the exit hook that stops it was registered
