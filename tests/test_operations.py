@@ -264,3 +264,30 @@ def test_restore_refuses_a_file_that_is_not_a_backup(
     assert result.exit_code == 2 and "not a backup" in result.output, result.output
     result = runner.invoke(app, ["db", "restore", str(tmp_path / "missing.dump"), "--yes"])
     assert result.exit_code == 2 and "no such backup file" in result.output, result.output
+
+
+def test_every_command_the_doc_shows_exists() -> None:
+    """The shell lines not run above (``pip install``, an example URL) name real
+    commands and options."""
+    import typer
+
+    root = typer.main.get_command(app)
+    shown = 0
+    for block in re.findall(r"```sh\n(.*?)```", DOC, flags=re.S):
+        for line in block.splitlines():
+            words = line.split("#")[0].split()
+            while words and "=" in words[0]:  # VAR=value before the command
+                words.pop(0)
+            if not words or words[0] != "hindsight":
+                continue
+            shown += 1
+            command: Any = root
+            for word in words[1:]:
+                if word.startswith("-"):
+                    names = {n for p in command.params for n in getattr(p, "opts", [])}
+                    assert word in names, f"{line!r}: no option {word} on {command}"
+                elif hasattr(command, "get_command"):  # a group (typer vendors click)
+                    sub = command.get_command(None, word)
+                    assert sub is not None, f"{line!r}: no command {word}"
+                    command = sub
+    assert shown >= 4
