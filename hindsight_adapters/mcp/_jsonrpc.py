@@ -47,7 +47,7 @@ class JsonRpcGuardMiddleware:
                 405,
                 "Method Not Allowed: this stateless server opens no event stream; POST requests",
                 -32600,
-                [(b"allow", b"POST, DELETE")],
+                [(b"allow", b"POST")],
             )
             return
         if scope["method"] != "POST":
