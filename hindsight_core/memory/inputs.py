@@ -100,6 +100,18 @@ def check_query(query: object) -> str:
     return query
 
 
+def check_search(
+    query: object, scene: object, top_k: object, filters: Mapping[str, Any] | None = None
+) -> tuple[str, str | None, int, list[tuple[str, Any]]]:
+    """A search's arguments, checked before any I/O: a bad one is its own error even
+    while the database is unreachable or still starting (not a recall that timed out).
+
+    Returns:
+        The query, scene, top_k and filter items as the search uses them.
+    """
+    return check_query(query), check_scene(scene), check_top_k(top_k), check_filters(filters)
+
+
 def check_text(value: object, field: str) -> str:
     """A text argument (not a record field): a string without NUL, which PostgreSQL
     cannot hold in text or jsonb and would report as a database error."""

@@ -360,6 +360,14 @@ def write_export(target: str | Path | IO[str], records: list[Experience]) -> int
 def read_import_lines(source: str | Path | Iterable[str]) -> list[str]:
     """The lines of an import: from a path, or any iterable of strings as given."""
     if isinstance(source, str | Path):
-        with open(source, encoding="utf-8") as fh:
-            return fh.read().splitlines()
+        raw = Path(source).read_bytes()
+        try:
+            return raw.decode("utf-8").splitlines()
+        except UnicodeDecodeError as exc:  # a Latin-1 export, a binary file
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise ImportFormatError(
+                f"line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}). Nothing was "
+                "imported; save the file as UTF-8 (as `hindsight export` writes it).",
+                line=line,
+            ) from None
     return list(source)

@@ -18,7 +18,7 @@ from ..storage import recall_sql, scan_sql
 from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
-from .inputs import check_filters, check_page, check_query, check_scene, check_top_k
+from .inputs import check_page, check_scene, check_search
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
 # 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records
@@ -43,10 +43,7 @@ class RecallFlows(MemoryBase):
         timeout_ms: int | None = None,
     ) -> Flow[list[SearchHit]]:
         ns = self.namespace_key(namespace)
-        query = check_query(query)
-        top_k = check_top_k(top_k)
-        scene = check_scene(scene)
-        filter_items = check_filters(filters)
+        query, scene, top_k, filter_items = check_search(query, scene, top_k, filters)
         yield from self.ready_flow()
         vector = yield from self._embed_one_query(query)
         terms = tsquery_terms(query)

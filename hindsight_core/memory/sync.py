@@ -27,6 +27,7 @@ from ..runtime.flow import Flow, MakeFlow, R, embedding_errors, run_sync_within
 from ..runtime.routing import ReplicaReads, write_lsn_flow
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
+from .inputs import check_search
 from .inspection import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
 from .results import RecallResult, degraded
@@ -195,6 +196,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
                 ``source.task``, ``source.tool``.
         """
+        check_search(query, scene, top_k, filters)  # before connecting: see check_search
         return self._run_read(
             lambda: self._search_flow(query, namespace, scene, top_k, filters),
             self.namespace_key(namespace),
@@ -210,6 +212,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     ) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on a database or embedding
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
+        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
         timeout = self.settings.recall_timeout
         try:
             if not self._model_loaded and isinstance(query, str) and query.strip():

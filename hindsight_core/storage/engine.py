@@ -35,6 +35,14 @@ VECTOR_HELP = (
     "to use the embedded PostgreSQL, which ships pgvector"
 )
 
+VECTOR_GRANT_HELP = (
+    "the pgvector extension is not installed in this database and this role may not "
+    "install it (CREATE EXTENSION vector needs a superuser, or a managed service's admin "
+    "role): ask one to run `CREATE EXTENSION vector;` in this database once, then retry "
+    "(see docs/operations.md)"
+)
+INSUFFICIENT_PRIVILEGE = "42501"
+
 
 def parse_database_url(raw: str) -> sa.URL:
     """Parse a configured database URL, or raise one clear line.
@@ -158,6 +166,14 @@ def translate_db_error(exc: Exception) -> HindsightError:
     ):
         return VectorExtensionMissingError(VECTOR_HELP)
     sqlstate = str(getattr(orig, "sqlstate", None) or "")
+    if sqlstate == INSUFFICIENT_PRIVILEGE and 'extension "vector"' in text:
+        return VectorExtensionMissingError(VECTOR_GRANT_HELP)
+    if sqlstate == INSUFFICIENT_PRIVILEGE and "for schema" in text:
+        return DatabaseError(
+            f"{_first_line(text)}: Hindsight's role creates its own tables; a superuser "
+            "grants it with `GRANT USAGE, CREATE ON SCHEMA public TO <role>;` "
+            "(see docs/operations.md)"
+        )
     if sqlstate == "57014":  # query_canceled: psycopg files it under OperationalError
         return DatabaseError(f"the statement was cancelled (timeout): {_first_line(text)}")
     if sqlstate.startswith("40"):  # deadlock / serialization failure: the server is fine

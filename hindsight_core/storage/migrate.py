@@ -15,7 +15,7 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from ..errors import VectorExtensionMissingError
+from ..errors import DatabaseError, VectorExtensionMissingError
 from .engine import VECTOR_HELP
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
@@ -40,10 +40,31 @@ def head_revision() -> str:
     return head
 
 
+def known_revisions() -> set[str]:
+    """Every migration shipped with this package."""
+    return {rev.revision for rev in ScriptDirectory.from_config(alembic_config()).walk_revisions()}
+
+
 def current_revision(connection: sa.Connection) -> str | None:
     """The migration the database is at (``None`` before the first one)."""
     ctx = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
     return ctx.get_current_revision()
+
+
+def revision_at(url: str) -> str | None:
+    """:func:`current_revision` of the database at ``url``, on a connection of its own.
+
+    Raises:
+        DatabaseError: the database cannot be reached or read.
+    """
+    from .engine import db_errors
+
+    engine = sa.create_engine(url, poolclass=sa.pool.NullPool)
+    try:
+        with db_errors(), engine.connect() as conn:
+            return current_revision(conn)
+    finally:
+        engine.dispose()
 
 
 def upgrade(connection: sa.Connection) -> None:
@@ -62,7 +83,15 @@ def upgrade(connection: sa.Connection) -> None:
     connection.execute(sa.text("SELECT pg_advisory_lock(:k)"), {"k": _LOCK_KEY})
     try:
         connection.commit()
-        if current_revision(connection) != head_revision():
+        current = current_revision(connection)
+        if current is not None and current not in known_revisions():
+            raise DatabaseError(
+                f"the database schema is at revision {current}, newer than this Hindsight "
+                f"knows (head {head_revision()}): it was migrated by a newer version. Upgrade "
+                "the package (pip install -U agent-hindsight), or restore a backup taken "
+                "before that upgrade (hindsight db restore)"
+            )
+        if current != head_revision():
             # A migration may build an index over every stored row (0006: ~20 s per
             # 100k records): the configured statement timeout is for queries.
             connection.execute(sa.text("SET statement_timeout = 0"))
