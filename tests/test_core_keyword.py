@@ -379,10 +379,10 @@ def test_a_query_finds_another_form_of_its_word(keyword_only: Settings) -> None:
     other = f"The {W['jade']} kids went to the museum"
     rest = [f"note {i} about {W['kelp']}" for i in range(6)]
     mem.write_many([{"trigger": "t", "lesson": x} for x in (painting, other, *rest)])
-    hits = mem.search(f"What has Melanie painted {W['cedar']}?", top_k=3)
+    hits = mem.search(f"What was painted {W['cedar']}?", top_k=3)
     assert hits[0].record.lesson == painting
     # "painted" and "cedar" both match: the full share of the query's IDF, not half.
-    assert hits[0].breakdown.keyword > 0.9, hits[0].breakdown
+    assert hits[0].breakdown.keyword > 0.8, hits[0].breakdown
     kid = {h.record.lesson: h.breakdown.keyword for h in mem.search("a kid", top_k=3)}
     assert kid.get(other, 0.0) > 0, kid
 
@@ -391,7 +391,7 @@ def test_a_query_finds_another_form_of_its_word(keyword_only: Settings) -> None:
     items.batch(
         [PutItem(ns, str(i), {"text": x}) for i, x in enumerate((painting, other, *rest))]
     )
-    found = items.search(ns, query=f"What has Melanie painted {W['cedar']}?", limit=3)
+    found = items.search(ns, query=f"What was painted {W['cedar']}?", limit=3)
     assert found[0].item.key == "0"
-    assert found[0].breakdown is not None and found[0].breakdown.keyword > 0.9
+    assert found[0].breakdown is not None and found[0].breakdown.keyword > 0.8
     mem.close()
