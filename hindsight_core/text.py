@@ -170,9 +170,10 @@ def _inflections(base: str) -> list[str]:
         out += [base + "d", base[:-1] + "ing"]
     else:
         out += [base + "ed", base + "ing"]
-        if base[-1] not in _VOWELS and base[-1] not in "swx" and base[-2] in _VOWELS:
-            if base[-3] not in _VOWELS:  # one short vowel before it: plan -> planned
-                out += [base + base[-1] + "ed", base + base[-1] + "ing"]
+        # A final consonant after one short vowel doubles: plan -> planned, run -> running.
+        short = base[-2] in _VOWELS and base[-3] not in _VOWELS
+        if short and base[-1] not in _VOWELS and base[-1] not in "swx":
+            out += [base + base[-1] + "ed", base + base[-1] + "ing"]
     return out
 
 

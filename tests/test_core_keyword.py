@@ -371,7 +371,7 @@ def test_other_terms_stand_for_themselves(term: str) -> None:
 
 
 def test_a_query_finds_another_form_of_its_word(keyword_only: Settings) -> None:
-    """"What did she paint?" of a record that says "painting": the query's term matches
+    """ "What did she paint?" of a record that says "painting": the query's term matches
     any inflection of it, records and items alike, counted as one term (one IDF). Before,
     only the record repeating the query's exact form scored."""
     mem = Memory(("kw", "forms"), settings=keyword_only, embedder=EMB)
@@ -388,9 +388,7 @@ def test_a_query_finds_another_form_of_its_word(keyword_only: Settings) -> None:
 
     items = Items(mem, index=ItemIndex(dims=DIM, fields=("text",)))
     ns = ("kw", "forms-items")
-    items.batch(
-        [PutItem(ns, str(i), {"text": x}) for i, x in enumerate((painting, other, *rest))]
-    )
+    items.batch([PutItem(ns, str(i), {"text": x}) for i, x in enumerate((painting, other, *rest))])
     found = items.search(ns, query=f"What was painted {W['cedar']}?", limit=3)
     assert found[0].item.key == "0"
     assert found[0].breakdown is not None and found[0].breakdown.keyword > 0.8

@@ -85,9 +85,7 @@ def search_tsv(rec: Any, fields: Sequence[str] = LESSON_AND_TRIGGER) -> str:
     With lesson and trigger embedded (MiniLM) the text is what it was.
     """
     extra = [getattr(rec, f) for f in fields if f not in ("lesson", "trigger", "scene")]
-    return fts.tsvector_literal(
-        tokens(search_document(rec.lesson, rec.trigger, rec.scene, *extra))
-    )
+    return fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger, rec.scene, *extra)))
 
 
 def insert_params(
