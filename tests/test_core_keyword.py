@@ -393,3 +393,16 @@ def test_a_query_finds_another_form_of_its_word(keyword_only: Settings) -> None:
     assert found[0].item.key == "0"
     assert found[0].breakdown is not None and found[0].breakdown.keyword > 0.8
     mem.close()
+
+
+def test_a_term_is_common_when_one_of_its_forms_is() -> None:
+    """A term whose form is frequent in the table generates no keyword candidates, and
+    its share is that of its common forms (a bound for the group's document frequency)."""
+    from hindsight_core.storage import fulltext_sql as fts
+
+    common = {"painting": 0.05, "paints": 0.01, "the": 0.5}
+    assert fts.common_share("painted", common) == pytest.approx(0.06)
+    assert fts.common_share("cedar", common) is None
+    assert fts.rare_terms(["painted", "cedar"], common) == ["cedar"]
+    assert fts.term_query("kids").split(" | ")[:2] == ["'kids'", "'kid'"]
+    assert fts.tsquery_literal(["2023", "价格"]) == "'2023' | '价格'"
