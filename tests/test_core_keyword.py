@@ -18,7 +18,7 @@ from hindsight_core import CallableEmbedder, Memory, Settings
 from hindsight_core.items import ItemIndex, Items, PutItem
 from hindsight_core.models import ns_key
 from hindsight_core.storage.fulltext_sql import K1, B, common_terms_sql
-from hindsight_core.text import search_document, tokens
+from hindsight_core.text import search_document, tokens, word_forms
 from tests._stats import analyze
 
 rank_bm25 = pytest.importorskip("rank_bm25", reason="rank_bm25 is in the dev extra")
@@ -341,3 +341,68 @@ def test_question_words_are_not_keyword_evidence(keyword_only: Settings) -> None
     # A query of question words only has no keyword terms: the semantic side alone ranks.
     assert all(h.breakdown.keyword == 0 for h in items.search(ns, query="Who? When?", limit=10))
     mem.close()
+
+
+# ---------------------------------------------------------------------- word forms
+
+
+@pytest.mark.parametrize(
+    ("term", "forms"),
+    [
+        ("painted", {"paint", "paints", "painting"}),
+        ("paint", {"paints", "painted", "painting"}),
+        ("kids", {"kid"}),
+        ("activities", {"activity"}),
+        ("running", {"run", "runs"}),
+        ("making", {"make", "makes"}),
+        ("planned", {"plan", "planning"}),
+        ("watches", {"watch", "watched", "watching"}),
+    ],
+)
+def test_a_term_stands_for_its_inflections(term: str, forms: set[str]) -> None:
+    got = word_forms(term)
+    assert got[0] == term
+    assert forms <= set(got), got
+
+
+@pytest.mark.parametrize("term", ["价格", "2023", "v2", "go", "ip"])
+def test_other_terms_stand_for_themselves(term: str) -> None:
+    assert word_forms(term) == (term,)
+
+
+def test_a_query_finds_another_form_of_its_word(keyword_only: Settings) -> None:
+    """ "What did she paint?" of a record that says "painting": the query's term matches
+    any inflection of it, records and items alike, counted as one term (one IDF). Before,
+    only the record repeating the query's exact form scored."""
+    mem = Memory(("kw", "forms"), settings=keyword_only, embedder=EMB)
+    painting = f"We love painting {W['cedar']} landscapes together"
+    other = f"The {W['jade']} kids went to the museum"
+    rest = [f"note {i} about {W['kelp']}" for i in range(6)]
+    mem.write_many([{"trigger": "t", "lesson": x} for x in (painting, other, *rest)])
+    hits = mem.search(f"What was painted {W['cedar']}?", top_k=3)
+    assert hits[0].record.lesson == painting
+    # "painted" and "cedar" both match: the full share of the query's IDF, not half.
+    assert hits[0].breakdown.keyword > 0.8, hits[0].breakdown
+    kid = {h.record.lesson: h.breakdown.keyword for h in mem.search("a kid", top_k=3)}
+    assert kid.get(other, 0.0) > 0, kid
+
+    items = Items(mem, index=ItemIndex(dims=DIM, fields=("text",)))
+    ns = ("kw", "forms-items")
+    items.batch([PutItem(ns, str(i), {"text": x}) for i, x in enumerate((painting, other, *rest))])
+    found = items.search(ns, query=f"What was painted {W['cedar']}?", limit=3)
+    assert found[0].item.key == "0"
+    assert found[0].breakdown is not None and found[0].breakdown.keyword > 0.8
+    mem.close()
+
+
+def test_a_term_is_common_when_one_of_its_forms_is() -> None:
+    """A term whose form is frequent in the table generates no keyword candidates, and
+    its share is that of its common forms (a bound for the group's document frequency)."""
+    from hindsight_core.storage import fulltext_sql as fts
+
+    common = {"painting": 0.05, "paints": 0.01, "the": 0.5}
+    assert fts.common_share("painted", common) == pytest.approx(0.06)
+    assert fts.common_share("cedar", common) is None
+    assert fts.rare_terms(["painted", "cedar"], common) == ["cedar"]
+    assert fts.term_query("kids").split(" | ")[:2] == ["'kids'", "'kid'"]
+    assert fts.tsquery_literal(["2023", "价格"]) == "'2023' | '价格'"

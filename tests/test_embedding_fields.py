@@ -163,3 +163,45 @@ def test_minimal_pairs_are_kept_apart_where_the_cosine_cannot(
     assert mem.same_meaning(numpy, pandas, 0.99) is merges
     # a rewording still merges with every one of them
     assert mem.same_meaning(numpy, "Before upgrading, pin numpy below 2.0", 0.99)
+
+
+# ---------------------------------------------------------------------- keyword index
+
+
+def _hash_embedder(model_name: str) -> CallableEmbedder:
+    import hashlib
+
+    import numpy as np
+
+    def vectors(texts: list[str]) -> Any:
+        seeds = [int(hashlib.sha1(t.encode()).hexdigest()[:8], 16) for t in texts]
+        return np.stack([np.random.default_rng(s).standard_normal(8) for s in seeds])
+
+    return CallableEmbedder(vectors, dim=8, model_name=model_name, languages=None)
+
+
+@pytest.mark.parametrize(
+    ("model", "indexed"), [("multilingual-e5-small", True), ("all-MiniLM-L6-v2", False)]
+)
+def test_the_keyword_index_reads_the_embedded_fields(
+    fresh_db: str, model: str, indexed: bool
+) -> None:
+    """A task description shares words with a record's action and outcome: where the
+    model embeds them (e5), they are indexed for keyword search too, on write and on
+    edit; where it embeds lesson and trigger only, the keyword index is what it was.
+    Before, the keyword side never read the action or the outcome."""
+    settings = Settings(
+        database_url=fresh_db, semantic_weight=0.0, keyword_weight=1.0, dedup_threshold=1.0
+    )
+    with Memory(("kwf", model), settings=settings, embedder=_hash_embedder(model)) as mem:
+        first = mem.write({**RECORD, "action": "ran the wildcard sweep", "lesson": "check first"})
+        mem.write({**RECORD, "lesson": "another lesson", "trigger": "elsewhere"})
+
+        def keyword(query: str) -> float:
+            hits = {h.record.id: h.breakdown.keyword for h in mem.search(query, top_k=5)}
+            return hits.get(first.id, 0.0)
+
+        assert (keyword("wildcard sweep") > 0) is indexed
+        mem.edit(first.id, outcome="the quarantine folder filled up")
+        assert (keyword("quarantine") > 0) is indexed
+        assert keyword("check first") > 0  # the lesson always

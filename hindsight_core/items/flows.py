@@ -243,7 +243,7 @@ class ItemFlows:
         if self._terms is None:
             self._terms = CommonTerms(q.V)
         common = (yield from self._terms.flow(settings.keyword_scan_limit, ac)) if terms else {}
-        rare = [t for t in terms if t not in common]
+        rare = fts.rare_terms(terms, common)
         params.update(
             {
                 "cand": max(40, (op.limit + op.offset) * n_fields * 4),

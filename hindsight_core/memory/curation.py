@@ -147,7 +147,7 @@ class CurationFlows(RecallFlows):
                 "importance": rec.importance,
                 "critical": rec.critical,
                 **self._vector_fields(text, vector),
-                "search_tsv": search_tsv(rec),
+                "search_tsv": search_tsv(rec, self.document_fields),
             },
         )
         yield from self._event(self.namespace_key(namespace), current.id, "edited", now)
@@ -198,6 +198,7 @@ class CurationFlows(RecallFlows):
                         ns=ns,
                         id=new_id,
                         vector=self._vector_fields(text, vector),
+                        fields=self.document_fields,
                         critical=rec.critical or any(r["critical"] for r in live.values()),
                         score=max(r["decayed_score"] for r in live.values()),
                         use_count=sum(r["use_count"] for r in live.values()),

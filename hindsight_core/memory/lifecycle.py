@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -266,7 +266,7 @@ class LifecycleFlows(MemoryBase):
             texts = [embedding_text(r, self.document_fields) for r in new]
             vectors = yield from Embed(texts)
             params = [
-                _import_params(r, self._vector_fields(t, v), now)
+                _import_params(r, self._vector_fields(t, v), now, self.document_fields)
                 for r, t, v in zip(new, texts, vectors, strict=True)
             ]
             yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
@@ -327,12 +327,15 @@ class LifecycleFlows(MemoryBase):
         return ReindexReport(reembedded=embedded, skipped=done - embedded)
 
 
-def _import_params(r: ExportedRecord, vector: dict[str, Any], now: datetime) -> dict[str, Any]:
+def _import_params(
+    r: ExportedRecord, vector: dict[str, Any], now: datetime, fields: Sequence[str]
+) -> dict[str, Any]:
     return record_row(
         r,
         ns=ns_key(tuple(r.namespace)),
         id=r.id,
         vector=vector,
+        fields=fields,
         score=r.score,
         use_count=r.use_count,
         occurrences=r.occurrences,

@@ -50,7 +50,7 @@ class RecallFlows(MemoryBase):
         # Reads only: no transaction (saves BEGIN + COMMIT, and a transaction's pool
         # checkout and ping); a timeout bounds the search statement by itself.
         common = (yield from self._common_terms_flow(True)) if terms else {}
-        rare = [t for t in terms if t not in common]
+        rare = fts.rare_terms(terms, common)
         exact = yield from self._scan_choice.flow(
             (ns, scene),
             scan_sql.recall_exact_scan_sql(scene is not None),

@@ -166,6 +166,7 @@ class WriteFlows(MemoryBase):
                 now=now,
                 vectors=lambda i: self._vector_fields(texts[i], matrix[i]),
                 which=planner.chained(ready),
+                fields=self.document_fields,
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 

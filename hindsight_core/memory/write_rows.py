@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from ..embeddings.profiles import LESSON_AND_TRIGGER
 from ..models import ExperienceIn
 from ..storage import fulltext_sql as fts
 from ..text import search_document, tokens
@@ -21,7 +22,13 @@ from .write_plan import WritePlan
 
 
 def record_row(
-    rec: Any, *, ns: str, id: uuid.UUID, vector: Mapping[str, Any], **state: Any
+    rec: Any,
+    *,
+    ns: str,
+    id: uuid.UUID,
+    vector: Mapping[str, Any],
+    fields: Sequence[str] = LESSON_AND_TRIGGER,
+    **state: Any,
 ) -> dict[str, Any]:
     """One record's row of ``batch_sql.INSERT_ROWS`` (through ``batch_sql.insert_rows``).
 
@@ -32,6 +39,8 @@ def record_row(
         ns: the namespace key.
         id: the record's id.
         vector: its ``embedding`` and ``embed_key`` (``MemoryBase._vector_fields``).
+        fields: the fields the model embeds (``MemoryBase.document_fields``), also
+            indexed for keyword search (:func:`search_tsv`).
         state: the lifecycle columns (``score``, ``use_count``, ``occurrences``,
             ``last_used_at``, ``created_at``, ``updated_at``, ``archived_at``,
             ``merged_into``, ``merged_from``, ``also_scenes``); a given ``critical``
@@ -59,13 +68,24 @@ def record_row(
         "also_scenes": [],
         **state,
         **vector,
-        "search_tsv": search_tsv(rec),
+        "search_tsv": search_tsv(rec, fields),
     }
 
 
-def search_tsv(rec: Any) -> str:
-    """The ``search_tsv`` parameter of a record (lesson, trigger and scene, tokenized)."""
-    return fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger, rec.scene)))
+def search_tsv(rec: Any, fields: Sequence[str] = LESSON_AND_TRIGGER) -> str:
+    """The ``search_tsv`` parameter of a record, tokenized: lesson, trigger and scene,
+    then the other ``fields`` the model embeds (``action``, ``outcome`` with a
+    multilingual e5 model, whose profile embeds the whole record).
+
+    The keyword side reads what the semantic side reads: a task description shares its
+    words with a record's situation (what was done, what happened) as much as with its
+    advice, which is why e5 embeds every field (``embeddings.profiles._e5``); indexed
+    for keywords too, a word of the action is evidence on both sides instead of
+    counting against the record on one (bench/README.md, "Recall quality, principled").
+    With lesson and trigger embedded (MiniLM) the text is what it was.
+    """
+    extra = [getattr(rec, f) for f in fields if f not in ("lesson", "trigger", "scene")]
+    return fts.tsvector_literal(tokens(search_document(rec.lesson, rec.trigger, rec.scene, *extra)))
 
 
 def insert_params(
@@ -76,9 +96,11 @@ def insert_params(
     now: datetime,
     vectors: Callable[[int], Mapping[str, Any]],
     which: Sequence[int] | None = None,
+    fields: Sequence[str] = LESSON_AND_TRIGGER,
 ) -> list[dict[str, Any]]:
     """``INSERT`` rows for the plan's new records (``which``: these of them, by batch
-    index; all by default); ``vectors(i)``: record ``i``'s vector fields. A record that
+    index; all by default); ``vectors(i)``: record ``i``'s vector fields; ``fields``:
+    the embedded fields (:func:`record_row`). A record that
     absorbed later batch records starts with their occurrences, used now."""
     rows = []
     for i in plan.inserts if which is None else which:
@@ -89,6 +111,7 @@ def insert_params(
                 ns=ns,
                 id=plan.ids[i],
                 vector=vectors(i),
+                fields=fields,
                 occurrences=1 + absorbed,
                 last_used_at=now if absorbed else None,
                 created_at=rec.created_at or now,

@@ -13,6 +13,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from ..text import word_forms
+
 # BM25 (Robertson / Sparck Jones) with Lucene's IDF, ln(1 + (N - df + 0.5) / (df + 0.5))
 # (Lucene's and Elasticsearch's BM25Similarity): term-frequency saturation k1 (Lucene's
 # 1.2) and length normalisation b. On LoCoMo dev (bench_locomo.py, store keyword-only /
@@ -87,9 +89,29 @@ def tsvector_literal(tokens: list[str]) -> str:
     return " ".join(f"'{t}':{','.join(map(str, p[:256]))}" for t, p in positions.items())
 
 
-def tsquery_literal(terms: list[str]) -> str | None:
-    """An OR query over the terms, or ``None`` when there are none."""
-    return " | ".join(f"'{t}'" for t in terms) or None
+def term_query(term: str) -> str:
+    """A query term as a tsquery literal matching any of its forms (``text.word_forms``:
+    "painted" matches "paint", "painting", ...). BM25 counts the group as one term:
+    one document frequency, one IDF, a match when a record holds any of the forms."""
+    return " | ".join(f"'{f}'" for f in word_forms(term))
+
+
+def tsquery_literal(terms: Sequence[str]) -> str | None:
+    """An OR query over the terms (each by any of its forms), or ``None`` when none."""
+    return " | ".join(term_query(t) for t in terms) or None
+
+
+def common_share(term: str, common: Mapping[str, float]) -> float | None:
+    """The share of the table's rows holding ``term`` by any of its forms, for the
+    forms that are common (:func:`common_terms_sql`; their sum, at most 1), or ``None``
+    when none is: an uncommon term, counted exactly."""
+    shares = [common[f] for f in word_forms(term) if f in common]
+    return min(1.0, sum(shares)) if shares else None
+
+
+def rare_terms(terms: Sequence[str], common: Mapping[str, float]) -> list[str]:
+    """The terms that generate keyword candidates: no form of them is common."""
+    return [t for t in terms if common_share(t, common) is None]
 
 
 def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str) -> str:
@@ -269,7 +291,7 @@ def bm25_params(
     with an English-only model (tests/test_core_recall.py).
     """
     return {
-        "kw_tsq": array_literal([f"'{t}'" for t in terms]),
-        "kw_freq": array_literal([common.get(t) for t in terms]),
+        "kw_tsq": array_literal([term_query(t) for t in terms]),
+        "kw_freq": array_literal([common_share(t, common) for t in terms]),
         "kw_whole": whole_query,
     }
