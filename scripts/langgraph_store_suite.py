@@ -38,6 +38,7 @@ import os
 
 import langgraph.store.postgres as lgp
 import psycopg
+from psycopg.rows import dict_row
 
 from hindsight_adapters.langgraph import HindsightStore
 
@@ -61,20 +62,34 @@ class _Store(HindsightStore):
         return _Cursor(self._url)
 
 
+# PostgresStore's table as the suite reads and backdates it (prefix, key, expires_at,
+# updated_at): a view over Hindsight's items, updatable in those two columns.
+STORE_VIEW = (
+    "CREATE OR REPLACE TEMP VIEW store AS SELECT replace(ns, chr(31), '.') AS prefix, "
+    "key, value, created_at, updated_at, expires_at, ttl_minutes FROM hindsight_items"
+)
+
+
 class _Cursor:
     def __init__(self, url):
         self.url = url
 
     def __enter__(self):
-        self.conn = psycopg.connect(self.url, autocommit=True)
-        return self.conn.cursor()
+        self.conn = psycopg.connect(self.url, autocommit=True, row_factory=dict_row)
+        cur = self.conn.cursor()
+        cur.execute(STORE_VIEW)
+        return cur
 
     def __exit__(self, *exc):
         self.conn.close()
 
     async def __aenter__(self):
-        self.aconn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
-        return self.aconn.cursor()
+        self.aconn = await psycopg.AsyncConnection.connect(
+            self.url, autocommit=True, row_factory=dict_row
+        )
+        cur = self.aconn.cursor()
+        await cur.execute(STORE_VIEW)
+        return cur
 
     async def __aexit__(self, *exc):
         await self.aconn.close()
