@@ -44,6 +44,8 @@ import _common as c  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data" / "locomo_dev5.json.gz"
+if not DATA.exists():  # a git worktree under /work/wt: the team's data directory
+    DATA = Path("/work/shared/data/locomo_dev5.json.gz")
 RESULTS = Path(__file__).parent / "results"
 VECTORS = c.CACHE / "locomo_vectors.npz"
 DB = "hindsight_bench_locomo"
@@ -281,56 +283,18 @@ def table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("all", "store", "memory"), default="all")
-    ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
-    ap.add_argument(
-        "--reuse",
-        action="store_true",
-        help="measure again on the database kept by --keep (no loading)",
-    )
-    ap.add_argument(
-        "--fields",
-        default="",
-        help="the stores' index fields, comma-separated "
-        "(default: not given, the stores' own default: the whole value)",
-    )
-    args = ap.parse_args()
-    global FIELDS
-    FIELDS = [f for f in args.fields.split(",") if f] or None
-
+def measure(
+    args: Any, data: list[Conv], emb: CachedEmbedder, latency: dict[str, dict[str, float]]
+) -> c.Figures:
+    """One fresh load of ``data`` (unless ``--reuse``), measured; ``latency`` is updated."""
     from hindsight_core import Memory, Settings
-
-    data = []
-    for conv in conversations():
-        ts = turns(conv)
-        data.append((conv["sample_id"], ts, questions(conv, {t["dia_id"] for t in ts})))
-    n_q = sum(len(qs) for _, _, qs in data)
-    emb = CachedEmbedder()
-    # Embed everything once up front (cached): the store's value texts, records, queries.
     from hindsight_core.items.paths import field_texts
-
-    emb.embed(
-        [
-            txt
-            for _, ts, _ in data
-            for t in ts
-            for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
-        ]
-    )
-    emb.embed(
-        [f"{r['lesson']}\n{r['trigger']}" for _, ts, _ in data for t in ts for r in [record_of(t)]]
-    )
-    emb.embed([q["question"] for _, _, qs in data for q in qs])
-    emb.save()
 
     url = c.database_url(DB)
     drop = None
     if not args.reuse:
         url, drop = c.fresh_database(DB)
-    results: dict[str, dict[str, float]] = {}
-    latency: dict[str, dict[str, float]] = {}
+    results: c.Figures = {}
 
     def report(name: str, ranked: list[Any], ms: list[float] | None = None) -> None:
         results[name] = score(ranked)
@@ -394,6 +358,66 @@ def main() -> None:
         emb.save()
         if drop is not None and not args.keep:
             drop()
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=("all", "store", "memory"), default="all")
+    ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again on the database kept by --keep (no loading)",
+    )
+    ap.add_argument(
+        "--fields",
+        default="",
+        help="the stores' index fields, comma-separated "
+        "(default: not given, the stores' own default: the whole value)",
+    )
+    c.add_loads_option(ap)
+    args = ap.parse_args()
+    if args.reuse and args.loads > 1:
+        ap.error("--reuse measures the one kept database: not with --loads")
+    global FIELDS
+    FIELDS = [f for f in args.fields.split(",") if f] or None
+
+    from hindsight_core import Settings
+
+    data = []
+    for conv in conversations():
+        ts = turns(conv)
+        data.append((conv["sample_id"], ts, questions(conv, {t["dia_id"] for t in ts})))
+    n_q = sum(len(qs) for _, _, qs in data)
+    emb = CachedEmbedder()
+    # Embed everything once up front (cached): the store's value texts, records, queries.
+    from hindsight_core.items.paths import field_texts
+
+    emb.embed(
+        [
+            txt
+            for _, ts, _ in data
+            for t in ts
+            for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
+        ]
+    )
+    emb.embed(
+        [f"{r['lesson']}\n{r['trigger']}" for _, ts, _ in data for t in ts for r in [record_of(t)]]
+    )
+    emb.embed([q["question"] for _, _, qs in data for q in qs])
+    emb.save()
+
+    runs: list[c.Figures] = []
+    latency: dict[str, dict[str, float]] = {}
+    for load in range(args.loads):
+        if args.loads > 1:
+            print(f"-- load {load + 1} of {args.loads}", flush=True)
+        runs.append(measure(args, data, emb, latency))
+    results, spread = c.over_loads(runs)
+    if args.loads > 1:
+        print(f"median of {args.loads} fresh loads; spread (max - min):")
+        print(table(spread))
     print(table(results))
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "locomo.json").write_text(
@@ -402,6 +426,7 @@ def main() -> None:
                 "machine": c.machine(),
                 "nice": os.nice(0),
                 "questions": n_q,
+                "loads": args.loads,
                 "turns": sum(len(ts) for _, ts, _ in data),
                 "settings": Settings().model_dump(
                     include={
@@ -412,6 +437,7 @@ def main() -> None:
                     }
                 ),
                 "results": results,
+                "spread": spread if args.loads > 1 else None,
                 "search_ms": latency,
                 "table": table(results),
             },
