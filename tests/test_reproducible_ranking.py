@@ -81,7 +81,7 @@ def _top10s(url: str) -> tuple[list[Any], list[float]]:
         for prefix in PREFIXES:
             for q in QUERIES:
                 hits = store.search(prefix, query=q, limit=10)
-                ranked.append([(h.key, h.breakdown.scan) for h in hits])  # type: ignore[attr-defined]
+                ranked.append([(h.key, h.breakdown.scan) for h in hits])
                 scores += [h.score or 0.0 for h in hits]
     finally:
         store.close()
