@@ -304,6 +304,31 @@ def analyze(url: str) -> None:
     engine.dispose()
 
 
+Figures = dict[str, dict[str, float]]  # system -> measure -> value
+
+
+def add_loads_option(ap: Any) -> None:
+    """``--loads N``: measure on N fresh loads of the same data (see :func:`over_loads`)."""
+    ap.add_argument(
+        "--loads",
+        type=int,
+        default=1,
+        help="load the data into this many fresh databases, one after another, and "
+        "report each figure as the median over them with its spread (max - min)",
+    )
+
+
+def over_loads(runs: list[Figures]) -> tuple[Figures, Figures]:
+    """Each figure's median over the loads ``runs`` and its spread (max - min)."""
+    median: Figures = {}
+    spread: Figures = {}
+    for name, first in runs[0].items():
+        vals = {m: [r[name][m] for r in runs] for m in first}
+        median[name] = {m: round(statistics.median(v), 4) for m, v in vals.items()}
+        spread[name] = {m: round(max(v) - min(v), 4) for m, v in vals.items()}
+    return median, spread
+
+
 def write_results(name: str, args: Any, rows: list[dict[str, Any]]) -> Path:
     """Write ``results/<name>.json`` (the machine, the run's arguments, its rows)."""
     out = Path(__file__).parent / "results" / f"{name}.json"

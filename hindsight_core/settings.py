@@ -162,7 +162,7 @@ class Settings(BaseSettings):
     semantic_scan: Literal["auto", "exact", "index"] = Field(
         default="auto",
         description="How recall and item search (hybrid and vector) find semantic candidates: "
-        "'auto' compares a small namespace (or item prefix) of a large table exactly and asks "
+        "'auto' compares a namespace (or item prefix) of at most 2,000 rows exactly and asks "
         "the HNSW index everywhere else (decided per namespace, cached for a minute); "
         "'exact' always compares every row of the namespace (no approximate-search miss, "
         "cost grows with the namespace); 'index' always asks the index. Each hit's "

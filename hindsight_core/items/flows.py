@@ -27,7 +27,7 @@ from ..storage import items_sql as q
 from ..storage import scan_sql
 from ..storage.items_filters_sql import filter_params
 from ..storage.vectors import vector_param
-from ..text import tsquery_terms
+from ..text import tokens, tsquery_terms
 from . import index_health
 from .batch_plan import (
     get_params,
@@ -247,10 +247,13 @@ class ItemFlows:
         params.update(
             {
                 "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-                "tsq_cand": fts.tsquery_literal(rare),
+                # exact: candidates from each of the prefix's rows (hybrid_search_sql)
+                "tsq_cand": fts.tsquery_literal(terms if exact else rare),
                 **fts.bm25_params(
                     terms, common, whole_query=covers(self.embedder.languages, op.query or "")
                 ),
+                # An item whose field is the query's text has this many terms.
+                "kw_qlen": len(set(tokens(op.query or ""))),
                 "w_sem": settings.semantic_weight,
                 "w_kw": keyword_weight(settings, self.embedder),
                 "score_weight": settings.score_weight,
@@ -264,7 +267,7 @@ class ItemFlows:
             spec_f,
             self.omit_expired,
             bool(terms),
-            bool(rare),
+            bool(terms if exact else rare),
             settings.keyword_scan_limit,
             exact,
         )

@@ -1,8 +1,8 @@
 """How a search finds semantic candidates in a namespace: exact scan or ANN index.
 
-A small namespace in a large table is ranked exactly (``storage.scan_sql`` decides with
-a bounded count); everything else goes
-through the HNSW index. The answer is cached per namespace (and scene) for a minute:
+A namespace of at most 2,000 rows is ranked exactly (``storage.scan_sql`` decides with
+a bounded count of its rows, so that the same data gets the same answer); everything
+else goes through the HNSW index. The answer is cached per namespace (and scene) for a minute:
 counting up to 2,000 rows on every search cost up to 1 ms, and with the answer known
 the search statement needs no branch on it. A namespace that grows or shrinks past
 the bound is decided again within the minute: until then it is scanned exactly a

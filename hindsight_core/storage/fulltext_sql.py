@@ -139,13 +139,15 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
     see :func:`common_terms_sql`) that way would read thousands of rows, most of them
     other namespaces', so its document frequency is, in this order:
 
+    - counted in the collection's own rows when it has at most ``DF_CAP`` of them: one
+      pass over them through ``key``'s index for all such terms (``kw_own``, read
+      only when a term needs it), at most the namespace's rows; exact, so that a small
+      collection's scores do not move with ANALYZE's statistics (they did when the
+      estimate below came first: bench/README.md, "Same data, same results");
     - its share of the table times the collection's size, where the collection is
       (nearly) the whole table: the rows of other namespaces (``reltuples`` minus the
       collection's) are at most ``FOREIGN_SHARE`` of the term's (one tenant per
       table, as bench_recall's: no cost added);
-    - counted in the collection's own rows when it has at most ``DF_CAP`` of them: one
-      pass over them through ``key``'s index for all such terms (``kw_own``, read
-      only when a term needs it), at most the namespace's rows;
     - counted through the GIN index like an uncommon term when the table holds at
       most ``DF_CAP`` rows with it;
     - else that share of the collection's size: an estimate (a term in thousands of
@@ -196,11 +198,11 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
                     FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
                 ) st CROSS JOIN LATERAL (
                     SELECT t.q, CASE
+                        WHEN t.freq IS NOT NULL AND st.n <= {DF_CAP}
+                        THEN (SELECT count(*) FROM kw_own o WHERE o.search_tsv @@ t.q)
                         WHEN t.freq IS NOT NULL AND {rows} - st.n
                             <= {FOREIGN_SHARE} * t.freq * {rows}
                         THEN t.freq * st.n
-                        WHEN t.freq IS NOT NULL AND st.n <= {DF_CAP}
-                        THEN (SELECT count(*) FROM kw_own o WHERE o.search_tsv @@ t.q)
                         WHEN t.freq IS NULL OR t.freq * {rows} <= {DF_CAP}
                         THEN (SELECT count(*) FROM (SELECT 1 FROM {table} d
                               WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)
@@ -238,6 +240,21 @@ def bm25_sql(tsv: str) -> str:
         f"(SELECT sum(i.w) * {K1 + 1}"
         f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / min(i.avgdl))) / min(i.mass)"
         f" FROM kw_idf i WHERE {tsv} @@ i.q)"
+    )
+
+
+def bm25_exact_sql() -> str:
+    """The keyword score (:data:`KEYWORD` of :func:`bm25_sql`) of a row whose text is
+    the query's own: it holds each of the query's terms found in the collection once,
+    and its length is the query's number of distinct tokens (``:kw_qlen``). The best
+    score a row can reach for the query (one shorter than the query aside); item search
+    divides its fused relevance by the relevance of such a row, so that an exact match
+    scores 1 whatever the query's terms' IDF (``items_search_sql.hybrid_search_sql``).
+    """
+    return (
+        f"(SELECT LEAST(1, COALESCE(sum(i.w) FILTER (WHERE i.df > 0) * {K1 + 1}"
+        f" / (1 + {K1} * ({1 - B} + {B} * :kw_qlen / min(i.avgdl))) / min(i.mass), 0))"
+        " FROM kw_idf i)"
     )
 
 

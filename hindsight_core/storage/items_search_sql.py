@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from ..models import NS_SEPARATOR
 from .experiences_sql import decay_multiplier
-from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
+from .fulltext_sql import KEYWORD, bm25_ctes, bm25_exact_sql, bm25_sql
 from .items_filters_sql import FilterSpec, filter_conditions
 from .items_sql import ITEM_COLS, T, V, VectorSpec
 
@@ -129,10 +129,18 @@ def hybrid_search_sql(
     ``keyword`` = best BM25 of its fields against all of the query's terms, with the
     prefix's document frequencies and lengths (each field's vector row one document),
     as the share of the query's summed IDF it reaches (``fulltext_sql.KEYWORD``);
-    ``relevance = w_sem * semantic + w_kw * keyword`` and
-    ``final = relevance * decay ** score_weight`` with ``decay`` the record decay
-    applied to the time since the item's last update. Items whose relevance is
-    below ``:min_relevance`` are left out.
+    ``relevance`` = ``w_sem * semantic + w_kw * keyword`` divided by the same for an
+    item whose field is the query's text (semantic 1, keyword
+    ``fulltext_sql.bm25_exact_sql``), and ``final = relevance * decay ** score_weight``
+    with ``decay`` the record decay applied to the time since the item's last update.
+    Items whose fused ``w_sem * semantic + w_kw * keyword`` is below ``:min_relevance``
+    are left out.
+
+    The division is by one number per query, so it changes no order: it makes an exact
+    match score 1 (as PostgresStore's cosine does) for every query. Undivided, the
+    keyword score's floor (``fulltext_sql.MIN_MASS_SHARE``) held an exact match of a
+    query whose only term is in two of five fields to 0.89 and one of a term in one
+    field at 1.0 (LangGraph's ``test_embed_with_path``).
 
     The scan bound keeps search fast when a query word occurs in most items: ranking
     every full-text match made hybrid search 3x slower than a vector search at
@@ -148,14 +156,25 @@ def hybrid_search_sql(
     kw_source = _vectors_from(n_labels, filters, omit_expired, UNINDEXED_NS.format("v.ns"))
     if keyword_candidates is None:
         keyword_candidates = keyword
+    # An exact search compares every row of the prefix (at most scan_sql.EXACT_SCAN_MAX unless
+    # pinned): its keyword candidates are all of those rows that match any query term,
+    # not at most ``scan_limit`` matches (in plan order) of the terms ANALYZE's
+    # statistics do not call common, so that they are the same whether or when
+    # (auto)analyze ran. The prefix is tested in its indexed form: the planner may read
+    # the prefix's rows rather than each term's matches in the whole table.
+    matches = (
+        f"""SELECT v.ns, v.key, v.search_tsv
+                {source} AND v.search_tsv @@ CAST(:tsq_cand AS tsquery)"""
+        if exact
+        else f"""SELECT v.ns, v.key, v.search_tsv
+                {kw_source} AND v.search_tsv @@ CAST(:tsq_cand AS tsquery)
+                LIMIT {int(scan_limit)}"""
+    )
     kw = (
         f"""kw AS (
-            SELECT m.ns, m.key FROM (
-                SELECT v.ns, v.key, v.search_tsv
-                {kw_source} AND v.search_tsv @@ CAST(:tsq_cand AS tsquery)
-                LIMIT {int(scan_limit)}) m
+            SELECT m.ns, m.key FROM ({matches}) m
             GROUP BY m.ns, m.key
-            ORDER BY max({bm25_sql("m.search_tsv")}) DESC NULLS LAST
+            ORDER BY max({bm25_sql("m.search_tsv")}) DESC NULLS LAST, m.ns, m.key
             LIMIT :cand)"""
         if keyword and keyword_candidates
         else "kw AS (SELECT NULL::text AS ns, NULL::text AS key WHERE FALSE)"
@@ -179,7 +198,8 @@ def hybrid_search_sql(
         f"""
         WITH {stats} sem AS (
             SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
-            ORDER BY {spec.distance_sql()}{" + 0" if exact else ""} LIMIT :cand
+            ORDER BY {spec.distance_sql()}{" + 0, v.ns, v.key, v.field" if exact else ""}
+            LIMIT :cand
         ), {kw},
         cand AS (SELECT ns, key FROM sem UNION SELECT ns, key FROM kw),
         ranked AS (
@@ -192,15 +212,19 @@ def hybrid_search_sql(
             SELECT ns, key, GREATEST(0, COALESCE(sim, 0)) AS semantic,
                 {KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"} AS keyword
             FROM ranked
+        ), exact AS (
+            SELECT COALESCE(NULLIF(:w_sem + :w_kw * {bm25_exact_sql() if keyword else "0"}, 0), 1)
+                AS fusion
         ), fused AS (
-            SELECT s.semantic, s.keyword, :w_sem * s.semantic + :w_kw * s.keyword AS relevance,
+            SELECT s.semantic, s.keyword, :w_sem * s.semantic + :w_kw * s.keyword AS fusion,
                 {decay_multiplier("i.updated_at")} AS decay,
                 {", ".join(c.strip() for c in ITEM_COLS.split(","))}
             FROM scored s JOIN {T} i ON i.ns = s.ns AND i.key = s.key
         )
-        SELECT *, relevance * power(GREATEST(decay, 1e-6), :score_weight) AS final
-        FROM fused WHERE relevance >= :min_relevance
-        ORDER BY final DESC, ns, key LIMIT :limit OFFSET :offset
+        SELECT f.*, f.fusion / x.fusion AS relevance,
+            f.fusion / x.fusion * power(GREATEST(f.decay, 1e-6), :score_weight) AS final
+        FROM fused f CROSS JOIN exact x WHERE f.fusion >= :min_relevance
+        ORDER BY final DESC, f.ns, f.key LIMIT :limit OFFSET :offset
         """
     )
 

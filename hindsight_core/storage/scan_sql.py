@@ -1,10 +1,16 @@
 """SQL that decides how a search finds semantic candidates: exact scan or ANN index.
 
-A namespace (and scene, or item prefix) with at most ``EXACT_SCAN_MAX`` rows, under
-``EXACT_SCAN_SHARE`` of its table, is ranked by an exact scan: a filtered HNSW scan
-would walk much of the index to find its rows (and stop short at
-``hnsw.max_scan_tuples``). Up to ``EXACT_SCAN_ALWAYS`` rows are always scanned
-exactly. The answer is a bounded count; ``runtime.scan.ScanChoice`` caches it.
+A namespace (and scene, or item prefix) with at most ``EXACT_SCAN_MAX`` rows is ranked
+by an exact scan: a filtered HNSW scan would walk much of the index to find its rows
+(and stop short at ``hnsw.max_scan_tuples``), and in a small table, where such a
+namespace is a large share of the rows, the exact scan costs little either way. The
+answer is a bounded count of the namespace's rows, nothing else: it used to ask also
+for under ``EXACT_SCAN_SHARE`` of the table by ``pg_class.reltuples``, which is -1 until
+the table's first (auto)analyze and moves with each one, so the same data in the same
+order was ranked exactly or through the index (whose graph differs from build to
+build: pgvector draws each node's level at random) depending on when autovacuum had
+run (bench/README.md, "Same data, same results"). ``runtime.scan.ScanChoice`` caches
+the answer.
 
 The write path's dedup lookup makes the same choice per batch
 (:data:`DEDUP_VECTORS`), with bounds that grow with the batch.
@@ -21,8 +27,7 @@ from .items_search_sql import prefix_condition
 from .items_sql import V
 
 EXACT_SCAN_MAX = 2000
-EXACT_SCAN_SHARE = 0.2
-EXACT_SCAN_ALWAYS = 40
+EXACT_SCAN_SHARE = 0.2  # the write path's dedup lookup (DEDUP_VECTORS)
 
 
 def _few_enough(always: str, at_most: str, table: str) -> str:
@@ -34,12 +39,12 @@ def _few_enough(always: str, at_most: str, table: str) -> str:
     )
 
 
-def _gate(rows_sql: str, table: str) -> sa.TextClause:
-    """One row, ``exact``: whether the rows ``rows_sql`` selects are few enough, and a
-    small enough share of ``table``, to scan exactly."""
+def _gate(rows_sql: str) -> sa.TextClause:
+    """One row, ``exact``: whether the rows ``rows_sql`` selects are few enough to scan
+    exactly."""
     return sa.text(
         f"""
-        SELECT {_few_enough(str(EXACT_SCAN_ALWAYS), str(EXACT_SCAN_MAX), table)} AS exact
+        SELECT n <= {EXACT_SCAN_MAX} AS exact
         FROM (SELECT count(*) AS n FROM ({rows_sql} LIMIT {EXACT_SCAN_MAX + 1}) x) n
         """
     )
@@ -49,13 +54,13 @@ def _gate(rows_sql: str, table: str) -> sa.TextClause:
 def recall_exact_scan_sql(scene: bool) -> sa.TextClause:
     """Whether recall in ``:ns`` (and ``:scene``) should scan exactly."""
     cond = "e.ns = :ns AND e.archived_at IS NULL" + (f" AND {scene_condition()}" if scene else "")
-    return _gate(f"SELECT 1 FROM {T} e WHERE {cond}", T)
+    return _gate(f"SELECT 1 FROM {T} e WHERE {cond}")
 
 
 @lru_cache(maxsize=32)
 def items_exact_scan_sql(n_labels: int) -> sa.TextClause:
     """Whether hybrid item search under the prefix ``:pfx`` should scan exactly."""
-    return _gate(f"SELECT 1 FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}", V)
+    return _gate(f"SELECT 1 FROM {V} v WHERE {prefix_condition(n_labels, 'v.ns')}")
 
 
 # The dedup lookup of a batch: the namespace's live records with their vectors
