@@ -86,7 +86,7 @@ def search_document(*parts: str | None) -> str:
 # ranked first. Left out of queries only: records keep them (they are text like any
 # other), so nothing stored changes. LoCoMo dev (bench_locomo.py), store hybrid R@5 /
 # R@10 .570 / .662 -> .584 / .680, keyword-only .525 / .601 -> .542 / .614; LongMemEval
-# hybrid none worse (bench/README.md).
+# hybrid none worse (bench/HISTORY.md).
 QUESTION_WORDS = frozenset(
     "what when where who whom whose which why how would could should has have had".split()
 )

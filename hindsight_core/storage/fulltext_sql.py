@@ -24,7 +24,7 @@ from ..text import word_forms
 # (df + 0.5)), turns negative for a term in over half of the documents and lifts it to a
 # quarter of the corpus's mean IDF, a mean over a namespace's whole vocabulary not at hand
 # here, for which a fixed floor (0.05) stood in; with Lucene's no stand-in is needed
-# (LongMemEval hybrid turn recall_all@5 .633 -> .667, LoCoMo and Chinese: bench/README.md).
+# (LongMemEval hybrid turn recall_all@5 .633 -> .667, LoCoMo and Chinese: bench/HISTORY.md).
 K1 = 1.2
 B = 0.5
 # The keyword score's denominator is at least the IDF of a term in a tenth of the
@@ -174,7 +174,7 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
     (``(SELECT avgdl FROM ...)``) is a plan node of its own, set up on every execution,
     and one copied into several expressions runs once per copy. With a CTE each for
     the counters, the IDF and their sum, the recall statement had ~56 plan nodes
-    (bench/README.md, "The recall statement's shape").
+    (bench/HISTORY.md, "The recall statement's shape").
     """
     floor_d = f"GREATEST(1, {MIN_MASS_SHARE} * t.n)"
     rows = "(SELECT rows FROM kw_tab)"
