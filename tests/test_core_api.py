@@ -235,7 +235,7 @@ async def inspector(api: Front, clock: Clock) -> list[Any]:
         (clock.now.date(), "archive"): 1,
     }
     assert [p.kind for p in await api.activity(record_id=b)] == []
-    history = await api.history(a)
+    history = await api.events(a)
     assert [(e.kind, e.at) for e in history] == [("unhelpful", clock.now), ("used", start)]
 
     curve = await api.decay_curve(a, days=400, points=5)
@@ -270,7 +270,7 @@ async def bad_input(api: Front, clock: Clock) -> list[Any]:
         ("namespaces", (), {"prefix": ()}, "prefix"),
         ("count_records", (), {"archived": "yes"}, "archived"),
         ("activity", (), {"days": 0}, "days"),
-        ("history", (a,), {"limit": 0}, "limit"),
+        ("events", (a,), {"limit": 0}, "limit"),
         ("decay_curve", (a,), {"points": 1}, "points"),
     ]
     fields = []
@@ -283,7 +283,7 @@ async def bad_input(api: Front, clock: Clock) -> list[Any]:
             assert "trigger" in str(info.value), str(info.value)
         fields.append(info.value.field)
     assert await stored(api) == before  # nothing written, nothing changed
-    assert await api.history(a) == []  # and no event recorded
+    assert await api.events(a) == []  # and no event recorded
     return [fields, before]
 
 
@@ -315,7 +315,10 @@ async def versions(api: Front, clock: Clock) -> list[Any]:
     old = await api.write(FILES)
     clock.now += timedelta(hours=1)
     new = await api.supersede(
-        old.id, {**FILES, "lesson": "Check the file type, not the name"}, reason="renamed files"
+        old.id,
+        {**FILES, "lesson": "Check the file type, not the name"},
+        reason="renamed files",
+        actor="the reviewer",
     )
     assert new.status == "inserted" and new.supersedes == old.id and new.id != old.id
     was = await api.get(old.id)

@@ -254,7 +254,7 @@ def test_record_counters_follow_writes_merges_archiving_and_deletes(fresh_db: st
         t.start()
     for t in threads:
         t.join()
-    assert _assert_counters_exact(fresh_db, "e", key)[0] == 28 + 4 * 5 * 4
+    assert _assert_counters_exact(fresh_db, "e", key)[0] == 29 + 4 * 5 * 4
     mem.close()
 
 

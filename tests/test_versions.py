@@ -203,9 +203,7 @@ def test_the_database_refuses_a_fork(memory: Memory, database_url: str) -> None:
 
 
 @pytest.mark.parametrize("writers", [4])
-def test_concurrent_superseders_make_one_chain(
-    fresh_db: str, embedder: Any, writers: int
-) -> None:
+def test_concurrent_superseders_make_one_chain(fresh_db: str, embedder: Any, writers: int) -> None:
     """Agents superseding one lesson at the same moment, each with its own pool: one
     chain with every version, in some order, never a fork or a lost version."""
     ns = ("race", uuid.uuid4().hex[:8])

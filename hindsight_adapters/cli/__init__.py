@@ -15,6 +15,7 @@ from ._app import app
 
 COMMAND_MODULES = [
     "records",  # write, search, used, forget, stats, maintain, export, import, reindex
+    "versions",  # supersede, history
     "db",  # db upgrade | status
     "demo",  # demo
     "reflect",  # reflect FILE, review

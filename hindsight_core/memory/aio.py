@@ -280,7 +280,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         namespace: Namespace | str | None = None,
     ) -> WriteResult:
         return await self._run_write(
-            self.supersede_flow(
+            self._supersede_flow(
                 old_id, new_record, reason=reason, actor=actor, namespace=namespace
             ),
             self.namespace_key(namespace),
@@ -290,7 +290,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> list[Experience]:
         return await self._run_read(
-            lambda: self.history_flow(record_id, namespace), self.namespace_key(namespace)
+            lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:

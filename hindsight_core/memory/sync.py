@@ -345,7 +345,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             The new version's write (``inserted``; ``supersedes``: the old version).
         """
         return self._run_write(
-            self.supersede_flow(
+            self._supersede_flow(
                 old_id, new_record, reason=reason, actor=actor, namespace=namespace
             ),
             self.namespace_key(namespace),
@@ -356,7 +356,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     ) -> list[Experience]:
         """Every version of a lesson, oldest first, from any of its ids."""
         return self._run_read(
-            lambda: self.history_flow(record_id, namespace), self.namespace_key(namespace)
+            lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
     # ------------------------------------------------------------------ whole store

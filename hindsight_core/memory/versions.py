@@ -45,7 +45,9 @@ def _one_slip(a: str, b: str) -> bool:
     if len(a) == len(b):
         diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
         return len(diff) == 1 or (
-            len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]]
+            len(diff) == 2
+            and diff[1] == diff[0] + 1
+            and a[diff[0]] == b[diff[1]]
             and a[diff[1]] == b[diff[0]]
         )
     short, long = (a, b) if len(a) < len(b) else (b, a)
@@ -81,7 +83,7 @@ def typo_only(old: str, new: str) -> bool:
 class VersionFlows(RecallFlows):
     """``supersede`` and ``history`` (flows; see ``runtime/flow.py``)."""
 
-    def supersede_flow(
+    def _supersede_flow(
         self,
         old_id: object,
         record: RecordInput,
@@ -120,9 +122,7 @@ class VersionFlows(RecallFlows):
         now = self.now()
         if not locked:
             yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
-        heads = yield from Sql(
-            vq.HEAD_FOR_UPDATE, {"ns": ns, "id": rid, **self.decay_params(now)}
-        )
+        heads = yield from Sql(vq.HEAD_FOR_UPDATE, {"ns": ns, "id": rid, **self.decay_params(now)})
         if not heads:
             found = yield from Sql(vq.EXISTS, {"ns": ns, "id": rid})
             if not found:
@@ -167,7 +167,7 @@ class VersionFlows(RecallFlows):
         )
         return WriteResult(id=new_id, status="inserted", supersedes=head["id"])
 
-    def history_flow(
+    def _history_flow(
         self, record_id: object, namespace: Namespace | str | None
     ) -> Flow[list[Experience]]:
         """Every version of ``record_id``'s lesson, oldest first (from any of its ids;
