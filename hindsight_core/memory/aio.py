@@ -280,7 +280,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         namespace: Namespace | str | None = None,
     ) -> WriteResult:
         return await self._run_write(
-            self._supersede_flow(
+            self.supersede_flow(
                 old_id, new_record, reason=reason, actor=actor, namespace=namespace
             ),
             self.namespace_key(namespace),

@@ -141,7 +141,7 @@ class CurationFlows(VersionFlows):
         (rec,) = validate_records([merged], self.settings)
         if not (typo_only(current.lesson, rec.lesson) and typo_only(current.trigger, rec.trigger)):
             keep = {"confidence": current.confidence, "source": current.source}
-            result = yield from self._supersede_flow(
+            result = yield from self.supersede_flow(
                 current.id,
                 rec.model_dump(exclude={"created_at", *keep}, exclude_none=True) | keep,
                 reason="edited",

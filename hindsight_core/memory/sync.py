@@ -345,7 +345,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             The new version's write (``inserted``; ``supersedes``: the old version).
         """
         return self._run_write(
-            self._supersede_flow(
+            self.supersede_flow(
                 old_id, new_record, reason=reason, actor=actor, namespace=namespace
             ),
             self.namespace_key(namespace),

@@ -83,7 +83,7 @@ def typo_only(old: str, new: str) -> bool:
 class VersionFlows(RecallFlows):
     """``supersede`` and ``history`` (flows; see ``runtime/flow.py``)."""
 
-    def _supersede_flow(
+    def supersede_flow(
         self,
         old_id: object,
         record: RecordInput,
