@@ -5,15 +5,19 @@ superseders, against the real database; ``api`` runs each on both front ends."""
 from __future__ import annotations
 
 import io
+import re
 import threading
 import uuid
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from _clock import Clock
 from _front import Front
+from _locks import EMB, hold_namespace, in_thread, lockable, wait_until_blocked
+from _pool import tagged
 
 from hindsight_core import Memory, NotFoundError, Settings, ValidationError
 from hindsight_core.memory.versions import typo_only
@@ -243,3 +247,75 @@ def test_concurrent_superseders_make_one_chain(fresh_db: str, embedder: Any, wri
     finally:
         for m in [first, *mems]:
             m.close()
+
+
+DOC = (Path(__file__).parent.parent / "docs" / "versions.md").read_text(encoding="utf-8")
+
+
+def test_the_versions_page_runs_and_its_commands_exist(
+    fresh_db: str, embedder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HINDSIGHT_DATABASE_URL", fresh_db)
+    import hindsight_core.memory.base as base
+
+    monkeypatch.setattr(base, "embedder_from_settings", lambda settings: embedder)
+    block = DOC.split("```python", 1)[1].split("```", 1)[0]
+    scope: dict[str, Any] = {}
+    exec(compile(block, "docs/versions.md", "exec"), scope)  # noqa: S102
+    try:
+        assert len(scope["everything"]) == 2
+    finally:
+        scope["mem"].close()
+
+    import importlib
+
+    from hindsight_adapters.cli import COMMAND_MODULES, app
+
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"hindsight_adapters.cli.{name}")
+    names = {c.name or c.callback.__name__ for c in app.registered_commands}  # type: ignore[union-attr]
+    shown = set(re.findall(r"^hindsight ([a-z]+)", DOC, flags=re.M))
+    assert shown == {"supersede", "history", "search"} and shown <= names
+
+
+def test_a_supersede_waits_for_the_namespace_lock_holding_nothing(
+    fresh_db: str, admin: sa.Engine
+) -> None:
+    """Superseding takes the namespace lock before any row (as writes, edits and
+    eviction do, tests/test_lock_order*.py): while it waits, the record and the
+    namespace's keyword counter stay free, so it cannot close a deadlock with a write
+    that holds the lock and merges into the record."""
+    ns = ("lk", uuid.uuid4().hex[:8])
+    first = Memory(ns, settings=Settings(database_url=fresh_db), embedder=EMB)
+    shown = first.write(OLD)
+    first.close()
+    app = "hs-supersede-" + ns[1]
+    memory = Memory(ns, settings=Settings(database_url=tagged(fresh_db, app)), embedder=EMB)
+    memory.list_records()  # set up before the test holds the namespace
+    key = {"ns": ns_key(ns), "id": shown.id}
+    try:
+        with admin.connect() as holder:  # a write in the namespace, merging into the record
+            hold_namespace(holder, ns_key(ns))
+            thread, out = in_thread(lambda: memory.supersede(shown.id, NEW))
+            try:
+                wait_until_blocked(admin, app)
+                record = "SELECT 1 FROM hindsight_experiences WHERE ns = :ns AND id = :id"
+                assert lockable(admin, record, key)
+                counter = "SELECT 1 FROM hindsight_keyword_stats WHERE tbl = 'e' AND ns = :ns"
+                assert lockable(admin, counter, key)
+                holder.execute(
+                    sa.text(
+                        "UPDATE hindsight_experiences SET occurrences = occurrences + 1"
+                        " WHERE ns = :ns AND id = :id"
+                    ),
+                    key,
+                )
+            finally:
+                holder.commit()
+                thread.join()
+        (done,) = out
+        assert not isinstance(done, BaseException), done
+        old, new = memory.history(shown.id)
+        assert (old.occurrences, new.id, old.superseded_by) == (2, done.id, done.id)
+    finally:
+        memory.close()
