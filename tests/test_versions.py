@@ -86,6 +86,20 @@ async def test_supersede_links_the_versions_and_recall_sees_the_head(
     assert ids(await api.history(lone.id)) == [lone.id]  # a chain of one
 
 
+async def test_a_correction_of_the_lesson_alone_keeps_the_rest(api: Front) -> None:
+    a = await api.write({**OLD, "action": "deleted *.tmp", "outcome": "failure"})
+    b = await api.supersede(a.id, {"lesson": "Check the file type, not the extension"})
+    new = await api.get(b.id)
+    assert (new.scene, new.trigger, new.action, new.outcome) == (
+        OLD["scene"],
+        OLD["trigger"],
+        "deleted *.tmp",
+        "failure",
+    )
+    with pytest.raises(NotFoundError):
+        await api.supersede(uuid.uuid4(), {"lesson": "Anything"})
+
+
 async def test_an_old_version_is_superseded_at_its_head(api: Front) -> None:
     """Superseding an id another writer superseded already appends to the chain."""
     a = await api.write(OLD)

@@ -23,15 +23,9 @@ def supersede(
 ) -> None:
     """Write a corrected lesson as the new version of one; the old one is kept in its
     history and no longer recalled."""
+    record: dict[str, Any] = {"lesson": lesson}  # the rest from the old version
+    record |= {k: v for k, v in (("trigger", trigger), ("scene", scene)) if v is not None}
     with cli_errors(), open_memory(namespace) as mem:
-        old = mem.get(record_id)
-        record: dict[str, Any] = {
-            "lesson": lesson,
-            "trigger": old.trigger if trigger is None else trigger,
-            "scene": old.scene if scene is None else scene,
-            "action": old.action,
-            "outcome": old.outcome,
-        }
         result = mem.supersede(record_id, record, reason=reason, actor=by)
     if as_json:
         emit_json(result)

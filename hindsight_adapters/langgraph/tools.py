@@ -209,11 +209,10 @@ def create_memory_tools(
         except HindsightError as exc:
             return _error(exc)
 
-    def _correction(old: Any, lesson: str, trigger: str | None, runtime: Any) -> dict[str, Any]:
-        record = _record(
-            lesson, old.trigger if trigger is None else trigger, old.scene, "", runtime
-        )
-        return {**record, "action": old.action, "outcome": old.outcome}
+    def _correction(lesson: str, trigger: str | None, runtime: Any) -> dict[str, Any]:
+        # scene, action, outcome (and the trigger, unless given): the old version's
+        record = {"lesson": lesson, "source": _source(getattr(runtime, "config", None))}
+        return record if trigger is None else {**record, "trigger": trigger}
 
     def _superseded(res: Any) -> str:
         return _dump({"id": str(res.id), "supersedes": str(res.supersedes)})
@@ -226,9 +225,8 @@ def create_memory_tools(
         trigger: str | None = None,
     ) -> str:
         try:
-            mem, ns = _store(runtime, store).memory, _ns(runtime)
-            record = _correction(mem.get(id, namespace=ns), lesson, trigger, runtime)
-            return _superseded(mem.supersede(id, record, reason=reason, namespace=ns))
+            mem, record = _store(runtime, store).memory, _correction(lesson, trigger, runtime)
+            return _superseded(mem.supersede(id, record, reason=reason, namespace=_ns(runtime)))
         except HindsightError as exc:
             return _error(exc)
 
@@ -240,9 +238,9 @@ def create_memory_tools(
         trigger: str | None = None,
     ) -> str:
         try:
-            mem, ns = _store(runtime, store).amemory, _ns(runtime)
-            record = _correction(await mem.get(id, namespace=ns), lesson, trigger, runtime)
-            return _superseded(await mem.supersede(id, record, reason=reason, namespace=ns))
+            mem, record = _store(runtime, store).amemory, _correction(lesson, trigger, runtime)
+            done = await mem.supersede(id, record, reason=reason, namespace=_ns(runtime))
+            return _superseded(done)
         except HindsightError as exc:
             return _error(exc)
 

@@ -206,15 +206,9 @@ def build_server(
         its new version (recalled from now on); the old one is kept in its history with
         your reason. Prefer this to forget_memory for a lesson that needs correcting."""
         ns = namespace()
-        old = await _call(memory.get(id, namespace=ns))
-        record = {
-            "scene": old.scene,
-            "trigger": old.trigger if trigger is None else trigger,
-            "action": old.action,
-            "outcome": old.outcome,
-            "lesson": lesson,
-            "source": {"tool": "mcp"},
-        }
+        record: dict[str, Any] = {"lesson": lesson, "source": {"tool": "mcp"}}
+        if trigger is not None:  # else the old version's, as its scene, action, outcome
+            record["trigger"] = trigger
         actor = "mcp:" + "/".join(ns)  # the token's namespace (a token itself is a secret)
         result = await _call(memory.supersede(id, record, reason=reason, actor=actor, namespace=ns))
         return SupersedeOutcome(id=str(result.id), supersedes=str(result.supersedes))

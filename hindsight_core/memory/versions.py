@@ -15,6 +15,7 @@ import json
 import re
 import unicodedata
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from ..arguments import parse_id
@@ -31,6 +32,8 @@ from .read_flows import RecallFlows
 from .write_rows import record_row
 
 _PUNCT = re.compile(r"[\W_]+", re.UNICODE)
+# What a correction given as a mapping takes from the version it supersedes, if absent.
+INHERITED = ("scene", "trigger", "action", "outcome")
 
 
 def _norm(text: str) -> str:
@@ -101,7 +104,9 @@ class VersionFlows(RecallFlows):
         so two agents correcting one lesson make one chain of three versions, never a
         fork nor a lost version. The new version is inserted without dedup (a typo fix
         of the old one must not merge back into it); it starts with a fresh score and
-        keeps the old one's scenes and criticality. ``locked``: the caller holds the
+        keeps the old one's scenes and criticality. A mapping without ``scene``,
+        ``trigger``, ``action`` or ``outcome`` takes them from ``old_id``'s record (a
+        correction is often just a new lesson). ``locked``: the caller holds the
         namespace lock already (``edit``).
         """
         ns = self.namespace_key(namespace)
@@ -114,8 +119,11 @@ class VersionFlows(RecallFlows):
                 f"{self.settings.field_max_chars} are kept",
                 field="reason",
             )
-        (rec,) = validate_records([record], self.settings)
         yield from self.ready_flow()
+        if isinstance(record, Mapping) and not set(INHERITED) <= set(record):
+            old = yield from self._get_flow(rid, namespace)
+            record = {k: getattr(old, k) for k in INHERITED} | dict(record)
+        (rec,) = validate_records([record], self.settings)
         self._warn_language([rec.lesson])
         text = embedding_text(rec, self.document_fields)
         (vector,) = yield from Embed([text])
