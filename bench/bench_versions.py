@@ -70,6 +70,7 @@ def review_run(
         "recall_ok": (hits[:1] == [new] and old not in hits) if new else hits[:1] == [old],
         "source": memory.get(new, namespace=ns).source.get("distiller") if new else None,
         "errors": result.errors,
+        "decisions": [f"{d.action}: {d.reason}" for d in result.decisions],
         "seconds": round(seconds, 3),
     }
 

@@ -438,8 +438,9 @@ def _supersede(
         result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(exc)))
         return
     result.superseded[row["id"]] = done.id
+    said = why if note is None else f"{why} (the model's correction was not used: {note})"
     result.decisions.append(
-        ReviewDecision(action="supersede", ids=ids, into=done.id, lesson=lesson, reason=why)
+        ReviewDecision(action="supersede", ids=ids, into=done.id, lesson=lesson, reason=said)
     )
 
 
