@@ -280,6 +280,19 @@ class Experience(BaseModel):
     archived_at: datetime | None
     merged_into: uuid.UUID | None = None
     merged_from: list[uuid.UUID] = Field(default_factory=list)
+    version: int = Field(default=1, description="1 for a first version, then 2, 3, ...")
+    lineage: uuid.UUID | None = Field(
+        default=None, description="The chain's first version's id (None: never versioned)."
+    )
+    supersedes: uuid.UUID | None = Field(default=None, description="The version before.")
+    superseded_by: uuid.UUID | None = Field(
+        default=None, description="The version after; None for a current record."
+    )
+    superseded_at: datetime | None = None
+    superseded_reason: str | None = None
+    superseded_actor: str | None = Field(
+        default=None, description="Who superseded it: a namespace or an MCP token's name."
+    )
     scenes: list[str] = Field(
         default_factory=list,
         description=(
@@ -317,6 +330,11 @@ class WriteResult(BaseModel):
     status: Literal["inserted", "merged"]
     similarity: float | None = Field(
         default=None, description="Cosine similarity to the record merged into."
+    )
+    supersedes: uuid.UUID | None = Field(
+        default=None,
+        description="The version this one superseded (``supersede``): the head of the "
+        "chain of the id asked for, which another writer may have superseded meanwhile.",
     )
 
 

@@ -94,6 +94,32 @@ def test_write_search_used_forget(ns: str) -> None:
     assert code == 1 and "no record" in out
 
 
+def test_supersede_and_history(ns: str) -> None:
+    code, out = invoke("write", "-n", ns, "-t", "a 429 answer", "-l", "Retry at once", "--json")
+    old = json.loads(out)["id"]
+    code, out = invoke(
+        "supersede", old, "-n", ns, "-l", "Retry with exponential backoff", "-r", "bans", "--json"
+    )
+    assert code == 0, out
+    new = json.loads(out)
+    assert new["supersedes"] == old and new["status"] == "inserted"
+    code, out = invoke("history", new["id"], "-n", ns, "--json")
+    chain = json.loads(out)
+    assert [(r["id"], r["trigger"]) for r in chain] == [
+        (old, "a 429 answer"),
+        (new["id"], "a 429 answer"),  # the old one's trigger by default
+    ]
+    assert chain[0]["superseded_reason"] == "bans" and chain[0]["superseded_actor"] == ns
+    code, out = invoke("history", old, "-n", ns)
+    assert code == 0 and "v1  Retry at once" in out and "superseded" in out and "current" in out
+    code, out = invoke("search", "the API answers 429", "-n", ns, "--json")
+    assert [h["id"] for h in json.loads(out)] == [new["id"]]
+    code, out = invoke("search", "the API answers 429", "-n", ns, "--include-superseded", "--json")
+    assert {h["id"] for h in json.loads(out)} == {old, new["id"]}
+    code, out = invoke("supersede", str(uuid.uuid4()), "-n", ns, "-l", "x")
+    assert code == 1 and "no record" in out
+
+
 def test_bad_input_exits_2_with_the_field(ns: str) -> None:
     code, out = invoke("write", "-n", ns, "-t", "x", "-l", "y" * 80)
     assert code == 2 and "lesson" in out
@@ -177,6 +203,8 @@ def test_help_lists_the_documented_commands() -> None:
         "export",
         "import",
         "reindex",
+        "supersede",
+        "history",
         "db",
         "demo",
     ):

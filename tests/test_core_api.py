@@ -123,8 +123,9 @@ async def feedback_and_curation(api: Front, clock: Clock) -> list[Any]:
     assert not (await api.set_critical(b, False)).critical and not (await api.get(b)).critical
 
     edited = await api.edit(c, lesson="Run the smoke tests before deploying")
-    assert (await api.get(c)).lesson == edited.lesson == "Run the smoke tests before deploying"
-    assert ids_of(await api.search("smoke tests before a deploy"))[0] == c  # re-embedded
+    assert edited.lesson == "Run the smoke tests before deploying"  # a new version
+    assert edited.supersedes == c and (await api.get(c)).superseded_by == edited.id
+    assert ids_of(await api.search("smoke tests before a deploy"))[0] == edited.id  # embedded
 
     clock.now += timedelta(days=1)
     archived = await api.archive(a)
@@ -158,7 +159,8 @@ async def feedback_and_curation(api: Front, clock: Clock) -> list[Any]:
         await api.get(c)
     with pytest.raises(NotFoundError):
         await api.forget(c)
-    assert sorted(ids_of(await api.list_records(archived=None))) == sorted([a, b, merged.id])
+    listed = sorted(ids_of(await api.list_records(archived=None)))
+    assert listed == sorted([a, b, merged.id, edited.id])
     return [used, down, edited, archived, restored, merged, await stored(api)]
 
 
@@ -233,7 +235,7 @@ async def inspector(api: Front, clock: Clock) -> list[Any]:
         (clock.now.date(), "archive"): 1,
     }
     assert [p.kind for p in await api.activity(record_id=b)] == []
-    history = await api.history(a)
+    history = await api.events(a)
     assert [(e.kind, e.at) for e in history] == [("unhelpful", clock.now), ("used", start)]
 
     curve = await api.decay_curve(a, days=400, points=5)
@@ -268,7 +270,7 @@ async def bad_input(api: Front, clock: Clock) -> list[Any]:
         ("namespaces", (), {"prefix": ()}, "prefix"),
         ("count_records", (), {"archived": "yes"}, "archived"),
         ("activity", (), {"days": 0}, "days"),
-        ("history", (a,), {"limit": 0}, "limit"),
+        ("events", (a,), {"limit": 0}, "limit"),
         ("decay_curve", (a,), {"points": 1}, "points"),
     ]
     fields = []
@@ -281,7 +283,7 @@ async def bad_input(api: Front, clock: Clock) -> list[Any]:
             assert "trigger" in str(info.value), str(info.value)
         fields.append(info.value.field)
     assert await stored(api) == before  # nothing written, nothing changed
-    assert await api.history(a) == []  # and no event recorded
+    assert await api.events(a) == []  # and no event recorded
     return [fields, before]
 
 
@@ -296,18 +298,46 @@ async def reindex(api: Front, clock: Clock) -> list[Any]:
     # every write path embedded the text reindex embeds: nothing is stale
     seen: list[tuple[int, int]] = []
     report = await api.reindex(progress=lambda done, total: seen.append((done, total)))
-    assert (report.reembedded, report.skipped) == (0, 5) and seen[-1] == (5, 5)
+    # (the edit's new version and the version it superseded: six records)
+    assert (report.reembedded, report.skipped) == (0, 6) and seen[-1] == (6, 6)
     forced = await api.reindex(force=True)
-    assert (forced.reembedded, forced.skipped) == (5, 0)
+    assert (forced.reembedded, forced.skipped) == (6, 0)
     after = {h.record.id: h.breakdown.semantic for h in await api.search(query, top_k=10)}
     assert after == pytest.approx(before, abs=1e-6) and merged.id in after
     stats = await api.stats()
-    assert stats.embedding_model == api.embedder.model_name and stats.records == 3
+    assert stats.embedding_model == api.embedder.model_name and stats.records == 4
     await api.drop_namespace(api.namespace)  # the next front end starts from the same store
     return [report, forced, sorted(before.values()), stats]
 
 
+async def versions(api: Front, clock: Clock) -> list[Any]:
+    """supersede and history (more in tests/test_versions.py)."""
+    old = await api.write(FILES)
+    clock.now += timedelta(hours=1)
+    new = await api.supersede(
+        old.id,
+        {**FILES, "lesson": "Check the file type, not the name"},
+        reason="renamed files",
+        actor="the reviewer",
+    )
+    assert new.status == "inserted" and new.supersedes == old.id and new.id != old.id
+    was = await api.get(old.id)
+    assert (was.superseded_by, was.superseded_at, was.superseded_reason) == (
+        new.id,
+        clock.now,
+        "renamed files",
+    )
+    chain = await api.history(old.id)
+    assert ids_of(chain) == ids_of(await api.history(new.id)) == [old.id, new.id]
+    assert [r.version for r in chain] == [1, 2] and chain[1].lineage == old.id
+    query = "deleting files in the downloads folder"
+    assert ids_of(await api.search(query)) == [new.id]
+    assert set(ids_of(await api.search(query, include_superseded=True))) == {old.id, new.id}
+    return [new, chain]
+
+
 SHARED: dict[str, Scenario] = {
+    "versions": versions,
     "write_and_read": write_and_read,
     "feedback_and_curation": feedback_and_curation,
     "lifecycle": lifecycle,

@@ -166,15 +166,16 @@ def test_reindex_skips_records_up_to_date(fresh_db: str, embedder) -> None:  # t
         report = mem.reindex(progress=lambda done, total: seen.append((done, total)))
         assert (report.reembedded, report.skipped) == (0, 3)
         assert seen[-1] == (3, 3)
-        mem.edit(ids[0], lesson="Check the file type before deleting")
+        # a new version (docs/versions.md): four records, the old one kept
+        edited = mem.edit(ids[0], lesson="Check the file type before deleting")
         assert mem.reindex().reembedded == 0  # the edit embedded the new text already
-        assert mem.reindex(force=True).reembedded == 3
+        assert mem.reindex(force=True).reembedded == 4
     other = CallableEmbedder(embedder.embed, dim=384, model_name="minilm-renamed")
     with Memory(("r",), settings=settings, embedder=other) as mem2:
         report = mem2.reindex()
-        assert (report.reembedded, report.skipped) == (3, 0)
-        assert mem2.reindex().skipped == 3
-        assert mem2.search("delete files")[0].record.id == ids[0]
+        assert (report.reembedded, report.skipped) == (4, 0)
+        assert mem2.reindex().skipped == 4
+        assert mem2.search("delete files")[0].record.id == edited.id
 
 
 def test_cli_reindex_json_and_force(fresh_db: str, embedder, monkeypatch) -> None:  # type: ignore[no-untyped-def]

@@ -238,7 +238,8 @@ def test_record_counters_follow_writes_merges_archiving_and_deletes(fresh_db: st
         [written[4].id, written[5].id], {"trigger": "cases 4 and 5", "lesson": "one general lesson"}
     )
     mem.forget(written[6].id)
-    assert _assert_counters_exact(fresh_db, "e", key)[0] == 30 - 2 + 1 - 1
+    # (the edit is a new version: the version it superseded stays, not recalled)
+    assert _assert_counters_exact(fresh_db, "e", key)[0] == 30 - 2 + 1 + 1 - 1
 
     def writer(n: int) -> None:
         w = Memory(ns, settings=settings, embedder=EMB)
@@ -253,7 +254,7 @@ def test_record_counters_follow_writes_merges_archiving_and_deletes(fresh_db: st
         t.start()
     for t in threads:
         t.join()
-    assert _assert_counters_exact(fresh_db, "e", key)[0] == 28 + 4 * 5 * 4
+    assert _assert_counters_exact(fresh_db, "e", key)[0] == 29 + 4 * 5 * 4
     mem.close()
 
 

@@ -113,9 +113,10 @@ def test_maintain_archives_decayed_records_but_not_critical(mem: Memory, clock: 
 def test_curation(mem: Memory) -> None:
     rid = mem.write(rec("Pin the numpy version")).id
     assert mem.set_critical(rid).critical is True
-    edited = mem.edit(rid, lesson="Pin numpy below 2.0")
-    assert edited.lesson == "Pin numpy below 2.0"
-    assert mem.search("numpy 2.0 pin")[0].record.id == rid
+    edited = mem.edit(rid, lesson="Pin numpy below 2.0")  # a new version
+    assert edited.lesson == "Pin numpy below 2.0" and edited.critical  # kept critical
+    assert mem.search("numpy 2.0 pin")[0].record.id == edited.id
+    rid = edited.id
     with pytest.raises(ValidationError, match="lesson"):
         mem.edit(rid, lesson="x" * 60)
     with pytest.raises(ValidationError, match="score"):

@@ -466,6 +466,7 @@ def test_recall_statement_keeps_a_generic_plan(fresh_db: str) -> None:
         "now": "2026-01-01T00:00:00Z",
         "decay_period_s": 2592000.0,
         "min_relevance": 0.0,
+        "include_superseded": False,
     }
     sql = str(stmt.compile(dialect=mem.engine.dialect))
     raw = mem.engine.raw_connection()

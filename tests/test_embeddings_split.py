@@ -89,7 +89,7 @@ def test_write_and_dedup_embed_documents_search_embeds_queries(
         mem.write_many([{**LESSON, "lesson": "Back up the folder first", "trigger": "t"}])
         edited = mem.edit(first.id, lesson="Check every extension before deleting files")
         merged = mem.merge(
-            [first.id, mem.search("Back up the folder")[0].record.id],
+            [edited.id, mem.search("Back up the folder")[0].record.id],  # the new version
             {**LESSON, "lesson": "Check extensions and back up first"},
         )
         # write_many, edit, the search for the second id, merge

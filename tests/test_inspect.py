@@ -69,9 +69,9 @@ def test_activity_and_history(clocked: tuple[Memory, Clock]) -> None:
     }
     assert [p.kind for p in mem.activity(days=1)] == ["restore"]  # a window, not everything
     assert mem.activity(days=10, record_id=uuid.uuid4()) == []
-    kinds = [e.kind for e in mem.history(rid)]
+    kinds = [e.kind for e in mem.events(rid)]
     assert kinds == ["restore", "archive", "unhelpful", "used"]
-    assert mem.history(rid, limit=1)[0].detail == {"restore_score": pytest.approx(0.4)}
+    assert mem.events(rid, limit=1)[0].detail == {"restore_score": pytest.approx(0.4)}
 
 
 def test_decay_curve_follows_the_decay_rule(clocked: tuple[Memory, Clock]) -> None:
@@ -143,7 +143,7 @@ def test_drop_namespace_deletes_everything_in_it_and_nothing_else(memory: Memory
         n for n in memory.namespaces(prefix=ns) if n.namespace == other
     ]
     assert memory.count_records(namespace=other) == 1 and items.get(ns, "k") is None
-    assert memory.activity(days=1) == [] and memory.history(ids[0]) == []
+    assert memory.activity(days=1) == [] and memory.events(ids[0]) == []
     assert memory.drop_namespace(ns) == {"records": 0, "events": 0, "items": 0, "tasks": 0}
     items.close()
 

@@ -108,6 +108,40 @@ def test_tools_in_a_tool_node_write_search_and_report_usage(store) -> None:
     assert "no record" in err["error"]
 
 
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_version_tools_correct_a_lesson_and_show_its_history(store, kind: str) -> None:
+    """``versions=True``: supersede_memory and memory_history, in a real ToolNode."""
+    user = uuid.uuid4().hex[:8]
+    tools = create_memory_tools(versions=True)
+    assert [t.name for t in tools][3:] == ["supersede_memory", "memory_history"]
+    cfg = {"configurable": {"user_id": user}}
+
+    async def run(calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        app = graph(store, tools, calls)
+        inputs = {"messages": [HumanMessage("x")]}
+        return outputs(
+            await app.ainvoke(inputs, cfg) if kind == "async" else app.invoke(inputs, cfg)
+        )
+
+    lesson = {"lesson": "Pay invoices on receipt", "trigger": "an invoice arrives"}
+    (written,) = await run([("write_memory", lesson)])
+    fix = {"id": written["id"], "lesson": "Ask before paying invoices", "reason": "fraud"}
+    (new,) = await run([("supersede_memory", fix)])
+    assert new["supersedes"] == written["id"]
+    (chain,) = await run([("memory_history", {"id": written["id"]})])
+    assert [(v["id"], v["current"]) for v in chain["versions"]] == [
+        (written["id"], False),
+        (new["id"], True),
+    ]
+    assert chain["versions"][0]["superseded_reason"] == "fraud"
+    (found,) = await run([("search_memory", {"query": "pay the invoice"})])
+    assert [h["id"] for h in found["lessons"]] == [new["id"]]
+    rec = store.memory.get(new["id"], namespace=("lessons", user))
+    assert rec.trigger == "an invoice arrives" and rec.source["agent"] == "langgraph"
+    (err,) = await run([("memory_history", {"id": str(uuid.uuid4())})])
+    assert "no record" in err["error"]
+
+
 async def test_tools_async_and_missing_config(store) -> None:
     user = uuid.uuid4().hex[:8]
     search, write, _ = create_memory_tools()

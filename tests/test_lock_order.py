@@ -335,5 +335,5 @@ def test_an_edit_reads_the_record_under_the_namespace_lock(fresh_db: str, admin:
     (edited,) = out
     memory.close()
     assert not isinstance(edited, BaseException), edited
-    assert edited.lesson == "Check the file type"
-    assert (edited.importance, edited.critical, edited.occurrences) == (0.9, True, 2)
+    assert edited.lesson == "Check the file type"  # a new version, from the merged record
+    assert (edited.importance, edited.critical, edited.supersedes) == (0.9, True, shown.id)

@@ -29,6 +29,8 @@ TOOLS = {
     "forget_memory",
     "reflect_task",
     "review_task",
+    "supersede_memory",
+    "memory_history",
 }
 
 
@@ -187,6 +189,39 @@ async def test_token_a_cannot_touch_namespace_b(server: Server, settings: Settin
     with Memory(server.ns_b, settings=settings) as mem_b:
         record = mem_b.get(rid)  # still there, untouched
     assert record.use_count == 0 and record.namespace == server.ns_b
+
+
+async def test_supersede_and_history_over_http(server: Server, core: Memory) -> None:
+    """A corrected lesson is a new version (docs/versions.md); a token supersedes only
+    in its own namespace."""
+    async with http_client(server.url, server.token_a) as client:
+        wrote = await client.call_tool("write_memory", lesson_args("Deploy on Fridays at noon"))
+        old = wrote.structured_content["id"]
+        new = await client.call_tool(
+            "supersede_memory",
+            {"id": old, "lesson": "Never deploy on Fridays", "reason": "the Friday outage"},
+        )
+        assert not new.is_error, text(new)
+        assert new.structured_content["supersedes"] == old
+        chain = await client.call_tool("memory_history", {"id": new.structured_content["id"]})
+        versions = chain.structured_content["versions"]
+        assert [(v["id"], v["current"]) for v in versions] == [
+            (old, False),
+            (new.structured_content["id"], True),
+        ]
+        assert versions[0]["superseded_reason"] == "the Friday outage"
+        assert versions[0]["superseded_actor"] == "mcp:" + "/".join(server.ns_a)
+        found = await client.call_tool("search_memory", {"query": "deploying on a Friday"})
+        assert old not in {r["id"] for r in found.structured_content["results"]}
+    assert core.get(old).superseded_by is not None
+    async with http_client(server.url, server.token_b) as b:
+        for tool, args in (
+            ("supersede_memory", {"id": old, "lesson": "Hijacked", "reason": "r"}),
+            ("memory_history", {"id": old}),
+        ):
+            result = await b.call_tool(tool, args)
+            assert result.is_error and "no record" in text(result), text(result)
+    assert [r.lesson for r in core.history(old)][-1] == "Never deploy on Fridays"
 
 
 @pytest.mark.parametrize(

@@ -336,8 +336,11 @@ def test_edit_lesson_shows_validation_error_then_saves(
     page.click("#save")
     page.wait_for_selector("text=Saved and re-embedded.")
     assert page.locator("#lesson").inner_text() == "Retry with backoff and jitter"
-    assert memory.get(rid).lesson == "Retry with backoff and jitter"
-    assert memory.search("add jitter to retries", top_k=1)[0].record.id == rid
+    old, new = memory.history(rid)  # a new version (docs/versions.md), on its own page
+    assert new.lesson == "Retry with backoff and jitter" and old.superseded_by == new.id
+    assert f"/records/{new.id}" in page.url
+    assert "current" in page.locator("#versions").inner_text()
+    assert memory.search("add jitter to retries", top_k=1)[0].record.id == new.id
 
 
 def test_critical_merge_links_and_delete_with_confirmation(

@@ -89,6 +89,40 @@ def test_oversized_body_is_413_declared_or_chunked(
     assert small.status_code == 303  # under the limit: saved
 
 
+def test_a_lesson_page_shows_its_versions(base: str, settings: Settings, embedder: object) -> None:
+    """The inspector shows a lesson's chain of versions (docs/versions.md) on the page of
+    each version, and marks an old one superseded; an edit of the text saves a version."""
+    with Memory(("ui-server", "t"), settings=settings, embedder=embedder) as mem:  # type: ignore[arg-type]
+        old = mem.write({"trigger": "a schema change", "lesson": "Run migrations by hand"})
+        new = mem.supersede(
+            old.id,
+            {"trigger": "a schema change", "lesson": "Let the deploy run migrations"},
+            reason="manual runs were forgotten",
+            actor="reviewer",
+        )
+    for rid in (old.id, new.id):
+        page = httpx.get(f"{base}/records/{rid}?ns=ui-server&ns=t", headers=AUTH)
+        assert page.status_code == 200, page.text
+        assert 'id="versions"' in page.text and "Run migrations by hand" in page.text
+        assert "manual runs were forgotten" in page.text and "current" in page.text
+    assert (
+        'id="superseded"'
+        in httpx.get(f"{base}/records/{old.id}?ns=ui-server&ns=t", headers=AUTH).text
+    )
+    edited = httpx.post(
+        f"{base}/records/{new.id}/edit?ns=ui-server&ns=t",
+        headers={**AUTH, "Origin": base},
+        data={
+            "lesson": "Let the deploy job run migrations",
+            "trigger": "a schema change",
+            "scene": "general",
+        },
+        follow_redirects=False,
+    )
+    assert edited.status_code == 303, edited.text
+    assert str(new.id) not in edited.headers["location"]  # the new version's page
+
+
 @pytest.mark.parametrize("page", ["100000000000000000000", "9007199254740993", "0"])
 def test_page_out_of_range_is_400(base: str, page: str) -> None:
     response = httpx.get(f"{base}/?ns=ui-server&ns=t&page={page}", headers=AUTH)

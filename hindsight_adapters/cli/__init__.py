@@ -21,6 +21,7 @@ from typing import Any
 
 COMMAND_MODULES = [
     "records",  # write, search, used, forget, stats, maintain, export, import, reindex
+    "versions",  # supersede, history
     "db",  # db upgrade | status | backup | restore
     "demo",  # demo
     "reflect",  # reflect FILE, review

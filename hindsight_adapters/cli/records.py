@@ -86,12 +86,15 @@ def search(
     query: str = typer.Argument(..., help="What the agent is about to do."),
     scene: str | None = typer.Option(None, "--scene", "-s"),
     top_k: int = typer.Option(5, "--top-k", "-k"),
+    include_superseded: bool = typer.Option(
+        False, "--include-superseded", help="Old versions of lessons too."
+    ),
     namespace: str = NamespaceOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Recall the lessons most relevant to a query, with the score breakdown."""
     with cli_errors(), open_memory(namespace) as mem:
-        hits = mem.search(query, scene=scene, top_k=top_k)
+        hits = mem.search(query, scene=scene, top_k=top_k, include_superseded=include_superseded)
         if not hits and (error := unknown_namespace(mem, mem.namespace)):
             raise error
     if as_json:

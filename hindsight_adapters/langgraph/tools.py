@@ -1,4 +1,5 @@
-"""Agent tools over Hindsight's experience records: search, write, report usage.
+"""Agent tools over Hindsight's experience records: search, write, report usage, and
+(``versions=True``) correct a lesson and read its versions (docs/versions.md).
 
 The tools read the store from the graph's runtime (``ToolRuntime``, i.e. the store
 passed to ``compile(store=...)``), which must be a :class:`HindsightStore`, and the
@@ -43,6 +44,17 @@ USAGE_DESCRIPTION = (
     "Report whether a recalled lesson helped. Call this after a task for each lesson id "
     "returned by search_memory that you used (helpful=true) or that was wrong or "
     "irrelevant (helpful=false). Helpful lessons rank higher next time."
+)
+
+SUPERSEDE_DESCRIPTION = (
+    "Correct a recalled lesson that proved wrong or outdated. Call this with its id, the "
+    "corrected lesson (one short sentence) and why: the correction becomes its new version "
+    "and is recalled from now on; the old one is kept in its history."
+)
+HISTORY_DESCRIPTION = (
+    "Show every version of a lesson, oldest first, from the id of any of them: what it "
+    "said, and when and why each version was replaced. Call this before correcting a "
+    "lesson that may have been corrected already."
 )
 
 
@@ -95,7 +107,11 @@ def _error(exc: HindsightError) -> str:
 
 
 def create_memory_tools(
-    namespace: tuple[str, ...] = DEFAULT_NAMESPACE, *, store: Any = None, top_k: int = 5
+    namespace: tuple[str, ...] = DEFAULT_NAMESPACE,
+    *,
+    store: Any = None,
+    top_k: int = 5,
+    versions: bool = False,
 ) -> list[BaseTool]:
     """The three memory tools, bound to a namespace template.
 
@@ -103,9 +119,12 @@ def create_memory_tools(
         namespace: labels, with ``"{name}"`` filled from ``config["configurable"]``.
         store: a :class:`HindsightStore` to use instead of the graph's store.
         top_k: how many lessons ``search_memory`` returns.
+        versions: also ``supersede_memory`` and ``memory_history`` (opt-in: a list of
+            three unpacked as such keeps working).
 
     Returns:
-        ``[search_memory, write_memory, update_memory_usage]``.
+        ``[search_memory, write_memory, update_memory_usage]`` (then
+        ``supersede_memory, memory_history``).
     """
     template = tuple(namespace)
 
@@ -190,6 +209,77 @@ def create_memory_tools(
         except HindsightError as exc:
             return _error(exc)
 
+    def _correction(lesson: str, trigger: str | None, runtime: Any) -> dict[str, Any]:
+        # scene, action, outcome (and the trigger, unless given): the old version's
+        record = {"lesson": lesson, "source": _source(getattr(runtime, "config", None))}
+        return record if trigger is None else {**record, "trigger": trigger}
+
+    def _superseded(res: Any) -> str:
+        return _dump({"id": str(res.id), "supersedes": str(res.supersedes)})
+
+    def supersede(
+        id: str,  # noqa: A002
+        lesson: str,
+        reason: str,
+        runtime: ToolRuntime,
+        trigger: str | None = None,
+    ) -> str:
+        try:
+            mem, record = _store(runtime, store).memory, _correction(lesson, trigger, runtime)
+            return _superseded(mem.supersede(id, record, reason=reason, namespace=_ns(runtime)))
+        except HindsightError as exc:
+            return _error(exc)
+
+    async def asupersede(
+        id: str,  # noqa: A002
+        lesson: str,
+        reason: str,
+        runtime: ToolRuntime,
+        trigger: str | None = None,
+    ) -> str:
+        try:
+            mem, record = _store(runtime, store).amemory, _correction(lesson, trigger, runtime)
+            done = await mem.supersede(id, record, reason=reason, namespace=_ns(runtime))
+            return _superseded(done)
+        except HindsightError as exc:
+            return _error(exc)
+
+    def _chain(chain: list[Any]) -> str:
+        keep = ("version", "lesson", "trigger", "superseded_at", "superseded_reason")
+        return _dump(
+            {
+                "versions": [
+                    {"id": str(r.id), **r.model_dump(mode="json", include=set(keep))}
+                    | {"current": r.superseded_by is None}
+                    for r in chain
+                ]
+            }
+        )
+
+    def history(id: str, runtime: ToolRuntime) -> str:  # noqa: A002
+        try:
+            return _chain(_store(runtime, store).memory.history(id, namespace=_ns(runtime)))
+        except HindsightError as exc:
+            return _error(exc)
+
+    async def ahistory(id: str, runtime: ToolRuntime) -> str:  # noqa: A002
+        try:
+            s = _store(runtime, store)
+            return _chain(await s.amemory.history(id, namespace=_ns(runtime)))
+        except HindsightError as exc:
+            return _error(exc)
+
+    extra = [
+        StructuredTool.from_function(
+            func=supersede,
+            coroutine=asupersede,
+            name="supersede_memory",
+            description=SUPERSEDE_DESCRIPTION,
+        ),
+        StructuredTool.from_function(
+            func=history, coroutine=ahistory, name="memory_history", description=HISTORY_DESCRIPTION
+        ),
+    ]
     return [
         StructuredTool.from_function(
             func=search, coroutine=asearch, name="search_memory", description=SEARCH_DESCRIPTION
@@ -200,6 +290,7 @@ def create_memory_tools(
         StructuredTool.from_function(
             func=usage, coroutine=ausage, name="update_memory_usage", description=USAGE_DESCRIPTION
         ),
+        *(extra if versions else []),
     ]
 
 

@@ -48,6 +48,32 @@ class WriteOutcome(BaseModel):
     )
 
 
+class SupersedeOutcome(BaseModel):
+    """What ``supersede_memory`` did: the corrected lesson is a new version."""
+
+    id: str = Field(description="The new version's id (recalled from now on).")
+    supersedes: str = Field(description="The version it replaced (kept in the history).")
+
+
+class VersionOut(BaseModel):
+    """One version of a lesson, in ``memory_history``."""
+
+    id: str
+    version: int
+    lesson: str
+    trigger: str
+    current: bool = Field(description="True for the version recalled now.")
+    superseded_at: str | None = None
+    superseded_reason: str | None = None
+    superseded_actor: str | None = None
+
+
+class HistoryOut(BaseModel):
+    """Every version of a lesson, oldest first."""
+
+    versions: list[VersionOut]
+
+
 class UsageOutcome(BaseModel):
     """The record after ``update_memory_usage``."""
 

@@ -36,13 +36,16 @@ from ._auth import CURRENT_NAMESPACE
 from ._models import (
     MAX_TEXT,
     ForgetOutcome,
+    HistoryOut,
     MemoryHit,
     ReflectOutcome,
     ReviewOutcome,
     SearchResult,
     StatsOut,
+    SupersedeOutcome,
     TrajectoryIn,
     UsageOutcome,
+    VersionOut,
     WriteOutcome,
 )
 
@@ -55,8 +58,9 @@ INSTRUCTIONS = """\
 Hindsight is your memory of earlier tasks: short lessons about what worked and what failed.
 Before a task that resembles earlier work, call search_memory and follow the lessons whose
 trigger matches. When a recalled lesson helped (or misled you), call update_memory_usage with
-its id. When you learn something reusable, call write_memory with one short lesson. At the
-end of a task, reflect_task can distill lessons from the whole run."""
+its id. When you learn something reusable, call write_memory with one short lesson; when a
+recalled lesson proved wrong, call supersede_memory with the corrected one. At the end of a
+task, reflect_task can distill lessons from the whole run."""
 
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 RecordId = Annotated[str, Field(min_length=1, max_length=100, description="A record id (UUID).")]
@@ -195,6 +199,45 @@ def build_server(
         record = await _call(memory.mark_used(id, helpful, namespace=namespace()))
         return UsageOutcome(
             id=str(record.id), helpful=helpful, score=record.score, use_count=record.use_count
+        )
+
+    @tool(annotations=ToolAnnotations(idempotent_hint=False, open_world_hint=False))
+    async def supersede_memory(
+        id: RecordId,  # noqa: A002
+        lesson: Annotated[Text, Field(description="The corrected lesson, one sentence.")],
+        reason: Annotated[Text, Field(description="Why the old lesson was wrong.")],
+        trigger: Annotated[Text | None, Field(description="Default: the old one's.")] = None,
+    ) -> SupersedeOutcome:
+        """Call when a recalled lesson proved wrong or outdated: the corrected lesson becomes
+        its new version (recalled from now on); the old one is kept in its history with
+        your reason. Prefer this to forget_memory for a lesson that needs correcting."""
+        ns = namespace()
+        record: dict[str, Any] = {"lesson": lesson, "source": {"tool": "mcp"}}
+        if trigger is not None:  # else the old version's, as its scene, action, outcome
+            record["trigger"] = trigger
+        actor = "mcp:" + "/".join(ns)  # the token's namespace (a token itself is a secret)
+        result = await _call(memory.supersede(id, record, reason=reason, actor=actor, namespace=ns))
+        return SupersedeOutcome(id=str(result.id), supersedes=str(result.supersedes))
+
+    @tool(annotations=read_only)
+    async def memory_history(id: RecordId) -> HistoryOut:  # noqa: A002
+        """Call to see how a lesson changed: every version, oldest first, from the id of any of
+        them, and when, why and by whom each version was replaced."""
+        chain = await _call(memory.history(id, namespace=namespace()))
+        return HistoryOut(
+            versions=[
+                VersionOut(
+                    id=str(r.id),
+                    version=r.version,
+                    lesson=r.lesson,
+                    trigger=r.trigger,
+                    current=r.superseded_by is None,
+                    superseded_at=r.superseded_at.isoformat() if r.superseded_at else None,
+                    superseded_reason=r.superseded_reason,
+                    superseded_actor=r.superseded_actor,
+                )
+                for r in chain
+            ]
         )
 
     @tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))

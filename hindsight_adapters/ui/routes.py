@@ -177,8 +177,10 @@ async def _record_page(
             related[rid] = await mem.get(rid, namespace=ns)
         except NotFoundError:
             related[rid] = None  # deleted since
-    curve, history = await asyncio.gather(
-        mem.decay_curve(rec.id, namespace=ns), mem.history(rec.id, namespace=ns)
+    curve, history, versions = await asyncio.gather(
+        mem.decay_curve(rec.id, namespace=ns),
+        mem.events(rec.id, namespace=ns),
+        mem.history(rec.id, namespace=ns),  # its chain of versions (docs/versions.md)
     )
     extra.setdefault("form", {k: getattr(rec, k) for k in EDITABLE})
     return state.render(
@@ -191,6 +193,7 @@ async def _record_page(
         decay=decay_chart(curve),
         curve=curve,
         history=history,
+        versions=versions,
         msg=MESSAGES.get(request.query_params.get("msg", "")),
         **extra,
     )

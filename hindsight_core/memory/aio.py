@@ -162,10 +162,13 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         scene: str | None = None,
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
     ) -> list[SearchHit]:
         check_search(query, scene, top_k, filters)  # before connecting: see check_search
         return await self._run_read(
-            lambda: self._search_flow(query, namespace, scene, top_k, filters),
+            lambda: self._search_flow(
+                query, namespace, scene, top_k, filters, include_superseded=include_superseded
+            ),
             self.namespace_key(namespace),
         )
 
@@ -268,6 +271,29 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     ) -> Experience:
         return await self._run_write(
             self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
+        )
+
+    async def supersede(
+        self,
+        old_id: object,
+        new_record: RecordInput,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        namespace: Namespace | str | None = None,
+    ) -> WriteResult:
+        return await self._run_write(
+            self.supersede_flow(
+                old_id, new_record, reason=reason, actor=actor, namespace=namespace
+            ),
+            self.namespace_key(namespace),
+        )
+
+    async def history(
+        self, record_id: object, *, namespace: Namespace | str | None = None
+    ) -> list[Experience]:
+        return await self._run_read(
+            lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:

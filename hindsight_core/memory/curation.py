@@ -1,5 +1,6 @@
 """Flows that curate experience records: feedback, forget, archive, restore,
-critical, edit and merge. Each writes one event and (but forget) returns the record."""
+critical, edit and merge. Each writes one event and (but forget) returns the record.
+An edit of a lesson's text is a new version (``versions.py``)."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ from ..runtime.flow import Embed, Flow, Sql
 from ..storage import batch_sql
 from ..storage import experiences_sql as q
 from .inputs import RecordInput, embedding_text, validate_records
-from .read_flows import RecallFlows
+from .versions import VersionFlows, typo_only
 from .write_rows import record_row, search_tsv
 
 
-class CurationFlows(RecallFlows):
+class CurationFlows(VersionFlows):
     """Feedback and curation of experience records (flows; see ``runtime/flow.py``).
 
-    Built on :class:`RecallFlows`: every change reads the record back.
+    Built on :class:`~.read_flows.RecallFlows` (through ``VersionFlows``): every change
+    reads the record back.
     """
 
     # ------------------------------------------------------------------ feedback
@@ -111,9 +113,17 @@ class CurationFlows(RecallFlows):
         return record
 
     def _edit_flow(
-        self, record_id: object, changes: Mapping[str, Any], namespace: Namespace | str | None
+        self,
+        record_id: object,
+        changes: Mapping[str, Any],
+        namespace: Namespace | str | None,
+        actor: str | None = None,
     ) -> Flow[Experience]:
-        """Change fields of a record; the embedding is recomputed."""
+        """Change fields of a record; the embedding is recomputed.
+
+        A change of the lesson or the trigger beyond a typo (``versions.typo_only``)
+        writes a new version that supersedes the record, and returns it; the other
+        fields (scene, action, outcome, importance, critical) change in place."""
         allowed = {"scene", "trigger", "action", "outcome", "lesson", "importance", "critical"}
         unknown = set(changes) - allowed
         if unknown:
@@ -129,6 +139,17 @@ class CurationFlows(RecallFlows):
         current = yield from self._get_flow(record_id, namespace)
         merged = {k: getattr(current, k) for k in allowed} | dict(changes)
         (rec,) = validate_records([merged], self.settings)
+        if not (typo_only(current.lesson, rec.lesson) and typo_only(current.trigger, rec.trigger)):
+            keep = {"confidence": current.confidence, "source": current.source}
+            result = yield from self.supersede_flow(
+                current.id,
+                rec.model_dump(exclude={"created_at", *keep}, exclude_none=True) | keep,
+                reason="edited",
+                actor=actor,
+                namespace=namespace,
+                locked=True,
+            )
+            return (yield from self._get_flow(result.id, namespace))
         self._warn_language([rec.lesson])
         text = embedding_text(rec, self.document_fields)
         (vector,) = yield from Embed([text])
@@ -150,7 +171,8 @@ class CurationFlows(RecallFlows):
                 "search_tsv": search_tsv(rec, self.document_fields),
             },
         )
-        yield from self._event(self.namespace_key(namespace), current.id, "edited", now)
+        was = {"lesson": current.lesson, "trigger": current.trigger}
+        yield from self._event(self.namespace_key(namespace), current.id, "edited", now, was)
         return (yield from self._get_flow(current.id, namespace))
 
     def merge_flow(
@@ -179,6 +201,13 @@ class CurationFlows(RecallFlows):
         if missing:
             raise NotFoundError(
                 f"cannot merge: no live record {', '.join(missing)} in namespace {self._show(ns)}"
+            )
+        old = [str(i) for i in ids if live[i]["superseded_by"] is not None]
+        if old:  # an old version is history; its chain's head carries the lesson now
+            raise ValidationError(
+                f"cannot merge: record {', '.join(old)} is superseded; merge the current "
+                "version (see history)",
+                field="ids",
             )
         text = embedding_text(rec, self.document_fields)
         (vector,) = yield from Embed([text])

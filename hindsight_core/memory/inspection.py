@@ -137,7 +137,7 @@ class InspectFlows(MemoryBase):
         )
         return [ActivityPoint(day=r["day"], kind=r["kind"], count=r["n"]) for r in rows]
 
-    def _history_flow(
+    def _events_flow(
         self, record_id: object, namespace: Namespace | str | None, limit: int
     ) -> Flow[list[RecordEvent]]:
         ns = self.namespace_key(namespace)
@@ -216,11 +216,11 @@ class InspectMethods(InspectFlows):
         """Events per day and kind over the last ``days`` (feedback, merges, curation)."""
         return self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
 
-    def history(
+    def events(
         self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
     ) -> list[RecordEvent]:
-        """A record's events, newest first."""
-        return self.run_flow(self._history_flow(record_id, namespace, limit))
+        """A record's events, newest first (``history``: its versions, docs/versions.md)."""
+        return self.run_flow(self._events_flow(record_id, namespace, limit))
 
     def decay_curve(
         self,
@@ -267,10 +267,10 @@ class AsyncInspectMethods(InspectFlows):
     ) -> list[ActivityPoint]:
         return await self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
 
-    async def history(
+    async def events(
         self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
     ) -> list[RecordEvent]:
-        return await self.run_flow(self._history_flow(record_id, namespace, limit))
+        return await self.run_flow(self._events_flow(record_id, namespace, limit))
 
     async def decay_curve(
         self,

@@ -28,7 +28,7 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql, Unit
-from ..storage import batch_sql, namespace_sql, tasks_sql
+from ..storage import batch_sql, namespace_sql, tasks_sql, versions_sql
 from ..storage import experiences_sql as q
 from .base import MemoryBase
 from .inputs import embedding_text
@@ -57,8 +57,16 @@ class ExportedRecord(ExperienceIn):
     merged_into: uuid.UUID | None = None
     merged_from: list[uuid.UUID] = Field(default_factory=list)
     scenes: list[str] = Field(default_factory=list)
+    # its place in a chain of versions (docs/versions.md)
+    version: int = Field(default=1, ge=1)
+    lineage: uuid.UUID | None = None
+    supersedes: uuid.UUID | None = None
+    superseded_by: uuid.UUID | None = None
+    superseded_at: datetime | None = None
+    superseded_reason: str | None = None
+    superseded_actor: str | None = None
 
-    @pydantic.field_validator("last_used_at", "updated_at", "archived_at")
+    @pydantic.field_validator("last_used_at", "updated_at", "archived_at", "superseded_at")
     @classmethod
     def _utc_more(cls, value: datetime | None) -> datetime | None:
         return to_utc(value) if value is not None else None
@@ -270,6 +278,9 @@ class LifecycleFlows(MemoryBase):
                 for r, t, v in zip(new, texts, vectors, strict=True)
             ]
             yield Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(params), fetch="none")
+            links = [_links(r) for r in new if r.lineage is not None or r.version > 1]
+            if links:
+                yield Sql(versions_sql.RESTORE_LINKS, {"rows": json.dumps(links)}, fetch="none")
         return len(batch) - len(new)
 
     def _reindex_flow(
@@ -347,6 +358,13 @@ def _import_params(
         merged_from=r.merged_from,
         also_scenes=[s for s in dict.fromkeys(r.scenes) if s != r.scene],
     )
+
+
+def _links(r: ExportedRecord) -> dict[str, Any]:
+    """An imported record's row of ``versions_sql.RESTORE_LINKS``."""
+    fields = ("version", "lineage", "supersedes", "superseded_by", "superseded_at")
+    row = r.model_dump(mode="json", include={*fields, "superseded_reason", "superseded_actor"})
+    return {"ns": ns_key(tuple(r.namespace)), "id": str(r.id), **row}
 
 
 def write_export(target: str | Path | IO[str], records: list[Experience]) -> int:

@@ -41,6 +41,7 @@ class RecallFlows(MemoryBase):
         top_k: int,
         filters: Mapping[str, Any] | None,
         timeout_ms: int | None = None,
+        include_superseded: bool = False,
     ) -> Flow[list[SearchHit]]:
         ns = self.namespace_key(namespace)
         query, scene, top_k, filter_items = check_search(query, scene, top_k, filters)
@@ -81,6 +82,7 @@ class RecallFlows(MemoryBase):
             "score_weight": self.settings.score_weight,
             **self.decay_params(self.now()),
             "min_relevance": self.settings.min_relevance,
+            "include_superseded": bool(include_superseded),  # docs/versions.md
         }
         for i, (_, value) in enumerate(filter_items):
             params[f"f{i}"] = value

@@ -186,6 +186,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         scene: str | None = None,
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
+        include_superseded: bool = False,
     ) -> list[SearchHit]:
         """Hybrid recall: semantic + keyword, bent by the decayed score.
 
@@ -195,10 +196,13 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             top_k: how many hits (1..100).
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
                 ``source.task``, ``source.tool``.
+            include_superseded: also old versions of lessons (docs/versions.md).
         """
         check_search(query, scene, top_k, filters)  # before connecting: see check_search
         return self._run_read(
-            lambda: self._search_flow(query, namespace, scene, top_k, filters),
+            lambda: self._search_flow(
+                query, namespace, scene, top_k, filters, include_superseded=include_superseded
+            ),
             self.namespace_key(namespace),
         )
 
@@ -307,7 +311,8 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def edit(
         self, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
     ) -> Experience:
-        """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
+        """Change a record's fields (lesson, trigger, ...); it is re-embedded. A new
+        lesson or trigger (beyond a typo) is a new version (:meth:`supersede`), returned."""
         return self._run_write(
             self._edit_flow(record_id, changes, namespace), self.namespace_key(namespace)
         )
@@ -322,6 +327,39 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """Replace records by one more general lesson; the sources are archived and linked."""
         return self._run_write(
             self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
+        )
+
+    def supersede(
+        self,
+        old_id: object,
+        new_record: RecordInput,
+        *,
+        reason: str | None = None,
+        actor: str | None = None,
+        namespace: Namespace | str | None = None,
+    ) -> WriteResult:
+        """Write ``new_record`` as the new version of a lesson (docs/versions.md).
+
+        The old one (``old_id``, or the head of its chain when another writer has
+        superseded it meanwhile) is marked superseded at now, ``reason``, by ``actor``
+        (default: the namespace); it keeps its usage history and is no longer recalled.
+
+        Returns:
+            The new version's write (``inserted``; ``supersedes``: the old version).
+        """
+        return self._run_write(
+            self.supersede_flow(
+                old_id, new_record, reason=reason, actor=actor, namespace=namespace
+            ),
+            self.namespace_key(namespace),
+        )
+
+    def history(
+        self, record_id: object, *, namespace: Namespace | str | None = None
+    ) -> list[Experience]:
+        """Every version of a lesson, oldest first, from any of its ids."""
+        return self._run_read(
+            lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
     # ------------------------------------------------------------------ whole store

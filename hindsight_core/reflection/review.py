@@ -1,8 +1,17 @@
-"""Review after a task: reinforce what helped, decay what did not, merge look-alikes.
+"""Review after a task: reinforce what helped, decay what did not, correct what misled,
+merge look-alikes.
 
 - every record in ``trajectory.used`` gets ``mark_used(helpful=True)`` (score +0.1,
   decay clock reset); every other record in ``trajectory.recalled`` gets
   ``mark_used(helpful=False)`` (score -0.1);
+- a used record that misled (the run failed although it was followed, or a user's
+  correction in the run speaks about what it says) is marked unhelpful and, when the
+  run shows what it should say instead, superseded by the corrected lesson
+  (``memory.supersede``, docs/versions.md): with a model, the model phrases it from
+  the run's failure, fix or correction and the answer is kept only if its new words
+  come from that evidence; without one (or when the model's answer is refused), the
+  rule-based distiller's lesson from a failed-then-fixed call, or a short correction
+  of the user's, is the new version;
 - in the trajectory's scene (or the scenes of the recalled records), pairs of live
   records at cosine similarity >= ``settings.review_merge_similarity`` are grouped
   into clusters; the model is asked whether each cluster says one thing and, if so,
@@ -20,6 +29,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import uuid
 from typing import Any, Literal
 
@@ -33,7 +43,9 @@ from ..storage import experiences_sql as q
 from ..storage import review_sql
 from ._ask import ask_json, load_prompt
 from ._driver import RFlow, Store
+from .evidence import Run, analyse, near_equal, units
 from .parse import ParseError, coerce_number, extract_json
+from .rules import RuleBasedDistiller
 from .screen import screen_merge
 from .trajectory import Trajectory
 
@@ -67,7 +79,7 @@ MERGE_SCHEMA: dict[str, Any] = {
 class ReviewDecision(BaseModel):
     """One thing review decided, and why."""
 
-    action: Literal["reinforce", "decay", "merge", "keep", "skip", "missing"]
+    action: Literal["reinforce", "decay", "merge", "supersede", "keep", "skip", "missing"]
     ids: list[uuid.UUID]
     reason: str
     into: uuid.UUID | None = None
@@ -80,6 +92,9 @@ class ReviewResult(BaseModel):
     reinforced: list[uuid.UUID] = Field(default_factory=list)
     decayed: list[uuid.UUID] = Field(default_factory=list)
     merged: list[Experience] = Field(default_factory=list)
+    superseded: dict[uuid.UUID, uuid.UUID] = Field(
+        default_factory=dict, description="Misleading record -> its corrected new version."
+    )
     decisions: list[ReviewDecision] = Field(default_factory=list)
     errors: list[str] = Field(default_factory=list)
 
@@ -157,8 +172,11 @@ def review_flow(
     result = ReviewResult()
     used = set(trajectory.used)
     scenes: list[str] = [trajectory.scene] if trajectory.scene else []
+    run = analyse(trajectory)
+    stored = yield from Store(_rows_flow(memory, ns, list(used)))
+    misled = {rid: why for rid in used if (why := _misled(stored.get(rid), trajectory, run))}
     for rid in dict.fromkeys([*trajectory.recalled, *trajectory.used]):
-        helpful = rid in used
+        helpful = rid in used and rid not in misled
         try:
             rec: Experience = yield from Store(memory.mark_used_flow(rid, helpful, namespace))
         except NotFoundError:
@@ -174,11 +192,15 @@ def review_flow(
                 action="reinforce" if helpful else "decay",
                 ids=[rid],
                 lesson=rec.lesson,
-                reason="recalled and used" if helpful else "recalled but not used",
+                reason="recalled and used" if helpful else misled.get(rid, "recalled but not used"),
             )
         )
         if rec.scene not in scenes:
             scenes.append(rec.scene)
+    for rid, why in misled.items():
+        yield from _supersede(
+            memory, ns, model, namespace, stored[rid], trajectory, run, why, result
+        )
     threshold = memory.settings.review_merge_similarity
     for scene in scenes:
         try:
@@ -266,6 +288,159 @@ def _review_cluster(
             lesson=merged.lesson,
             reason=str(answer.get("reason") or "model: same point"),
         )
+    )
+
+
+# ------------------------------------------------------------------ supersede
+
+SUPERSEDE_PROMPT = """\
+An agent followed a lesson from its memory, and the run shows the lesson was wrong or
+incomplete: {why}. Correct the lesson from the evidence below only: one actionable
+sentence of at most {max_chars} characters, in the language of the lesson, saying what
+to do instead (take the fix or the user's words from the evidence; add nothing else).
+If the evidence does not show what to do instead, do not correct it.
+Answer with JSON only: {{"supersede": true, "lesson": "...", "reason": "..."}} or
+{{"supersede": false, "reason": "..."}}."""
+
+SUPERSEDE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "supersede": {"type": "boolean"},
+        "lesson": {"type": "string"},
+        "reason": {"type": "string"},
+    },
+    "required": ["supersede"],
+}
+_LEAD = re.compile(r"^\W*(no|nope|wrong|not like that|that's wrong|不对|不是|错了)\b\W*", re.I)
+
+
+def _rows_flow(memory: RecordContext, ns: str, ids: list[uuid.UUID]) -> Flow[dict[Any, Any]]:
+    """The stored rows of ``ids`` (current state), by id."""
+    yield from memory.ready_flow()
+    rows = yield from Sql(q.GET, {"ns": ns, "ids": ids, **memory.decay_params(memory.now())})
+    return {r["id"]: r for r in rows}
+
+
+def _complaints(row: dict[str, Any], run: Run) -> list[int]:
+    """The user's corrections in the run that speak about what the lesson says."""
+    said = units(f"{row['lesson']} {row['trigger']}")
+    return [n for n in run.complaints if said & units(run.texts[n])]
+
+
+def _misled(row: dict[str, Any] | None, trajectory: Trajectory, run: Run) -> str | None:
+    """Why a used record misled the run (None: it did not, or it is gone or old)."""
+    if row is None or row["superseded_by"] is not None or row["archived_at"] is not None:
+        return None
+    if _complaints(row, run):
+        return "followed, and the user corrected it"
+    if trajectory.outcome == "failure":
+        return "followed, and the run failed"
+    return None
+
+
+def _evidence(row: dict[str, Any], run: Run) -> str:
+    """The run's steps that show what went wrong and what was done or said instead."""
+    steps = sorted({m for n in [*run.signals, *_complaints(row, run)] for m in run.context[n]})
+    return "\n".join(f"{n}. {run.texts[n][:400]}" for n in steps)[:3000]
+
+
+def _rule_correction(
+    row: dict[str, Any], trajectory: Trajectory, run: Run, max_chars: int
+) -> str | None:
+    """The corrected lesson without a model: the rule distiller's lesson from a failed,
+    then fixed call, else the user's correction when it is one short sentence."""
+    said = units(f"{row['lesson']} {row['trigger']}")
+    for fix in RuleBasedDistiller(max_chars=max_chars).distill(trajectory):
+        if said & units(f"{fix['trigger']} {fix['action']} {fix['lesson']}"):  # about it
+            return str(fix["lesson"])
+    for n in _complaints(row, run):
+        text = _LEAD.sub("", trajectory.steps[n - 1].content.strip()).strip()
+        text = re.split(r"(?<=[.!?。！？])\s", text)[0].strip()
+        if 8 <= len(text) <= max_chars:
+            return text[0].upper() + text[1:]
+    return None
+
+
+def _grounded(lesson: str, row: dict[str, Any], evidence: str) -> str | None:
+    """Why a model's correction is refused: the old lesson again, or new words that are
+    not in the run's evidence (a small model inventing the fix)."""
+    if near_equal(lesson, row["lesson"]):
+        return "the correction repeats the lesson"
+    new = units(lesson) - units(row["lesson"])
+    if not new or not new & units(evidence):
+        return "the correction is not grounded in the run's failure, fix or correction"
+    return None
+
+
+def _parse_supersede(text: str) -> dict[str, Any]:
+    data = extract_json(text)
+    if not isinstance(data, dict) or "supersede" not in data:
+        raise ParseError('expected {"supersede": true|false, ...}')
+    flag = data["supersede"]
+    data["supersede"] = (
+        flag.strip().lower() in ("true", "yes") if isinstance(flag, str) else bool(flag)
+    )
+    if data["supersede"] and not str(data.get("lesson") or "").strip():
+        raise ParseError('"supersede": true needs a "lesson"')
+    return data
+
+
+def _supersede(
+    memory: RecordContext,
+    ns: str,
+    model: str | None,
+    namespace: Namespace | str | None,
+    row: dict[str, Any],
+    trajectory: Trajectory,
+    run: Run,
+    why: str,
+    result: ReviewResult,
+) -> RFlow[None]:
+    """Supersede a misleading record with its correction (see the module docstring)."""
+    settings, ids = memory.settings, [row["id"]]
+    lesson, source, note = None, "rules", None
+    if model is not None:
+        evidence = _evidence(row, run)
+        system = SUPERSEDE_PROMPT.format(why=why, max_chars=settings.lesson_max_chars)
+        body = f"lesson: {row['lesson']}\ntrigger: {row['trigger']}\nevidence:\n{evidence}"
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": body}]
+        answer, error = yield from ask_json(
+            memory, ns, model, messages, SUPERSEDE_SCHEMA, "review-supersede", _parse_supersede
+        )
+        if answer is not None and answer["supersede"]:
+            lesson, source = str(answer["lesson"]).strip(), f"llm:{model}"
+            note = _grounded(lesson, row, evidence)
+        elif answer is not None:
+            note = str(answer.get("reason") or "model: nothing to correct")
+        else:
+            note = str(error)
+    if lesson is None or note is not None:
+        lesson, source = _rule_correction(row, trajectory, run, settings.lesson_max_chars), "rules"
+    if lesson is None:
+        reason = f"{why}; no correction in the run" + (f" ({note})" if note else "")
+        result.decisions.append(ReviewDecision(action="keep", ids=ids, reason=reason))
+        return
+    new = {
+        "scene": row["scene"],
+        "trigger": row["trigger"],
+        "action": row["action"],
+        "outcome": row["outcome"],
+        "lesson": lesson,
+        "confidence": row["confidence"],
+        "source": {"distiller": source, "review": "supersede"},
+    }
+    try:
+        done = yield from Store(
+            memory.supersede_flow(row["id"], new, reason=why, actor="review", namespace=namespace)
+        )
+    except HindsightError as exc:
+        result.errors.append(f"supersede of {row['id']} failed: {exc}")
+        result.decisions.append(ReviewDecision(action="skip", ids=ids, reason=str(exc)))
+        return
+    result.superseded[row["id"]] = done.id
+    said = why if note is None else f"{why} (the model's correction was not used: {note})"
+    result.decisions.append(
+        ReviewDecision(action="supersede", ids=ids, into=done.id, lesson=lesson, reason=said)
     )
 
 

@@ -129,6 +129,19 @@ class RecordContext(FlowContext, Protocol):
         """
         ...
 
+    def supersede_flow(
+        self,
+        old_id: object,
+        record: ExperienceIn | Mapping[str, Any],
+        *,
+        reason: str | None,
+        actor: str | None,
+        namespace: Namespace | str | None,
+        locked: bool = False,
+    ) -> Flow[WriteResult]:
+        """Write a new version of a lesson (``Memory.supersede``, docs/versions.md)."""
+        ...
+
 
 class FlowHost(FlowContext, Protocol):
     """A host that runs flows with blocking I/O (:class:`~hindsight_core.Memory`)."""

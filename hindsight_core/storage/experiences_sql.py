@@ -22,7 +22,9 @@ T = "hindsight_experiences"
 COLUMNS = (
     "ns, id, scene, trigger, action, outcome, lesson, confidence, importance, critical, "
     "source, score, use_count, occurrences, last_used_at, created_at, updated_at, "
-    "archived_at, merged_into, merged_from, also_scenes"
+    "archived_at, merged_into, merged_from, also_scenes, "
+    "version, lineage, supersedes, superseded_by, superseded_at, superseded_reason, "
+    "superseded_actor"
 )
 
 
@@ -55,6 +57,18 @@ DECAYED = (
 
 _E_COLUMNS = ", ".join("e." + c.strip() for c in COLUMNS.split(","))
 SELECT_RECORD = f"SELECT {_E_COLUMNS}, {DECAYED} AS decayed_score FROM {T} e"
+
+
+def head_of(e: str = "e") -> str:
+    """The id a write near record ``e`` merges into (migration 0011): ``e`` itself
+    when current, else the live head of its chain of versions (NULL when the head is
+    archived or gone: the chain counts as archived, as the lookups skip those)."""
+    return (
+        f"CASE WHEN {e}.superseded_by IS NULL THEN {e}.id ELSE (SELECT h.id FROM {T} h "
+        f"WHERE h.ns = {e}.ns AND h.lineage = {e}.lineage AND h.superseded_by IS NULL "
+        "AND h.archived_at IS NULL) END"
+    )
+
 
 LOCK_NAMESPACE = sa.text("SELECT pg_advisory_xact_lock(hashtextextended('hindsight:' || :ns, 0))")
 
@@ -118,6 +132,9 @@ def nearest_many(dim: int, k: int = 3, *, own_rows: bool = True) -> sa.TextClaus
     up front (``MATERIALIZED``): converting inside the lateral subquery would redo it
     for every row compared (with text literals, a 1,000-record batch against 1,000
     stored records took 40 s instead of 0.1 s).
+
+    A superseded record found near a vector answers with its chain's head
+    (:func:`head_of`): a write never merges into an old version (docs/versions.md).
     """
     q = "q.v"
     return sa.text(
@@ -125,12 +142,14 @@ def nearest_many(dim: int, k: int = 3, *, own_rows: bool = True) -> sa.TextClaus
         WITH q AS MATERIALIZED ({unpack_sql("vectors", dim, "CAST(:n AS int)")})
         SELECT q.i AS i, n.id, n.lesson, n.trigger, n.similarity
         FROM q CROSS JOIN LATERAL (
-            SELECT e.id, e.lesson, e.trigger, 1 - ({vec(dim)} <=> {q}) AS similarity
+            SELECT {head_of()} AS id, e.lesson, e.trigger,
+                1 - ({vec(dim)} <=> {q}) AS similarity
             FROM {T} e
             WHERE e.ns = :ns AND e.archived_at IS NULL{"" if own_rows else NOT_OWN}
             ORDER BY {ann(dim)} <=> {ann(dim, q)}
             LIMIT {int(k)}
         ) n
+        WHERE n.id IS NOT NULL
         ORDER BY q.i, n.similarity DESC
         """
     )
@@ -197,7 +216,12 @@ ARCHIVE_MERGED = sa.text(
     "WHERE ns = :ns AND id = ANY(CAST(:ids AS uuid[])) AND archived_at IS NULL RETURNING id"
 )
 
-_EVICTABLE = f"e.archived_at IS NULL AND NOT e.critical AND {DECAYED} < :evict_below"
+# A superseded version is history: it never decays into eviction on its own (its
+# chain is evicted by its head's score, and the head keeps the chain's links).
+_EVICTABLE = (
+    "e.archived_at IS NULL AND NOT e.critical AND e.superseded_by IS NULL "
+    f"AND {DECAYED} < :evict_below"
+)
 # The namespaces with records to evict, in order.
 EVICTABLE_NAMESPACES = sa.text(f"SELECT DISTINCT e.ns FROM {T} e WHERE {_EVICTABLE} ORDER BY e.ns")
 

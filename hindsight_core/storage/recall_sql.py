@@ -69,6 +69,8 @@ def search_sql(
     # namespace's whole index range (5 ms in a 100k-record namespace).
     ns = "(SELECT CAST(:ns AS text))"
     where = [f"e.ns = {ns}", "e.archived_at IS NULL"]
+    # current versions only, unless ``:include_superseded`` (docs/versions.md)
+    where.append("(e.superseded_by IS NULL OR CAST(:include_superseded AS boolean))")
     if scene:
         where.append(scene_condition("(SELECT CAST(:scene AS text))"))
     for i, name in enumerate(filters):

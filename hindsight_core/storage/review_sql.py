@@ -18,12 +18,14 @@ from .experiences_sql import T, ann, vec
 @lru_cache(maxsize=8)
 def near_pairs_sql(dim: int, neighbours: int = 5) -> sa.TextClause:
     """Pairs ``(a, b, similarity)`` of live records in ``:scene`` with similarity >=
-    ``:threshold``, scanning at most ``:max_records`` records of the scene."""
+    ``:threshold``, scanning at most ``:max_records`` records of the scene. Current
+    versions only: an old version is history, not a look-alike to merge."""
     return sa.text(
         f"""
         WITH base AS (
             SELECT e.id, e.embedding FROM {T} e
             WHERE e.ns = :ns AND e.scene = :scene AND e.archived_at IS NULL
+                AND e.superseded_by IS NULL
             ORDER BY e.created_at DESC LIMIT :max_records
         )
         SELECT a.id AS a, n.id AS b, n.similarity
@@ -31,6 +33,7 @@ def near_pairs_sql(dim: int, neighbours: int = 5) -> sa.TextClause:
             SELECT e.id, 1 - ({vec(dim)} <=> {vec(dim, "a.embedding")}) AS similarity
             FROM {T} e
             WHERE e.ns = :ns AND e.scene = :scene AND e.archived_at IS NULL AND e.id <> a.id
+                AND e.superseded_by IS NULL
             ORDER BY {ann(dim)} <=> {ann(dim, "a.embedding")}
             LIMIT {int(neighbours)}
         ) n

@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import sqlalchemy as sa
 
-from .experiences_sql import DEDUP_EF_SEARCH, T, scene_condition
+from .experiences_sql import DEDUP_EF_SEARCH, T, head_of, scene_condition
 from .items_search_sql import prefix_condition
 from .items_sql import V
 
@@ -72,6 +72,7 @@ def items_exact_scan_sql(n_labels: int) -> sa.TextClause:
 # with the search effort this statement sets for the rest of the transaction.
 # ``unanalyzed``: the table has no statistics yet (never analyzed: :data:`ANALYZE`).
 # ``triggers`` only with ``:triggers`` (``write_plan.exact_neighbours``: repeats).
+# A superseded record's id is its chain's head (``experiences_sql.head_of``).
 DEDUP_VECTORS = sa.text(
     f"""
     WITH c AS (SELECT count(*) AS n FROM (
@@ -83,11 +84,13 @@ DEDUP_VECTORS = sa.text(
         (SELECT c.reltuples < 0 FROM pg_class c
          WHERE c.oid = CAST('{T}' AS regclass)) AS unanalyzed
     FROM d LEFT JOIN LATERAL (
-        SELECT array_agg(e.id) AS ids,
+        SELECT array_agg(e.target) AS ids,
                array_agg(e.lesson) AS lessons,
                array_agg(e.trigger) FILTER (WHERE CAST(:triggers AS boolean)) AS triggers,
                string_agg(vector_send(e.embedding), ''::bytea) AS vectors
-        FROM {T} e WHERE d.exact AND e.ns = :ns AND e.archived_at IS NULL) a ON true
+        FROM (SELECT e.lesson, e.trigger, e.embedding, {head_of()} AS target
+              FROM {T} e WHERE d.exact AND e.ns = :ns AND e.archived_at IS NULL) e
+        WHERE e.target IS NOT NULL) a ON true
     """
 )
 
