@@ -15,6 +15,7 @@ from .embeddings import CallableEmbedder, Embedder
 from .errors import (
     ConfigurationError,
     DatabaseError,
+    DatabaseBusyError,
     DatabaseUnavailableError,
     EmbeddingError,
     EmbeddingModelMismatchError,
@@ -49,6 +50,7 @@ __all__ = [
     "CallableEmbedder",
     "ConfigurationError",
     "DatabaseError",
+    "DatabaseBusyError",
     "DatabaseUnavailableError",
     "Embedder",
     "EmbeddingError",

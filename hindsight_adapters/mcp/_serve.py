@@ -21,6 +21,7 @@ from ._auth import (
     load_tokens,
     parse_namespace,
 )
+from ._busy import BusyStatusMiddleware
 from .server import build_server
 
 if TYPE_CHECKING:
@@ -64,7 +65,8 @@ def build_http_app(
     inner = server.streamable_http_app(
         stateless_http=True, json_response=True, host=host, max_request_body_size=max_body
     )
-    return BodyLimitMiddleware(BearerNamespaceMiddleware(inner, tokens, memory.namespace), max_body)
+    guarded = BearerNamespaceMiddleware(BusyStatusMiddleware(inner), tokens, memory.namespace)
+    return BodyLimitMiddleware(guarded, max_body)
 
 
 def _memory(settings: Settings, namespace: str | None) -> AsyncMemory:
