@@ -1,0 +1,230 @@
+"""Concurrent writers through ``hindsight mcp --http`` with a slow embedder (issue 26, item 1).
+
+Run (a few minutes; timed, so inside the quiet lock)::
+
+    flock /tmp/hindsight-quiet.lock python bench/bench_mcp_load.py
+    flock /tmp/hindsight-quiet.lock python bench/bench_mcp_load.py --writers 200 --servers 1 3
+
+The shape that turned writes away as "database unavailable": an OpenAI-compatible
+embeddings endpoint on loopback that answers each request in 1-2 s (a remote model,
+or a local one under contention), and many writers at once into one namespace, most
+of them merging into the same few records. Each case starts ``--servers`` MCP servers
+on one fresh database (default settings: a pool of 5 + 5 connections each) and sends
+``--writers`` ``write_memory`` calls at once, spread over the servers; nine in ten
+repeat one of ``--hot`` lessons, the rest are distinct. Afterwards the records are
+read back: every lesson one record, its ``occurrences`` the number of acknowledged
+writes of it. Reported: failed writes (by kind: a tool error, a JSON-RPC error, an
+HTTP status), exact counts, latency p50 / p99 and the wall time. Results go to
+``bench/results/mcp_load.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT.parent / "tests"))
+import _common as c  # noqa: E402
+from _mcp_util import free_port, start_cli, stop, wait_healthy  # noqa: E402
+
+TOKEN = "bench-load-token"
+MODEL = "slow-remote-384"
+NAMESPACE = ("bench", "load")
+HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+    "Authorization": f"Bearer {TOKEN}",
+}
+
+
+class SlowEmbeddings(BaseHTTPRequestHandler):
+    """``/embeddings``: a hash-seeded unit vector per text, after 1-2 s (by the text)."""
+
+    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        for i, text in enumerate(inputs):
+            seed = int(hashlib.sha1(text.encode()).hexdigest()[:8], 16)
+            v = np.random.default_rng(seed).standard_normal(c.DIM)
+            data.append(
+                {"object": "embedding", "index": i, "embedding": (v / np.linalg.norm(v)).tolist()}
+            )
+        first = hashlib.sha1("".join(inputs).encode()).digest()[0]
+        time.sleep(1.0 + first / 255)  # 1-2 s
+        out = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class Endpoint(ThreadingHTTPServer):
+    """The endpoint's server: a thread per request, a listen backlog for every writer
+    (the default 5 turned connections away into SYN retries, a second each)."""
+
+    daemon_threads = True
+    request_queue_size = 1024
+
+
+def lesson_of(i: int, hot: int) -> str:
+    """Writer ``i``'s lesson: nine in ten one of ``hot`` lessons, the rest distinct."""
+    if i % 10:
+        return f"Hot lesson {i % hot}: check the queue before merging"
+    return f"Cold lesson {i}: a one-off finding"
+
+
+def call(i: int, hot: int) -> dict[str, Any]:
+    lesson = lesson_of(i, hot)
+    return {
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "tools/call",
+        "params": {
+            "name": "write_memory",
+            "arguments": {
+                "scene": "load",
+                "trigger": f"when: {lesson.lower()}",
+                "action": "wrote a lesson",
+                "outcome": "success",
+                "lesson": lesson,
+            },
+        },
+    }
+
+
+def failure(answer: httpx.Response | BaseException) -> str | None:
+    """Why a write failed (None: acknowledged)."""
+    if isinstance(answer, BaseException):
+        return f"client: {type(answer).__name__}"
+    if answer.status_code != 200:
+        return f"HTTP {answer.status_code}"
+    doc = answer.json()
+    if "error" in doc:
+        return f"JSON-RPC {doc['error']['code']}: {doc['error']['message'][:90]}"
+    if doc["result"].get("isError"):
+        return f"tool error: {doc['result']['content'][0]['text'][:90]}"
+    return None
+
+
+async def one(client: httpx.AsyncClient, url: str, i: int, hot: int) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    try:
+        answer: Any = await client.post(url, json=call(i, hot))
+    except httpx.HTTPError as exc:
+        answer = exc
+    return (time.perf_counter() - t0) * 1000, answer
+
+
+async def storm(urls: list[str], writers: int, hot: int) -> tuple[list[tuple[float, Any]], float]:
+    limits = httpx.Limits(max_connections=writers, max_keepalive_connections=writers)
+    async with httpx.AsyncClient(headers=HEADERS, timeout=600, limits=limits) as client:
+        t0 = time.perf_counter()
+        done = await asyncio.gather(
+            *(one(client, urls[i % len(urls)], i, hot) for i in range(writers))
+        )
+        return list(done), time.perf_counter() - t0
+
+
+def counts(url: str) -> list[tuple[str, int]]:
+    """Every live record's lesson and occurrences, read back through the library."""
+    from hindsight_core import CallableEmbedder, Memory, Settings
+
+    # The name and dimension the servers recorded; list_records embeds nothing.
+    embedder = CallableEmbedder(lambda texts: [], dim=c.DIM, model_name=MODEL)
+    with Memory(NAMESPACE, settings=Settings(database_url=url), embedder=embedder) as mem:
+        return [(r.lesson, r.occurrences) for r in mem.list_records(limit=10_000)]
+
+
+def run_case(servers: int, writers: int, hot: int, embed_url: str) -> dict[str, Any]:
+    url, drop = c.fresh_database(f"hindsight_bench_load_{servers}")
+    env = {
+        "HINDSIGHT_DATABASE_URL": url,
+        "HINDSIGHT_HOME": str(c.HOME),
+        "HINDSIGHT_MCP_TOKENS": f"{TOKEN}={'/'.join(NAMESPACE)}",
+        "HINDSIGHT_EMBEDDER": "openai",
+        "HINDSIGHT_EMBEDDING_BASE_URL": embed_url,
+        "HINDSIGHT_EMBEDDING_MODEL": MODEL,
+        "HINDSIGHT_EMBEDDING_DIMENSIONS": str(c.DIM),
+        "HINDSIGHT_EMBEDDING_API_KEY": "unused",
+    }
+    procs = []
+    try:
+        urls = []
+        for k in range(servers):
+            port = free_port()
+            log = c.CACHE / f"mcp_load_{servers}_{k}.log"
+            procs.append((start_cli(["mcp", "--http", "--port", str(port)], env, log), log))
+            urls.append(f"http://127.0.0.1:{port}")
+        for (proc, log), base in zip(procs, urls, strict=True):
+            wait_healthy(proc, base, log, timeout=180)
+        done, wall = asyncio.run(storm([f"{u}/mcp" for u in urls], writers, hot))
+        stored = counts(url)
+    finally:
+        for proc, _ in procs:
+            stop(proc)
+        drop()
+    failures = Counter(f for _, a in done if (f := failure(a)) is not None)
+    acked = Counter(lesson_of(i, hot) for i, (_, a) in enumerate(done) if failure(a) is None)
+    by_lesson = Counter(lesson for lesson, _ in stored)
+    latencies = [ms for ms, _ in done]
+    return {
+        "servers": servers,
+        "writers": writers,
+        "hot_lessons": hot,
+        "failed": sum(failures.values()),
+        "failures": dict(failures),
+        "records": len(stored),
+        "duplicates": sum(n - 1 for n in by_lesson.values()),
+        "counts_exact": dict(stored) == dict(acked) and max(by_lesson.values(), default=1) == 1,
+        "occurrences": sum(n for _, n in stored),
+        "acknowledged": sum(acked.values()),
+        **{f"{k}_ms": v for k, v in latency_summary(latencies).items()},
+        "wall_s": round(wall, 2),
+    }
+
+
+def latency_summary(ms: list[float]) -> dict[str, float]:
+    s = sorted(ms)
+    return {"p50": round(s[len(s) // 2], 1), "p99": round(s[min(len(s) - 1, int(0.99 * len(s)))], 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--writers", type=int, default=200)
+    parser.add_argument("--hot", type=int, default=5, help="lessons most writers repeat")
+    parser.add_argument("--servers", type=int, nargs="+", default=[1, 3])
+    args = parser.parse_args()
+    fake = Endpoint(("127.0.0.1", 0), SlowEmbeddings)
+    threading.Thread(target=fake.serve_forever, daemon=True).start()
+    rows = []
+    try:
+        for servers in args.servers:
+            row = run_case(servers, args.writers, args.hot, f"http://127.0.0.1:{fake.server_port}/v1")
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    finally:
+        fake.shutdown()
+    c.write_results("mcp_load", args, rows)
+
+
+if __name__ == "__main__":
+    main()
