@@ -1,21 +1,24 @@
-"""Concurrent writers through ``hindsight mcp --http`` with a slow embedder (issue 26, item 1).
+"""Concurrent writers with a slow embedder, in process and through ``hindsight mcp --http``.
 
 Run (a few minutes; timed, so inside the quiet lock)::
 
     flock /tmp/hindsight-quiet.lock python bench/bench_mcp_load.py
     flock /tmp/hindsight-quiet.lock python bench/bench_mcp_load.py --writers 200 --servers 1 3
 
-The shape that turned writes away as "database unavailable": an OpenAI-compatible
-embeddings endpoint on loopback that answers each request in 1-2 s (a remote model,
-or a local one under contention), and many writers at once into one namespace, most
-of them merging into the same few records. Each case starts ``--servers`` MCP servers
-on one fresh database (default settings: a pool of 5 + 5 connections each) and sends
-``--writers`` ``write_memory`` calls at once, spread over the servers; nine in ten
-repeat one of ``--hot`` lessons, the rest are distinct. Afterwards the records are
-read back: every lesson one record, its ``occurrences`` the number of acknowledged
-writes of it. Reported: failed writes (by kind: a tool error, a JSON-RPC error, an
-HTTP status), exact counts, latency p50 / p99 and the wall time. Results go to
-``bench/results/mcp_load.json``.
+The shape that turned writes away as "database unavailable" (issue 26, item 1): an
+embedder that answers in 1-2 s, all answers on the same whole second (as a remote
+endpoint that batches requests, or a local model under contention, answers), and
+many writers at once into one namespace, nine in ten of them merging into one of
+``--hot`` records. Each case runs on a fresh database (a table never analyzed), with
+default settings (a pool of 5 + 5 connections per process) and three records written
+first (past the exact-scan bound of a one-record write), then ``--writers`` writes at
+once: as threads calling ``Memory.write`` (a ``CallableEmbedder``), then as
+``write_memory`` calls over HTTP spread over ``--servers`` MCP servers on one
+database (an OpenAI-compatible ``/embeddings`` endpoint on loopback). Afterwards the
+records are read back: every lesson one record, its ``occurrences`` the number of
+acknowledged writes of it. Reported: failed writes by kind (an exception, a tool
+error, a JSON-RPC error, an HTTP status), exact counts, latency p50 / p99, wall time.
+Results go to ``bench/results/mcp_load.json``.
 """
 
 from __future__ import annotations
@@ -51,21 +54,34 @@ HEADERS = {
 }
 
 
+def vector(text: str) -> list[float]:
+    """A hash-seeded unit vector: the same text, the same vector (a merge at 1.0)."""
+    seed = int(hashlib.sha1(text.encode()).hexdigest()[:8], 16)
+    v = np.random.default_rng(seed).standard_normal(c.DIM)
+    return list((v / np.linalg.norm(v)).tolist())
+
+
+def answer_late() -> None:
+    """Wait 1-2 s, until a whole second at least a second from now."""
+    time.sleep(1.0 + (1.0 - time.time() % 1.0))
+
+
 class SlowEmbeddings(BaseHTTPRequestHandler):
-    """``/embeddings``: a hash-seeded unit vector per text, after 1-2 s (by the text)."""
+    """``/embeddings``: a hash-seeded unit vector per text, after 1-2 s.
+
+    Answers go out together, on the next whole second at least a second after the
+    request came (as a remote endpoint that batches requests answers): the writers
+    that waited on it reach the database at once, a queue of merges on purpose.
+    """
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server API
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = []
-        for i, text in enumerate(inputs):
-            seed = int(hashlib.sha1(text.encode()).hexdigest()[:8], 16)
-            v = np.random.default_rng(seed).standard_normal(c.DIM)
-            data.append(
-                {"object": "embedding", "index": i, "embedding": (v / np.linalg.norm(v)).tolist()}
-            )
-        first = hashlib.sha1("".join(inputs).encode()).digest()[0]
-        time.sleep(1.0 + first / 255)  # 1-2 s
+        data = [
+            {"object": "embedding", "index": i, "embedding": vector(text)}
+            for i, text in enumerate(inputs)
+        ]
+        answer_late()
         out = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -92,8 +108,10 @@ def lesson_of(i: int, hot: int) -> str:
     return f"Cold lesson {i}: a one-off finding"
 
 
-def call(i: int, hot: int) -> dict[str, Any]:
-    lesson = lesson_of(i, hot)
+SEEDS = [f"Seed lesson {k}: written before the storm" for k in range(3)]
+
+
+def call(i: int, lesson: str) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
         "id": i,
@@ -128,7 +146,7 @@ def failure(answer: httpx.Response | BaseException) -> str | None:
 async def one(client: httpx.AsyncClient, url: str, i: int, hot: int) -> tuple[float, Any]:
     t0 = time.perf_counter()
     try:
-        answer: Any = await client.post(url, json=call(i, hot))
+        answer: Any = await client.post(url, json=call(i, lesson_of(i, hot)))
     except httpx.HTTPError as exc:
         answer = exc
     return (time.perf_counter() - t0) * 1000, answer
@@ -137,6 +155,11 @@ async def one(client: httpx.AsyncClient, url: str, i: int, hot: int) -> tuple[fl
 async def storm(urls: list[str], writers: int, hot: int) -> tuple[list[tuple[float, Any]], float]:
     limits = httpx.Limits(max_connections=writers, max_keepalive_connections=writers)
     async with httpx.AsyncClient(headers=HEADERS, timeout=600, limits=limits) as client:
+        # First a few records, one at a time: the namespace is past the exact-scan
+        # bound of a one-record write, in a table never analyzed (a new database).
+        for k, lesson in enumerate(SEEDS):
+            seeded = failure(await client.post(urls[k % len(urls)], json=call(-1 - k, lesson)))
+            assert seeded is None, seeded
         t0 = time.perf_counter()
         done = await asyncio.gather(
             *(one(client, urls[i % len(urls)], i, hot) for i in range(writers))
@@ -182,12 +205,25 @@ def run_case(servers: int, writers: int, hot: int, embed_url: str) -> dict[str, 
         for proc, _ in procs:
             stop(proc)
         drop()
-    failures = Counter(f for _, a in done if (f := failure(a)) is not None)
-    acked = Counter(lesson_of(i, hot) for i, (_, a) in enumerate(done) if failure(a) is None)
+    outcomes = [(ms, failure(a)) for ms, a in done]
+    return summary(f"{servers} MCP server(s)", writers, hot, outcomes, stored, wall)
+
+
+def summary(
+    case: str,
+    writers: int,
+    hot: int,
+    outcomes: list[tuple[float, str | None]],
+    stored: list[tuple[str, int]],
+    wall: float,
+) -> dict[str, Any]:
+    """A case's row: failures by kind, whether the counts are exact, latencies."""
+    failures = Counter(f for _, f in outcomes if f is not None)
+    acked = Counter(lesson_of(i, hot) for i, (_, f) in enumerate(outcomes) if f is None)
+    acked.update(SEEDS)
     by_lesson = Counter(lesson for lesson, _ in stored)
-    latencies = [ms for ms, _ in done]
     return {
-        "servers": servers,
+        "case": case,
         "writers": writers,
         "hot_lessons": hot,
         "failed": sum(failures.values()),
@@ -195,11 +231,49 @@ def run_case(servers: int, writers: int, hot: int, embed_url: str) -> dict[str, 
         "records": len(stored),
         "duplicates": sum(n - 1 for n in by_lesson.values()),
         "counts_exact": dict(stored) == dict(acked) and max(by_lesson.values(), default=1) == 1,
-        "occurrences": sum(n for _, n in stored),
-        "acknowledged": sum(acked.values()),
-        **{f"{k}_ms": v for k, v in latency_summary(latencies).items()},
+        "occurrences": sum(n for _, n in stored) - len(SEEDS),
+        "acknowledged": sum(acked.values()) - len(SEEDS),
+        **{f"{k}_ms": v for k, v in latency_summary([ms for ms, _ in outcomes]).items()},
         "wall_s": round(wall, 2),
     }
+
+
+def run_in_process(writers: int, hot: int) -> dict[str, Any]:
+    """The same storm as threads calling ``Memory.write`` on one Memory (default
+    settings) whose ``CallableEmbedder`` answers like the endpoint."""
+    from hindsight_core import CallableEmbedder, Memory, Settings
+
+    def slow(texts: list[str]) -> list[list[float]]:
+        answer_late()
+        return [vector(t) for t in texts]
+
+    url, drop = c.fresh_database("hindsight_bench_load_threads")
+    embedder = CallableEmbedder(slow, dim=c.DIM, model_name=MODEL)
+    done: list[tuple[float, str | None]] = [(0.0, None)] * writers
+    try:
+        with Memory(NAMESPACE, settings=Settings(database_url=url), embedder=embedder) as mem:
+            for lesson in SEEDS:
+                mem.write(call(0, lesson)["params"]["arguments"])
+
+            def write(i: int) -> None:
+                t0 = time.perf_counter()
+                try:
+                    mem.write(call(i, lesson_of(i, hot))["params"]["arguments"])
+                    done[i] = ((time.perf_counter() - t0) * 1000, None)
+                except Exception as exc:  # noqa: BLE001 - counted, by kind
+                    done[i] = ((time.perf_counter() - t0) * 1000, type(exc).__name__)
+
+            threads = [threading.Thread(target=write, args=(i,)) for i in range(writers)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - t0
+        stored = counts(url)
+    finally:
+        drop()
+    return summary("threads (Memory.write)", writers, hot, [(ms, f) for ms, f in done], stored, wall)
 
 
 def latency_summary(ms: list[float]) -> dict[str, float]:
@@ -212,10 +286,13 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=200)
     parser.add_argument("--hot", type=int, default=5, help="lessons most writers repeat")
     parser.add_argument("--servers", type=int, nargs="+", default=[1, 3])
+    parser.add_argument("--no-threads", action="store_true", help="skip the in-process case")
     args = parser.parse_args()
     fake = Endpoint(("127.0.0.1", 0), SlowEmbeddings)
     threading.Thread(target=fake.serve_forever, daemon=True).start()
-    rows = []
+    rows = [] if args.no_threads else [run_in_process(args.writers, args.hot)]
+    if rows:
+        print(json.dumps(rows[0]), flush=True)
     try:
         for servers in args.servers:
             row = run_case(servers, args.writers, args.hot, f"http://127.0.0.1:{fake.server_port}/v1")
