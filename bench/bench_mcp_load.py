@@ -273,12 +273,17 @@ def run_in_process(writers: int, hot: int) -> dict[str, Any]:
         stored = counts(url)
     finally:
         drop()
-    return summary("threads (Memory.write)", writers, hot, [(ms, f) for ms, f in done], stored, wall)
+    return summary(
+        "threads (Memory.write)", writers, hot, [(ms, f) for ms, f in done], stored, wall
+    )
 
 
 def latency_summary(ms: list[float]) -> dict[str, float]:
     s = sorted(ms)
-    return {"p50": round(s[len(s) // 2], 1), "p99": round(s[min(len(s) - 1, int(0.99 * len(s)))], 1)}
+    return {
+        "p50": round(s[len(s) // 2], 1),
+        "p99": round(s[min(len(s) - 1, int(0.99 * len(s)))], 1),
+    }
 
 
 def main() -> None:
@@ -295,7 +300,9 @@ def main() -> None:
         print(json.dumps(rows[0]), flush=True)
     try:
         for servers in args.servers:
-            row = run_case(servers, args.writers, args.hot, f"http://127.0.0.1:{fake.server_port}/v1")
+            row = run_case(
+                servers, args.writers, args.hot, f"http://127.0.0.1:{fake.server_port}/v1"
+            )
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:

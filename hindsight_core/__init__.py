@@ -14,8 +14,8 @@ Quick start::
 from .embeddings import CallableEmbedder, Embedder
 from .errors import (
     ConfigurationError,
-    DatabaseError,
     DatabaseBusyError,
+    DatabaseError,
     DatabaseUnavailableError,
     EmbeddingError,
     EmbeddingModelMismatchError,

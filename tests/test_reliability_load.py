@@ -246,7 +246,9 @@ def _slow_vectors(texts: list[str]) -> list[list[float]]:
 
 def _hold_namespace_lock(admin: sa.Engine, key: str) -> sa.Connection:
     conn = admin.connect()
-    conn.execute(sa.text("SELECT pg_advisory_lock(hashtextextended('hindsight:' || :ns, 0))"), {"ns": key})
+    conn.execute(
+        sa.text("SELECT pg_advisory_lock(hashtextextended('hindsight:' || :ns, 0))"), {"ns": key}
+    )
     return conn
 
 

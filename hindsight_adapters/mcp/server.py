@@ -33,8 +33,8 @@ from hindsight_core.models import MAX_LABEL_CHARS, Namespace
 from hindsight_core.warmup import Warmup
 
 from . import _reflect
-from ._busy import busy_error
 from ._auth import CURRENT_NAMESPACE
+from ._busy import busy_error
 from ._models import (
     MAX_TEXT,
     ForgetOutcome,

@@ -10,8 +10,8 @@ from typing import Any
 
 from ..arguments import parse_id
 from ..errors import NotFoundError, ValidationError
-from ..models import Experience, Namespace
-from ..runtime.flow import Embed, Flow, Sql
+from ..models import Experience, ExperienceIn, Namespace
+from ..runtime.flow import Embed, Flow, Sql, Unit
 from ..storage import batch_sql
 from ..storage import experiences_sql as q
 from .inputs import RecordInput, embedding_text, validate_records
@@ -122,16 +122,26 @@ class CurationFlows(RecallFlows):
                 field=sorted(unknown)[0],
             )
         yield from self.ready_flow()
-        # Read under the lock (as _change_flow takes it, before any row): every editable
-        # field is written back from this read, and one read before the lock undid a
-        # write merging into the record meanwhile (tests/test_lock_order.py).
+
+        def edited(current: Experience) -> tuple[ExperienceIn, str]:
+            merged = {k: getattr(current, k) for k in allowed} | dict(changes)
+            (rec,) = validate_records([merged], self.settings)
+            return rec, embedding_text(rec, self.document_fields)
+
+        # Embedded from a first read (a unit of its own) before this flow takes a
+        # connection: none is held, nor the lock, while the model runs.
+        rec, text = edited((yield from Unit(self._get_flow(record_id, namespace))))
+        self._warn_language([rec.lesson])
+        (vector,) = yield from Embed([text])
+        # Read again under the lock (as _change_flow takes it, before any row): every
+        # editable field is written back from this read, and one read before the lock
+        # undid a write merging into the record meanwhile (tests/test_lock_order.py).
+        # Changed meanwhile (rare): embedded again, under the lock.
         yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})
         current = yield from self._get_flow(record_id, namespace)
-        merged = {k: getattr(current, k) for k in allowed} | dict(changes)
-        (rec,) = validate_records([merged], self.settings)
-        self._warn_language([rec.lesson])
-        text = embedding_text(rec, self.document_fields)
-        (vector,) = yield from Embed([text])
+        rec, again = edited(current)
+        if again != text:
+            text, (vector,) = again, (yield from Embed([again]))
         now = self.now()
         yield Sql(
             q.EDIT,
@@ -171,6 +181,8 @@ class CurationFlows(RecallFlows):
             raise ValidationError("merge needs at least two distinct record ids", field="ids")
         (rec,) = validate_records([into], self.settings)
         yield from self.ready_flow()
+        text = embedding_text(rec, self.document_fields)
+        (vector,) = yield from Embed([text])  # before the connection and the lock
         now = self.now()
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # as _change_flow; the sources read after it
         sources = yield from Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
@@ -180,8 +192,6 @@ class CurationFlows(RecallFlows):
             raise NotFoundError(
                 f"cannot merge: no live record {', '.join(missing)} in namespace {self._show(ns)}"
             )
-        text = embedding_text(rec, self.document_fields)
-        (vector,) = yield from Embed([text])
         new_id = self._new_id()
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(
