@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT.parent / "tests"))
 import _common as c  # noqa: E402
 from _mcp_util import free_port, start_cli, stop, wait_healthy  # noqa: E402
+from bench_mcp_memory import FakeEmbeddings  # noqa: E402
 
 TOKEN = "bench-load-token"
 MODEL = "slow-remote-384"
@@ -66,8 +67,8 @@ def answer_late() -> None:
     time.sleep(1.0 + (1.0 - time.time() % 1.0))
 
 
-class SlowEmbeddings(BaseHTTPRequestHandler):
-    """``/embeddings``: a hash-seeded unit vector per text, after 1-2 s.
+class SlowEmbeddings(FakeEmbeddings):
+    """``bench_mcp_memory``'s ``/embeddings`` (the vectors of :func:`vector`), after 1-2 s.
 
     Answers go out together, on the next whole second at least a second after the
     request came (as a remote endpoint that batches requests answers): the writers
@@ -75,22 +76,8 @@ class SlowEmbeddings(BaseHTTPRequestHandler):
     """
 
     def do_POST(self) -> None:  # noqa: N802 - the http.server API
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [
-            {"object": "embedding", "index": i, "embedding": vector(text)}
-            for i, text in enumerate(inputs)
-        ]
         answer_late()
-        out = json.dumps({"object": "list", "data": data, "model": body.get("model")}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    def log_message(self, *args: Any) -> None:
-        pass
+        super().do_POST()
 
 
 class Endpoint(ThreadingHTTPServer):
@@ -177,9 +164,12 @@ def counts(url: str) -> list[tuple[str, int]]:
         return [(r.lesson, r.occurrences) for r in mem.list_records(limit=10_000)]
 
 
-def run_case(servers: int, writers: int, hot: int, embed_url: str) -> dict[str, Any]:
+def run_case(
+    servers: int, writers: int, hot: int, embed_url: str, pool: int | None
+) -> dict[str, Any]:
     url, drop = c.fresh_database(f"hindsight_bench_load_{servers}")
     env = {
+        **({"HINDSIGHT_POOL_SIZE": str(pool)} if pool else {}),
         "HINDSIGHT_DATABASE_URL": url,
         "HINDSIGHT_HOME": str(c.HOME),
         "HINDSIGHT_MCP_TOKENS": f"{TOKEN}={'/'.join(NAMESPACE)}",
@@ -238,7 +228,7 @@ def summary(
     }
 
 
-def run_in_process(writers: int, hot: int) -> dict[str, Any]:
+def run_in_process(writers: int, hot: int, pool: int | None) -> dict[str, Any]:
     """The same storm as threads calling ``Memory.write`` on one Memory (default
     settings) whose ``CallableEmbedder`` answers like the endpoint."""
     from hindsight_core import CallableEmbedder, Memory, Settings
@@ -251,7 +241,8 @@ def run_in_process(writers: int, hot: int) -> dict[str, Any]:
     embedder = CallableEmbedder(slow, dim=c.DIM, model_name=MODEL)
     done: list[tuple[float, str | None]] = [(0.0, None)] * writers
     try:
-        with Memory(NAMESPACE, settings=Settings(database_url=url), embedder=embedder) as mem:
+        settings = Settings(database_url=url, **({"pool_size": pool} if pool else {}))
+        with Memory(NAMESPACE, settings=settings, embedder=embedder) as mem:
             for lesson in SEEDS:
                 mem.write(call(0, lesson)["params"]["arguments"])
 
@@ -292,17 +283,17 @@ def main() -> None:
     parser.add_argument("--hot", type=int, default=5, help="lessons most writers repeat")
     parser.add_argument("--servers", type=int, nargs="+", default=[1, 3])
     parser.add_argument("--no-threads", action="store_true", help="skip the in-process case")
+    parser.add_argument("--pool-size", type=int, help="HINDSIGHT_POOL_SIZE (default: 5)")
     args = parser.parse_args()
     fake = Endpoint(("127.0.0.1", 0), SlowEmbeddings)
     threading.Thread(target=fake.serve_forever, daemon=True).start()
-    rows = [] if args.no_threads else [run_in_process(args.writers, args.hot)]
+    rows = [] if args.no_threads else [run_in_process(args.writers, args.hot, args.pool_size)]
     if rows:
         print(json.dumps(rows[0]), flush=True)
     try:
         for servers in args.servers:
-            row = run_case(
-                servers, args.writers, args.hot, f"http://127.0.0.1:{fake.server_port}/v1"
-            )
+            endpoint = f"http://127.0.0.1:{fake.server_port}/v1"
+            row = run_case(servers, args.writers, args.hot, endpoint, args.pool_size)
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:
