@@ -159,7 +159,7 @@ async def test_mcp_over_http_answers_busy_with_503_and_retry_after(
         thread.join(timeout=15)
 
 
-def test_edit_and_merge_hold_no_transaction_while_embedding(database_url: str) -> None:
+def test_edit_and_merge_hold_no_transaction_while_embedding(fresh_db: str) -> None:
     """While the model runs for ``edit`` and ``merge``, none of the memory's backends is in
     a transaction (one would hold a pooled connection, and the namespace lock, meanwhile)."""
     from _pool import backends, tagged
@@ -170,11 +170,11 @@ def test_edit_and_merge_hold_no_transaction_while_embedding(database_url: str) -
 
     def watching(texts: list[str]) -> list[list[float]]:
         if armed.is_set():
-            seen.append([b["state"] for b in backends(database_url, app)])
+            seen.append([b["state"] for b in backends(fresh_db, app)])
         return _vectors(texts)
 
     embedder = CallableEmbedder(watching, dim=DIM, model_name="hash-32")
-    settings = Settings(database_url=tagged(database_url, app))
+    settings = Settings(database_url=tagged(fresh_db, app))
     with Memory(("busy", uuid.uuid4().hex[:8]), settings=settings, embedder=embedder) as mem:
         a = mem.write(RECORD)
         b = mem.write({**RECORD, "lesson": "Back off for longer each retry"})
