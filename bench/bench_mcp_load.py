@@ -241,7 +241,8 @@ def run_in_process(writers: int, hot: int, pool: int | None) -> dict[str, Any]:
     embedder = CallableEmbedder(slow, dim=c.DIM, model_name=MODEL)
     done: list[tuple[float, str | None]] = [(0.0, None)] * writers
     try:
-        settings = Settings(database_url=url, pool_size=pool or Settings.model_fields["pool_size"].default)
+        default = Settings.model_fields["pool_size"].default
+        settings = Settings(database_url=url, pool_size=pool or default)
         with Memory(NAMESPACE, settings=settings, embedder=embedder) as mem:
             for lesson in SEEDS:
                 mem.write(call(0, lesson)["params"]["arguments"])
