@@ -28,6 +28,11 @@ strategy (carried out by ``driver.py``):
 engine, the side pool of ``flow.Pipelined`` reads and the warm list; they differ only
 in how connections are given back. Warm connections remain connections of the
 engine's pool: ``close()`` gives them back, and disposing of the engine closes them.
+
+A checkout that waited its pool's slice in vain asks :meth:`_Source.keep_waiting`
+whether to wait again: yes while connections keep coming back to the pool (a
+check-in within the settings' ``pool_timeout``) and the caller's deadline is ahead
+(``driver._checkout``).
 """
 
 from __future__ import annotations

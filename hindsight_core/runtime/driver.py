@@ -187,7 +187,7 @@ def _checkout(io: SyncIO | AsyncIO, autocommit: bool, patient: bool) -> Generato
     in vain, the warm connections go back to the pool, and the call waits again as
     long as connections keep coming back (a queue of writes draining: the database is
     healthy) within the settings' ``pool_timeout`` and before the caller's deadline
-    (``connections.DEADLINE``). Then, or after one slice when not ``patient``,
+    (``flow.DEADLINE``). Then, or after one slice when not ``patient``,
     :class:`~hindsight_core.errors.DatabaseBusyError`: busy, retry; not "unavailable".
     """
     since = io.conns.clock()
