@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from _locks import hold_namespace, wait_for_waiters
 from _mcp_util import free_port
 
 from hindsight_adapters.mcp import build_http_app
@@ -53,43 +54,22 @@ def _small(url: str) -> Settings:
     return Settings(database_url=url, pool_size=1, pool_timeout=0.5)
 
 
-def _lock_sql(fn: str) -> sa.TextClause:
-    return sa.text(f"SELECT {fn}(hashtextextended('hindsight:' || :ns, 0))")
-
-
-def _waiters(admin: sa.Engine, n: int) -> None:
-    """Until ``n`` backends wait on an advisory lock (a bounded poll)."""
-    waiting = 0
-    for _ in range(600):
-        with admin.connect() as conn:
-            waiting = conn.execute(
-                sa.text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND wait_event = 'advisory' AND datname = current_database()"
-                )
-            ).scalar_one()
-        if waiting >= n:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{waiting} of {n} writers queued on the lock")
-
-
 def test_a_full_pool_is_busy_not_unavailable(fresh_db: str, admin: sa.Engine) -> None:
     mem = Memory(("busy", "sync"), settings=_small(fresh_db), embedder=EMBEDDER)
     lock = admin.connect()
     try:
         mem.write(RECORD)  # set up (migrations, model) before the pool fills
-        lock.execute(_lock_sql("pg_advisory_lock"), {"ns": mem.namespace_key(None)})
+        hold_namespace(lock, mem.namespace_key(None))
         queued = [threading.Thread(target=mem.write, args=(RECORD,)) for _ in range(2)]
         for t in queued:
             t.start()
-        _waiters(admin, 2)  # the pool's connection and its overflow, both in use
+        wait_for_waiters(admin, 2)  # the pool's connection and its overflow, both in use
         with pytest.raises(DatabaseBusyError, match="busy") as raised:
             mem.write(RECORD)
         assert isinstance(raised.value, DatabaseError)  # what existing handlers catch
         assert not isinstance(raised.value, DatabaseUnavailableError)
         assert raised.value.retry_after > 0
-        lock.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+        lock.rollback()
         for t in queued:
             t.join()
         (rec,) = mem.list_records()
@@ -139,11 +119,11 @@ async def test_mcp_over_http_answers_busy_with_503_and_retry_after(
         async with httpx.AsyncClient(headers=HEADERS, timeout=60) as client:
             first = await client.post(url, json=_call(1))
             assert first.status_code == 200 and "error" not in first.json(), first.text
-            lock.execute(_lock_sql("pg_advisory_lock"), {"ns": memory.namespace_key(None)})
+            hold_namespace(lock, memory.namespace_key(None))
             queued = [asyncio.ensure_future(client.post(url, json=_call(2 + k))) for k in range(2)]
-            await asyncio.to_thread(_waiters, admin, 2)
+            await asyncio.to_thread(wait_for_waiters, admin, 2)
             busy = await client.post(url, json=_call(9))
-            lock.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+            lock.rollback()
             done = await asyncio.gather(*queued)
         assert busy.status_code == 503, busy.text
         assert busy.headers["retry-after"] == "1"

@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 from _front import Front
+from _locks import hold_namespace, wait_for_waiters
 
 from hindsight_core import AsyncMemory, CallableEmbedder, Memory, Settings
 from hindsight_core.memory.inputs import embedding_text
@@ -244,30 +245,6 @@ def _slow_vectors(texts: list[str]) -> list[list[float]]:
     return out
 
 
-def _hold_namespace_lock(admin: sa.Engine, key: str) -> sa.Connection:
-    conn = admin.connect()
-    conn.execute(
-        sa.text("SELECT pg_advisory_lock(hashtextextended('hindsight:' || :ns, 0))"), {"ns": key}
-    )
-    return conn
-
-
-def _wait_for_lock_waiters(admin: sa.Engine, n: int) -> None:
-    """Until ``n`` backends wait on an advisory lock (a bounded poll, not a timing)."""
-    for _ in range(600):
-        with admin.connect() as conn:
-            waiting = conn.execute(
-                sa.text(
-                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                    " AND wait_event = 'advisory' AND datname = current_database()"
-                )
-            ).scalar_one()
-        if waiting >= n:
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"only {waiting} of {n} writers queued on the namespace lock")
-
-
 @pytest.mark.parametrize("kind", ["sync", "async"])
 async def test_a_queue_of_merges_with_a_slow_embedder_turns_no_write_away(
     fresh_db: str, admin: sa.Engine, kind: str
@@ -298,20 +275,21 @@ async def test_a_queue_of_merges_with_a_slow_embedder_turns_no_write_away(
         except Exception as exc:  # noqa: BLE001 - collected and asserted on below
             failed(exc)
 
-    lock = _hold_namespace_lock(admin, mem.namespace_key(None))
+    lock = admin.connect()
+    hold_namespace(lock, mem.namespace_key(None))
     try:
         if kind == "sync":
             threads = [threading.Thread(target=one_sync, args=(i,)) for i in range(QUEUED)]
             for t in threads:
                 t.start()
-            await asyncio.to_thread(_wait_for_lock_waiters, admin, 2 * settings.pool_size)
-            lock.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+            await asyncio.to_thread(wait_for_waiters, admin, 2 * settings.pool_size)
+            lock.rollback()  # the lock goes; the queue drains
             for t in threads:
                 await asyncio.to_thread(t.join)
         else:
             tasks = [asyncio.ensure_future(one_async(i)) for i in range(QUEUED)]
-            await asyncio.to_thread(_wait_for_lock_waiters, admin, 2 * settings.pool_size)
-            lock.execute(sa.text("SELECT pg_advisory_unlock_all()"))
+            await asyncio.to_thread(wait_for_waiters, admin, 2 * settings.pool_size)
+            lock.rollback()  # the lock goes; the queue drains
             await asyncio.gather(*tasks)
     finally:
         lock.close()
