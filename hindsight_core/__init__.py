@@ -14,6 +14,7 @@ Quick start::
 from .embeddings import CallableEmbedder, Embedder
 from .errors import (
     ConfigurationError,
+    DatabaseBusyError,
     DatabaseError,
     DatabaseUnavailableError,
     EmbeddingError,
@@ -49,6 +50,7 @@ __all__ = [
     "CallableEmbedder",
     "ConfigurationError",
     "DatabaseError",
+    "DatabaseBusyError",
     "DatabaseUnavailableError",
     "Embedder",
     "EmbeddingError",

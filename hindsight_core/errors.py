@@ -10,6 +10,7 @@
     │   └── EmbeddingModelMismatchError            the database was built with another model
     ├── DatabaseError                    the database failed or cannot be reached
     │   ├── DatabaseUnavailableError     cannot connect (down, wrong URL, restarting)
+    │   ├── DatabaseBusyError            healthy, but no connection came free in time: retry
     │   └── VectorExtensionMissingError  the server has no pgvector
     ├── EmbeddingError                   the embedder failed
     ├── LLMError                         the reflection model failed
@@ -63,6 +64,23 @@ class DatabaseError(HindsightError):
 
 class DatabaseUnavailableError(DatabaseError):
     """The database cannot be reached (down, restarting, or a wrong URL)."""
+
+
+class DatabaseBusyError(DatabaseError):
+    """The database is healthy but every connection of this process stayed in use for
+    ``pool_timeout`` seconds with none given back: retry (after ``retry_after`` seconds).
+
+    Not a :class:`DatabaseUnavailableError`: nothing is down (a replica is not marked
+    down for it), nothing of the call was written, and the same call can succeed a
+    moment later. A handler of :class:`DatabaseError` catches both.
+
+    Attributes:
+        retry_after: seconds after which a retry is likely to find a connection.
+    """
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class VectorExtensionMissingError(DatabaseError):

@@ -44,6 +44,15 @@ class Settings(BaseSettings):
             "2 * pool_size + 1 connections per Memory."
         ),
     )
+    pool_timeout: float = Field(
+        default=30.0,
+        gt=0,
+        description=(
+            "Seconds a call waits for a free pooled connection while none is given back; "
+            "as long as connections come back (a queue of writes draining) it waits on. "
+            "Then DatabaseBusyError (retry), not DatabaseUnavailableError."
+        ),
+    )
     connect_timeout: float = Field(default=5.0, gt=0, description="Seconds to wait to connect.")
     statement_timeout_ms: int = Field(default=30_000, ge=0)
 

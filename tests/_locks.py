@@ -37,23 +37,41 @@ EMB = CallableEmbedder(_vectors, dim=DIM, model_name="hash-8")
 """A fast embedder: the same text, the same vector; different texts, unrelated ones."""
 
 
-def wait_until_blocked(admin: sa.Engine, app: str, unless: threading.Thread | None = None) -> None:
-    """Return once the backend tagged ``app`` waits for a lock (the writer got there), or
-    once the thread ``unless`` ended (a writer that may not have to wait)."""
+def _until(
+    admin: sa.Engine, query: str, params: dict[str, Any], n: int, why: str, unless: Any = None
+) -> None:
+    """Poll the count ``query`` returns until it reaches ``n`` (or the thread ``unless``
+    ended); past ``WAIT`` seconds, fail with ``why``."""
     deadline = time.monotonic() + WAIT
-    query = sa.text(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
-        " AND wait_event_type = 'Lock'"
-    )
     while True:
         with admin.connect() as conn:
-            if conn.execute(query, {"app": app}).scalar():
+            if conn.execute(sa.text(query), params).scalar_one() >= n:
                 return
         if unless is not None and not unless.is_alive():
             return
         if time.monotonic() > deadline:
-            raise AssertionError(f"{app} never waited for the lock")
+            raise AssertionError(why)
         time.sleep(0.02)
+
+
+def wait_until_blocked(admin: sa.Engine, app: str, unless: threading.Thread | None = None) -> None:
+    """Return once the backend tagged ``app`` waits for a lock (the writer got there), or
+    once the thread ``unless`` ended (a writer that may not have to wait)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = :app"
+        " AND wait_event_type = 'Lock'"
+    )
+    _until(admin, query, {"app": app}, 1, f"{app} never waited for the lock", unless)
+
+
+def wait_for_waiters(admin: sa.Engine, n: int) -> None:
+    """Return once ``n`` backends of ``admin``'s database wait on an advisory lock (writers
+    queued behind a namespace lock, each holding a pooled connection)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        " AND wait_event = 'advisory' AND datname = current_database()"
+    )
+    _until(admin, query, {}, n, f"fewer than {n} writers queued on the lock")
 
 
 def hold_namespace(conn: sa.Connection, ns: str) -> None:

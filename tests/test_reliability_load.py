@@ -1,4 +1,5 @@
-"""Load: 16 concurrent writers and readers (12 threads + 4 processes) on one namespace.
+"""Load: 16 concurrent writers and readers (12 threads + 4 processes) on one namespace;
+and a queue of merges, more writers than the pool has connections, behind one lock.
 
 Every worker writes the same set of distinct lessons (so nearly every write races
 another writer of the same lesson), searches, and marks hits used. Afterwards:
@@ -14,19 +15,26 @@ in four more processes would take longer than the test).
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import json
 import os
 import random
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import pytest
+import sqlalchemy as sa
+from _front import Front
+from _locks import hold_namespace, wait_for_waiters
 
-from hindsight_core import Memory, Settings
+from hindsight_core import AsyncMemory, CallableEmbedder, Memory, Settings
 from hindsight_core.memory.inputs import embedding_text
 from hindsight_core.models import ExperienceIn
 
@@ -213,3 +221,83 @@ def test_concurrent_writers_and_readers(
         for j in range(i + 1, len(live)):
             assert not mem.same_meaning(live[i].lesson, live[j].lesson, float(sims[i, j]))
     mem.close()
+
+
+# ---------------------------------------------------------------------------------
+# A queue of merges behind one namespace lock, with a slow embedder (issue 26, item 1):
+# more writers than the pool has connections, each holding one while it waits for the
+# lock. The lock holder once asked the same pool for a connection of its own (the
+# first ANALYZE of a new table) and waited for it while every connection was held by
+# a writer queued behind its lock: all of them failed with "pool timeout".
+
+QUEUED = 24  # more than a default pool's 2 * pool_size connections
+QUEUE_LESSONS = LESSONS[:4]
+QUEUE_DIM = 32
+
+
+def _slow_vectors(texts: list[str]) -> list[list[float]]:
+    """Distinct, stable vectors (a hash per text), after a pause like a remote model's."""
+    time.sleep(0.2)
+    out = []
+    for text in texts:
+        rng = np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8]))
+        out.append(rng.standard_normal(QUEUE_DIM).tolist())
+    return out
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_a_queue_of_merges_with_a_slow_embedder_turns_no_write_away(
+    fresh_db: str, admin: sa.Engine, kind: str
+) -> None:
+    embedder = CallableEmbedder(_slow_vectors, dim=QUEUE_DIM, model_name="slow-hash-32")
+    settings = Settings(database_url=fresh_db)  # default pool: 5 + 5 connections
+    ns = ("load", "queue")
+    mem: Memory | AsyncMemory = (Memory if kind == "sync" else AsyncMemory)(
+        ns, settings=settings, embedder=embedder
+    )
+    front = Front(mem)
+    for lesson in QUEUE_LESSONS[:3]:  # a namespace past the exact-scan bound, new table
+        await front.write(_record(lesson))
+    errors: list[str] = []
+
+    def failed(exc: Exception) -> None:
+        errors.append(f"{type(exc).__name__}: {exc}")
+
+    def one_sync(i: int) -> None:
+        try:
+            cast(Memory, mem).write(_record(QUEUE_LESSONS[i % len(QUEUE_LESSONS)]))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted on below
+            failed(exc)
+
+    async def one_async(i: int) -> None:
+        try:
+            await cast(AsyncMemory, mem).write(_record(QUEUE_LESSONS[i % len(QUEUE_LESSONS)]))
+        except Exception as exc:  # noqa: BLE001 - collected and asserted on below
+            failed(exc)
+
+    lock = admin.connect()
+    hold_namespace(lock, mem.namespace_key(None))
+    try:
+        if kind == "sync":
+            threads = [threading.Thread(target=one_sync, args=(i,)) for i in range(QUEUED)]
+            for t in threads:
+                t.start()
+            await asyncio.to_thread(wait_for_waiters, admin, 2 * settings.pool_size)
+            lock.rollback()  # the lock goes; the queue drains
+            for t in threads:
+                await asyncio.to_thread(t.join)
+        else:
+            tasks = [asyncio.ensure_future(one_async(i)) for i in range(QUEUED)]
+            await asyncio.to_thread(wait_for_waiters, admin, 2 * settings.pool_size)
+            lock.rollback()  # the lock goes; the queue drains
+            await asyncio.gather(*tasks)
+    finally:
+        lock.close()
+    try:
+        assert errors == []
+        live = await front.list_records(limit=100)
+        written = Counter(QUEUE_LESSONS[i % len(QUEUE_LESSONS)] for i in range(QUEUED))
+        written.update(QUEUE_LESSONS[:3])
+        assert sorted((r.lesson, r.occurrences) for r in live) == sorted(written.items())
+    finally:
+        await front.close()

@@ -21,6 +21,7 @@ from ._auth import (
     load_tokens,
     parse_namespace,
 )
+from ._busy import BusyStatusMiddleware
 from ._jsonrpc import JsonRpcGuardMiddleware
 from .server import build_server
 
@@ -65,7 +66,7 @@ def build_http_app(
     inner = server.streamable_http_app(
         stateless_http=True, json_response=True, host=host, max_request_body_size=max_body
     )
-    guarded = JsonRpcGuardMiddleware(inner)
+    guarded = JsonRpcGuardMiddleware(BusyStatusMiddleware(inner))
     return BodyLimitMiddleware(
         BearerNamespaceMiddleware(guarded, tokens, memory.namespace), max_body
     )

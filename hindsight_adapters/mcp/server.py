@@ -22,6 +22,7 @@ from pydantic import Field
 
 from hindsight_core import AsyncMemory, __version__
 from hindsight_core.errors import (
+    DatabaseBusyError,
     DatabaseError,
     HindsightError,
     NotFoundError,
@@ -33,6 +34,7 @@ from hindsight_core.warmup import Warmup
 
 from . import _reflect
 from ._auth import CURRENT_NAMESPACE
+from ._busy import busy_error
 from ._models import (
     MAX_TEXT,
     ForgetOutcome,
@@ -81,6 +83,8 @@ def _tool_error(exc: HindsightError) -> ToolError:
 async def _call(awaitable: Awaitable[T]) -> T:
     try:
         return await awaitable
+    except DatabaseBusyError as exc:  # not the tool's failure: busy, retry (``_busy.py``)
+        raise busy_error(exc) from None
     except HindsightError as exc:
         raise _tool_error(exc) from None
 

@@ -50,6 +50,15 @@ class OpenAIEmbedder:
         self._dim = dimensions
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client_args: dict[str, Any] = {"headers": headers, "timeout": timeout}
+        self._tls: Any = None  # ssl.SSLContext, made on first use (:meth:`_options`)
+
+    def _options(self) -> dict[str, Any]:
+        """A call's client options, with one TLS context for every call: a new client
+        loads the CA bundle into a new context otherwise, which ``aembed`` did on the
+        event loop, stalling every other request of an MCP server meanwhile."""
+        if self._tls is None:
+            self._tls = httpx.create_ssl_context()
+        return {**self._client_args, "verify": self._tls}
 
     def adopt_dim(self, dim: int) -> None:
         """Take the dimension recorded in the database, if not known yet (no probe)."""
@@ -96,7 +105,7 @@ class OpenAIEmbedder:
     def _embed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
         try:
-            with httpx.Client(**self._client_args) as client:
+            with httpx.Client(**self._options()) as client:
                 for i in range(0, len(texts), self.batch_size):
                     batch = texts[i : i + self.batch_size]
                     resp = client.post(f"{self.base_url}/embeddings", json=self._payload(batch))
@@ -108,7 +117,7 @@ class OpenAIEmbedder:
     async def _aembed(self, texts: Sequence[str]) -> list[list[float]]:
         out: list[list[float]] = []
         try:
-            async with httpx.AsyncClient(**self._client_args) as client:
+            async with httpx.AsyncClient(**self._options()) as client:
                 for i in range(0, len(texts), self.batch_size):
                     batch = texts[i : i + self.batch_size]
                     resp = await client.post(

@@ -11,8 +11,8 @@ from typing import Any
 
 from ..arguments import parse_id
 from ..errors import NotFoundError, ValidationError
-from ..models import Experience, Namespace
-from ..runtime.flow import Embed, Flow, Sql
+from ..models import Experience, ExperienceIn, Namespace
+from ..runtime.flow import Embed, Flow, Sql, Unit
 from ..storage import batch_sql
 from ..storage import experiences_sql as q
 from .inputs import RecordInput, embedding_text, validate_records
@@ -132,14 +132,16 @@ class CurationFlows(VersionFlows):
                 field=sorted(unknown)[0],
             )
         yield from self.ready_flow()
-        # Read under the lock (as _change_flow takes it, before any row): every editable
-        # field is written back from this read, and one read before the lock undid a
-        # write merging into the record meanwhile (tests/test_lock_order.py).
-        yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})
-        current = yield from self._get_flow(record_id, namespace)
-        merged = {k: getattr(current, k) for k in allowed} | dict(changes)
-        (rec,) = validate_records([merged], self.settings)
-        if not (typo_only(current.lesson, rec.lesson) and typo_only(current.trigger, rec.trigger)):
+
+        def edited(current: Experience) -> tuple[ExperienceIn, str]:
+            merged = {k: getattr(current, k) for k in allowed} | dict(changes)
+            (rec,) = validate_records([merged], self.settings)
+            return rec, embedding_text(rec, self.document_fields)
+
+        def in_place(current: Experience, rec: ExperienceIn) -> bool:
+            return typo_only(current.lesson, rec.lesson) and typo_only(current.trigger, rec.trigger)
+
+        def new_version(current: Experience, rec: ExperienceIn, locked: bool) -> Flow[Experience]:
             keep = {"confidence": current.confidence, "source": current.source}
             result = yield from self.supersede_flow(
                 current.id,
@@ -147,12 +149,30 @@ class CurationFlows(VersionFlows):
                 reason="edited",
                 actor=actor,
                 namespace=namespace,
-                locked=True,
+                locked=locked,
             )
             return (yield from self._get_flow(result.id, namespace))
+
+        # Embedded from a first read (a unit of its own) before this flow takes a
+        # connection: none is held, nor the lock, while the model runs. A new version is
+        # written by supersede_flow, which also embeds before it takes the lock.
+        first = yield from Unit(self._get_flow(record_id, namespace))
+        rec, text = edited(first)
+        if not in_place(first, rec):
+            return (yield from new_version(first, rec, locked=False))
         self._warn_language([rec.lesson])
-        text = embedding_text(rec, self.document_fields)
         (vector,) = yield from Embed([text])
+        # Read again under the lock (as _change_flow takes it, before any row): every
+        # editable field is written back from this read, and one read before the lock
+        # undid a write merging into the record meanwhile (tests/test_lock_order.py).
+        # Changed meanwhile (rare): embedded again, or a new version, under the lock.
+        yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})
+        current = yield from self._get_flow(record_id, namespace)
+        rec, again = edited(current)
+        if not in_place(current, rec):
+            return (yield from new_version(current, rec, locked=True))
+        if again != text:
+            text, (vector,) = again, (yield from Embed([again]))
         now = self.now()
         yield Sql(
             q.EDIT,
@@ -193,6 +213,8 @@ class CurationFlows(VersionFlows):
             raise ValidationError("merge needs at least two distinct record ids", field="ids")
         (rec,) = validate_records([into], self.settings)
         yield from self.ready_flow()
+        text = embedding_text(rec, self.document_fields)
+        (vector,) = yield from Embed([text])  # before the connection and the lock
         now = self.now()
         yield Sql(q.LOCK_NAMESPACE, {"ns": ns})  # as _change_flow; the sources read after it
         sources = yield from Sql(q.GET, {"ns": ns, "ids": ids, **self.decay_params(now)})
@@ -209,8 +231,6 @@ class CurationFlows(VersionFlows):
                 "version (see history)",
                 field="ids",
             )
-        text = embedding_text(rec, self.document_fields)
-        (vector,) = yield from Embed([text])
         new_id = self._new_id()
         # The general lesson belongs to every scene its sources belonged to.
         scenes = list(

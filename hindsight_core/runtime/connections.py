@@ -28,6 +28,11 @@ strategy (carried out by ``driver.py``):
 engine, the side pool of ``flow.Pipelined`` reads and the warm list; they differ only
 in how connections are given back. Warm connections remain connections of the
 engine's pool: ``close()`` gives them back, and disposing of the engine closes them.
+
+A checkout that waited its pool's slice in vain asks :meth:`_Source.keep_waiting`
+whether to wait again: yes while connections keep coming back to the pool (a
+check-in within the settings' ``pool_timeout``) and the caller's deadline is ahead
+(``driver._checkout``).
 """
 
 from __future__ import annotations
@@ -45,8 +50,8 @@ from psycopg.rows import RowMaker
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from ..storage.engine import RESET_TIMEOUT, SET_SESSION_TIMEOUT
-from .flow import Rows, Sql
+from ..storage.engine import RESET_TIMEOUT, SET_SESSION_TIMEOUT, patience
+from .flow import DEADLINE, Rows, Sql
 
 __all__ = [
     "AsyncConnections",
@@ -252,6 +257,26 @@ async def auntime(conn: AsyncConnection) -> None:
             await conn.invalidate()
 
 
+# When each engine's pool last had a connection given back (``time.monotonic()``): a
+# checkout that waited its slice in vain waits on while connections keep coming back.
+_RETURNED: weakref.WeakKeyDictionary[sa.Engine, list[float]] = weakref.WeakKeyDictionary()
+_WATCH_LOCK = threading.Lock()
+
+
+def _watch(engine: sa.Engine) -> list[float]:
+    """The cell holding when ``engine``'s pool last had a connection given back."""
+    with _WATCH_LOCK:
+        cell = _RETURNED.get(engine)
+        if cell is None:
+            cell = _RETURNED[engine] = [time.monotonic()]
+
+            def on_checkin(_dbapi_conn: Any, _record: Any) -> None:
+                cell[0] = time.monotonic()
+
+            sa.event.listen(engine, "checkin", on_checkin)
+        return cell
+
+
 class _Source(Generic[E, C]):
     """An engine, the side pool for ``flow.Pipelined`` reads, and the warm connections
     (with their kept cursor), shared by the sync and async variants."""
@@ -264,6 +289,24 @@ class _Source(Generic[E, C]):
         self._side: Callable[[], E] | None = side
         self._warm: list[tuple[float, C, Any]] = []
         self._lock = threading.Lock()
+        sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+        self._returned = _watch(sync)
+        self.patience = patience(sync)
+
+    @staticmethod
+    def clock() -> float:
+        """Now, on the clock of :meth:`keep_waiting`."""
+        return time.monotonic()
+
+    def keep_waiting(self, since: float) -> tuple[bool, float]:
+        """After a checkout slice timed out: whether to wait again (a connection came
+        back within ``patience`` seconds, and the caller's deadline is not reached),
+        and how long the call has waited since ``since``."""
+        now = time.monotonic()
+        deadline = DEADLINE.get()
+        if deadline is not None and now >= deadline:
+            return False, now - since
+        return now - max(since, self._returned[0]) < self.patience, now - since
 
     @classmethod
     def of(

@@ -23,10 +23,11 @@ from collections.abc import Callable, Generator, Iterable
 from typing import Any, Generic, TypeVar
 
 import psycopg
+from sqlalchemy import exc as sa_exc
 
 from ..embeddings import Embedder
-from ..errors import HindsightError
-from ..storage.engine import DB_ERRORS, gave_up_waiting_for_lock, translate_db_error
+from ..errors import DatabaseBusyError, HindsightError
+from ..storage.engine import DB_ERRORS, busy, gave_up_waiting_for_lock, translate_db_error
 from .connections import (
     AsyncConnections,
     Connections,
@@ -79,17 +80,17 @@ class _Broken(Exception):
 
 
 def _drive(
-    flow: Flow[R] | MakeFlow[R], io: SyncIO | AsyncIO, retry: Retry | None
+    flow: Flow[R] | MakeFlow[R], io: SyncIO | AsyncIO, retry: Retry | None, patient: bool = True
 ) -> Generator[Step, Any, R]:
     """Run ``flow`` (or ``flow()``, again when a kept connection broke or ``retry``
-    says so) as steps of ``io``."""
+    says so) as steps of ``io``; ``patient``: see :func:`_checkout`."""
     if not callable(flow):  # a flow already built cannot run twice: fresh connections
-        return (yield from _run(flow, io, reuse=False))
+        return (yield from _run(flow, io, reuse=False, patient=patient))
     reuse, attempt = True, 0
     while True:
         built = flow()
         try:
-            return (yield from _run(built, io, reuse))
+            return (yield from _run(built, io, reuse, patient))
         except _Broken:
             reuse = False
         except HindsightError as exc:
@@ -100,9 +101,17 @@ def _drive(
             built.close()
 
 
-def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, Any, R]:
+def _run(
+    flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool, patient: bool = True
+) -> Generator[Step, Any, R]:
     """One run of ``flow``: its requests as steps; the connection taken at the first
-    ``Sql`` (``reuse``: a warm one may be reused), given back when it ends."""
+    ``Sql`` (``reuse``: a warm one may be reused), given back when it ends.
+
+    A :class:`Unit` that may give up, asked for while this run holds a connection, takes
+    its own without waiting on (``patient=False``): the connections it would wait for
+    may all be held by flows queued behind this one's lock (a write's namespace lock),
+    a cycle through the pool that only the pool timeout broke, failing every write
+    queued meanwhile."""
     conn: Any = None
     cur: Any = None  # the warm strategy's cursor; None: a transaction
     warm = False  # conn was kept from an earlier flow
@@ -118,12 +127,13 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
             if kind is Embed:
                 reply = yield io.embed, req
             elif kind is Migrate:
-                reply = yield io.migrate, None
+                reply = yield io.migrate, (yield from _checkout(io, False, patient))
             elif kind is Unit:
+                gives_up: bool = req.gives_up  # type: ignore[union-attr]
                 try:
-                    reply = yield io.unit, req.flow  # type: ignore[union-attr]
+                    reply = yield io.unit, (req.flow, conn is None or not gives_up)  # type: ignore[union-attr]
                 except HindsightError as exc:
-                    if not (req.gives_up and gave_up_waiting_for_lock(exc)):  # type: ignore[union-attr]
+                    if not (gives_up and _gave_up(exc)):
                         raise
                     reply = None
             else:
@@ -132,10 +142,10 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
                     yield from _each(io.close, cold)
                     warm = conn is not None
                     if conn is None:
-                        conn = yield io.connect, True
+                        conn = yield from _checkout(io, True, patient)
                         cur = cursor(conn)
                 elif conn is None:
-                    conn = yield io.connect, False
+                    conn = yield from _checkout(io, False, patient)
                 if cur is not None and kind is Sql:
                     reply = yield from _fetch(io, conn, cur, req, warm)  # type: ignore[arg-type]
                 elif cur is not None and kind is Pipelined:
@@ -163,6 +173,32 @@ def _run(flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool) -> Generator[Step, An
         if isinstance(exc, DB_ERRORS) and not isinstance(exc, HindsightError):
             raise translate_db_error(exc) from exc
         raise
+
+
+def _gave_up(exc: HindsightError) -> bool:
+    """Whether a unit's error is its giving up: on a lock, or on a pool checkout."""
+    return isinstance(exc, DatabaseBusyError) or gave_up_waiting_for_lock(exc)
+
+
+def _checkout(io: SyncIO | AsyncIO, autocommit: bool, patient: bool) -> Generator[Step, Any, Any]:
+    """A pooled connection (``autocommit``: in autocommit mode).
+
+    The pool's own wait is one slice (``storage.engine.CHECKOUT_SLICE``). After a slice
+    in vain, the warm connections go back to the pool, and the call waits again as
+    long as connections keep coming back (a queue of writes draining: the database is
+    healthy) within the settings' ``pool_timeout`` and before the caller's deadline
+    (``flow.DEADLINE``). Then, or after one slice when not ``patient``,
+    :class:`~hindsight_core.errors.DatabaseBusyError`: busy, retry; not "unavailable".
+    """
+    since = io.conns.clock()
+    while True:
+        try:
+            return (yield io.connect, autocommit)
+        except sa_exc.TimeoutError:
+            yield from _each(io.close, io.conns.drain())
+            again, waited = io.conns.keep_waiting(since)
+            if not (patient and again):
+                raise busy(waited) from None
 
 
 def _fetch(
@@ -260,11 +296,18 @@ def _each(op: Callable[[Any], Any], args: Iterable[Any]) -> Generator[Step, Any,
 
 
 def run_sync(
-    flow: Flow[R] | MakeFlow[R], conns: Connections, embedder: Embedder, retry: Retry | None = None
+    flow: Flow[R] | MakeFlow[R],
+    conns: Connections,
+    embedder: Embedder,
+    retry: Retry | None = None,
+    *,
+    patient: bool = True,
 ) -> R:
     """Run a flow with blocking I/O on ``conns``; given a maker (``flow()``), the flow
-    may reuse a warm connection and run again on a broken one or as ``retry`` says."""
-    plan = Plan(_drive(flow, SyncIO(conns, embedder), retry))
+    may reuse a warm connection and run again on a broken one or as ``retry`` says.
+    ``patient=False``: a connection not free within one pool wait is given up
+    (``DatabaseBusyError``)."""
+    plan = Plan(_drive(flow, SyncIO(conns, embedder), retry, patient))
     for op, arg in plan:
         try:
             plan.reply = op(arg)
@@ -278,9 +321,11 @@ async def run_async(
     conns: AsyncConnections,
     embedder: Embedder,
     retry: Retry | None = None,
+    *,
+    patient: bool = True,
 ) -> R:
     """:func:`run_sync` with asyncio I/O (psycopg's async driver)."""
-    plan = Plan(_drive(flow, AsyncIO(conns, embedder), retry))
+    plan = Plan(_drive(flow, AsyncIO(conns, embedder), retry, patient))
     for op, arg in plan:
         try:
             plan.reply = await op(arg)

@@ -29,6 +29,8 @@ runs; one that reads first (edit, merge, import) keeps its connection across it.
 
 from __future__ import annotations
 
+import contextvars
+import time
 from collections.abc import Callable, Generator, Iterator, Sequence
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -205,6 +207,18 @@ async def embed_async(embedder: Embedder, req: Embed) -> list[list[float]]:
         return await req.arun(embedder)
 
 
+DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "hindsight_deadline", default=None
+)
+"""The caller's deadline (``time.monotonic()``) for the flows run in this context: a
+pool checkout waits no longer (``driver._checkout``)."""
+
+
+def _by(deadline: float, call: Callable[[], R]) -> R:
+    DEADLINE.set(deadline)  # in the worker's own context (a copy per task)
+    return call()
+
+
 def run_sync_within(timeout: float, executor: Executor, call: Callable[[], R]) -> R:
     """``call()`` (a flow run by ``driver.run_sync``, directly or through the replica
     router) on a worker thread of ``executor``, waited for at most ``timeout`` seconds
@@ -213,9 +227,11 @@ def run_sync_within(timeout: float, executor: Executor, call: Callable[[], R]) -
     Blocking I/O has no deadline of its own: a pool checkout waits ``pool_timeout``, a
     connect ``connect_timeout``, a statement to a server that stopped answering waits
     for TCP. The flow left behind ends by itself when its wait does (its error is
-    dropped); it holds no transaction the caller could see.
+    dropped; a pool checkout waits no longer than the deadline: :data:`DEADLINE`); it
+    holds no transaction the caller could see.
     """
-    future = executor.submit(call)
+    deadline = time.monotonic() + timeout
+    future = executor.submit(contextvars.copy_context().run, _by, deadline, call)
     try:
         return future.result(timeout)
     except FutureTimeout:

@@ -55,14 +55,17 @@ class SyncIO:
     def embed(self, req: Embed) -> list[list[float]]:
         return embed_sync(self.embedder, req)
 
-    def migrate(self, _: None) -> None:
-        with self.conns.engine.connect() as conn:
+    def migrate(self, conn: sa.Connection) -> None:
+        try:
             migrate.upgrade(conn)
+        finally:
+            conn.close()
 
-    def unit(self, flow: Flow[Any]) -> Any:
+    def unit(self, arg: tuple[Flow[Any], bool]) -> Any:
         from .driver import run_sync  # the driver imports this module
 
-        return run_sync(flow, self.conns, self.embedder)
+        flow, patient = arg
+        return run_sync(flow, self.conns, self.embedder, patient=patient)
 
     def connect(self, autocommit: bool) -> sa.Connection:
         conn = self.conns.engine.connect()
@@ -136,14 +139,17 @@ class AsyncIO:
     async def embed(self, req: Embed) -> list[list[float]]:
         return await embed_async(self.embedder, req)
 
-    async def migrate(self, _: None) -> None:
-        async with self.conns.engine.connect() as conn:
+    async def migrate(self, conn: AsyncConnection) -> None:
+        try:
             await conn.run_sync(migrate.upgrade)
+        finally:
+            await conn.close()
 
-    async def unit(self, flow: Flow[Any]) -> Any:
+    async def unit(self, arg: tuple[Flow[Any], bool]) -> Any:
         from .driver import run_async  # the driver imports this module
 
-        return await run_async(flow, self.conns, self.embedder)
+        flow, patient = arg
+        return await run_async(flow, self.conns, self.embedder, patient=patient)
 
     async def connect(self, autocommit: bool) -> AsyncConnection:
         conn = await self.conns.engine.connect()

@@ -6,6 +6,7 @@ so a pool recovers by itself after the server restarts.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -18,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import (
     ConfigurationError,
+    DatabaseBusyError,
     DatabaseError,
     DatabaseUnavailableError,
     HindsightError,
@@ -76,6 +78,14 @@ def resolve_url(settings: Settings, url: str | None = None) -> str:
     return parsed.set(drivername="postgresql+psycopg").render_as_string(hide_password=False)
 
 
+# A pool checkout waits at most this long at a time: the driver then asks again while
+# connections keep coming back (``runtime/driver.py``: ``_checkout``), and a flow that
+# holds a connection and wants another for a unit of its own gives up after one such
+# wait (``flow.Unit.gives_up``) instead of waiting for connections that may all be held
+# by flows queued behind its own lock.
+CHECKOUT_SLICE = 1.0
+
+
 def _engine_args(settings: Settings) -> dict[str, Any]:
     # pgvector >= 0.8: filtered ANN scans (namespace, scene, item filters) keep scanning
     # until enough rows pass, instead of coming back short. Older pgvector ignores them.
@@ -86,6 +96,7 @@ def _engine_args(settings: Settings) -> dict[str, Any]:
     return {
         "pool_size": settings.pool_size,
         "max_overflow": settings.pool_size,
+        "pool_timeout": min(settings.pool_timeout, CHECKOUT_SLICE),
         "pool_pre_ping": True,
         "pool_recycle": 1800,
         "connect_args": {
@@ -147,14 +158,29 @@ def create_async_side_engine(settings: Settings, engine: AsyncEngine) -> AsyncEn
     return create_async_engine(url, **_side_args(settings))
 
 
+# ``settings.pool_timeout`` of the engines made here, by engine (sync side).
+_PATIENCE: weakref.WeakKeyDictionary[sa.Engine, float] = weakref.WeakKeyDictionary()
+
+
+def patience(engine: sa.Engine) -> float:
+    """Seconds a checkout from ``engine`` waits with no connection given back: its
+    settings' ``pool_timeout`` (an engine made elsewhere: its pool's own timeout)."""
+    known = _PATIENCE.get(engine)
+    return known if known is not None else float(getattr(engine.pool, "_timeout", 30.0))
+
+
 def create_sync_engine(settings: Settings, url: str | None = None) -> sa.Engine:
     """A pooled sync engine for the resolved URL."""
-    return sa.create_engine(resolve_url(settings, url), **_engine_args(settings))
+    engine = sa.create_engine(resolve_url(settings, url), **_engine_args(settings))
+    _PATIENCE[engine] = settings.pool_timeout
+    return engine
 
 
 def create_async(settings: Settings, url: str | None = None) -> AsyncEngine:
     """A pooled async engine for the resolved URL."""
-    return create_async_engine(resolve_url(settings, url), **_engine_args(settings))
+    engine = create_async_engine(resolve_url(settings, url), **_engine_args(settings))
+    _PATIENCE[engine.sync_engine] = settings.pool_timeout
+    return engine
 
 
 def translate_db_error(exc: Exception) -> HindsightError:
@@ -181,7 +207,7 @@ def translate_db_error(exc: Exception) -> HindsightError:
             f"the transaction was rolled back, nothing was written; retry: {_first_line(text)}"
         )
     if isinstance(exc, sa_exc.TimeoutError):
-        return DatabaseUnavailableError("no database connection was free in time (pool timeout)")
+        return busy()
     connection_error = isinstance(
         orig, psycopg.OperationalError | psycopg.InterfaceError | OSError
     ) or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
@@ -192,6 +218,16 @@ def translate_db_error(exc: Exception) -> HindsightError:
     ) or (isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated):
         return DatabaseUnavailableError(f"the database cannot be reached: {_first_line(text)}")
     return DatabaseError(f"database error: {_first_line(text)}")
+
+
+def busy(waited: float | None = None) -> DatabaseBusyError:
+    """The error of a pool checkout that gave up: every connection stayed in use."""
+    during = f" for {waited:.0f} s" if waited else ""
+    return DatabaseBusyError(
+        f"the database is busy: every pooled connection stayed in use{during} and none was "
+        "given back (pool timeout); nothing was written. Retry in a moment, or raise "
+        "HINDSIGHT_POOL_SIZE / HINDSIGHT_POOL_TIMEOUT"
+    )
 
 
 def _first_line(text: str) -> str:
