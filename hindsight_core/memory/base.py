@@ -206,16 +206,15 @@ class MemoryBase:
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
         (row,) = yield from Sql(q.NO_RECORDS)
         empty = bool(row["empty"])
-        if have is not None and have != want:
-            if empty:
-                if have.get("dim") != want["dim"] and isinstance(have.get("dim"), int):
-                    yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
-                log.info(
-                    "the database holds no record: it adopts %s (it recorded %s)",
-                    want["model"],
-                    have.get("model"),
-                )
-                have = None
+        if have is not None and have != want and empty:
+            if have.get("dim") != want["dim"] and isinstance(have.get("dim"), int):
+                yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
+            log.info(
+                "the database holds no record: it adopts %s (it recorded %s)",
+                want["model"],
+                have.get("model"),
+            )
+            have = None
         if have is None:
             yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
         elif have != want:
