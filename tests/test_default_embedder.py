@@ -228,3 +228,16 @@ def test_the_demos_rewording_merges_with_the_default_model(fresh_db: str) -> Non
     assert summary["merged"] == "merged"
     assert summary["records_before"] == summary["records_after"] == 1
     assert summary["second_broke_build"] is False
+
+
+def test_langgraph_store_without_embed_uses_the_default_model(fresh_db: str) -> None:
+    from hindsight_adapters.langgraph import HindsightStore
+
+    store = HindsightStore(fresh_db)
+    try:
+        assert store.memory.embedder.model_name == MODEL_NAME
+        store.memory.write(LESSON_ZH)
+        hits = store.memory.search("wait between requests when scraping a paged API", top_k=1)
+        assert hits[0].record.lesson == LESSON_ZH["lesson"]
+    finally:
+        store.close()
