@@ -1,12 +1,16 @@
 """Start-up: how soon each entry point answers, with the local model and the embedded
 PostgreSQL (no ``HINDSIGHT_DATABASE_URL``), as a new user runs them.
 
-    nice python bench/bench_startup.py            # 3 runs of each, ~2 min quiet
-    nice python bench/bench_startup.py --runs 5 --json bench/results/startup.json
+    flock /tmp/hindsight-quiet.lock python bench/bench_startup.py   # ~2 min quiet
+    python bench/bench_startup.py --runs 5 --json bench/results/startup.json
+    python bench/bench_startup.py --only imports,mcp_stdio          # the import targets
 
-Measured from the launch of the process (``python -m``-style, like the console
-script), in a fresh ``HINDSIGHT_HOME`` primed once (initdb, migrations, one record):
+Measured from the launch of the process (``python -c``, as the console script runs
+it), in a fresh ``HINDSIGHT_HOME`` primed once (initdb, migrations, one record):
 
+- imports (``--import-runs`` each, nothing else running): ``python -c pass`` (the
+  interpreter's own floor), ``import hindsight_core``, ``from hindsight_core import
+  Memory, AsyncMemory`` and ``hindsight --version``, wall time to exit;
 - ``hindsight mcp`` over stdio: the ``initialize`` answer, ``tools/list``, and the
   first ``search_memory`` (which waits for the model if it is still loading);
 - ``hindsight mcp --http``: the first answered ``initialize`` POST, ``tools/list``;
@@ -31,12 +35,35 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 CLI = [sys.executable, "-c", "from hindsight_adapters.cli import main; main()"]
+IMPORTS = {
+    "python": [sys.executable, "-c", "pass"],
+    "import_core": [sys.executable, "-c", "import hindsight_core"],
+    "import_memory": [sys.executable, "-c", "from hindsight_core import Memory, AsyncMemory"],
+    "cli_version": [*CLI, "--version"],
+}
+GROUPS = ("imports", "mcp_stdio", "mcp_http", "ui", "cli_search")
+ROWS = [  # group, measure, key of the group's runs, target
+    ("imports", "python -c pass (the interpreter alone)", "python_s", ""),
+    ("imports", "import hindsight_core", "import_core_s", "≤ 0.3 s"),
+    ("imports", "from hindsight_core import Memory, AsyncMemory", "import_memory_s", ""),
+    ("imports", "hindsight --version", "cli_version_s", "≤ 0.3 s"),
+    ("mcp_stdio", "mcp stdio: initialize", "initialize_s", "≤ 1 s"),
+    ("mcp_stdio", "mcp stdio: tools/list", "tools_list_s", ""),
+    ("mcp_stdio", "mcp stdio: first search_memory (waits for the model)", "first_search_s", ""),
+    ("mcp_http", "mcp --http: initialize", "initialize_s", "≤ 2 s"),
+    ("mcp_http", "mcp --http: tools/list", "tools_list_s", ""),
+    ("ui", "ui: /healthz", "healthz_s", ""),
+    ("ui", "ui: model loaded", "model_ready_s", ""),
+    ("ui", "ui: first search, after the model loaded", "first_search_after_model_s", "≤ 1 s"),
+    ("cli_search", "CLI search: wall time", "wall_s", "≤ 5 s"),
+]
 HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 INIT = {
     "jsonrpc": "2.0",
@@ -200,11 +227,28 @@ def cli_search(env: dict[str, str], home: Path) -> dict[str, Any]:
     return {"wall_s": time.monotonic() - t0, "embedded_stopped": server_stopped(home)}
 
 
+def imports(env: dict[str, str]) -> dict[str, float]:
+    """One wall time (launch to exit) per command of ``IMPORTS``."""
+    out = {}
+    for name, command in IMPORTS.items():
+        t0 = time.monotonic()
+        subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
+        out[f"{name}_s"] = time.monotonic() - t0
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--import-runs", type=int, default=9, help="runs of each import")
+    parser.add_argument(
+        "--only", default=",".join(GROUPS), help=f"comma-separated subset of {','.join(GROUPS)}"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
+    groups = [g for g in args.only.split(",") if g]
+    if unknown := set(groups) - set(GROUPS):
+        parser.error(f"--only: unknown {', '.join(sorted(unknown))}")
 
     home = Path(tempfile.mkdtemp(prefix="hindsight-bench-startup-"))
     home.chmod(0o755)
@@ -232,56 +276,46 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         primed = time.monotonic() - t0
-        runs: dict[str, list[dict[str, Any]]] = {
-            "mcp_stdio": [],
-            "mcp_http": [],
-            "ui": [],
-            "cli_search": [],
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in groups}
+        servers: dict[str, Callable[[dict[str, str], Path], dict[str, Any]]] = {
+            "mcp_stdio": mcp_stdio,
+            "mcp_http": mcp_http,
+            "ui": ui,
+            "cli_search": cli_search,
         }
+        if "imports" in groups:
+            runs["imports"] = [imports(env) for _ in range(args.import_runs)]
         for _ in range(args.runs):
-            runs["mcp_stdio"].append(mcp_stdio(env, home))
-            runs["mcp_http"].append(mcp_http(env, home))
-            runs["ui"].append(ui(env, home))
-            runs["cli_search"].append(cli_search(env, home))
+            for name in groups:
+                if name != "imports":
+                    runs[name].append(servers[name](env, home))
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
-    def med(name: str, key: str) -> float:
-        return round(float(statistics.median(r[key] for r in runs[name])), 2)
-
     rows = [
-        ("mcp stdio: initialize", med("mcp_stdio", "initialize_s"), "≤ 2 s"),
-        ("mcp stdio: tools/list", med("mcp_stdio", "tools_list_s"), ""),
-        (
-            "mcp stdio: first search_memory (waits for the model)",
-            med("mcp_stdio", "first_search_s"),
-            "",
-        ),
-        ("mcp --http: initialize", med("mcp_http", "initialize_s"), "≤ 2 s"),
-        ("mcp --http: tools/list", med("mcp_http", "tools_list_s"), ""),
-        ("ui: /healthz", med("ui", "healthz_s"), ""),
-        ("ui: model loaded", med("ui", "model_ready_s"), ""),
-        (
-            "ui: first search, after the model loaded",
-            med("ui", "first_search_after_model_s"),
-            "≤ 1 s",
-        ),
-        ("CLI search: wall time", med("cli_search", "wall_s"), "≤ 5 s"),
+        (name, round(float(statistics.median(r[key] for r in runs[group])), 2), target)
+        for group, name, key, target in ROWS
+        if group in runs
     ]
     load = os.getloadavg()
-    print(f"primed in {primed:.1f} s; median of {args.runs} runs; load {load[0]:.1f}")
+    print(
+        f"primed in {primed:.1f} s; median of {args.runs} runs "
+        f"({args.import_runs} of each import); load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
+    )
     print(f"{'measure':55} {'seconds':>8}  target")
     for name, value, target in rows:
         print(f"{name:55} {value:8.2f}  {target}")
     exits = {
         name: sorted({(r["exit_code"], r["embedded_stopped"]) for r in runs[name]})
         for name in ("mcp_stdio", "mcp_http", "ui")
+        if name in groups
     }
     print("SIGTERM (exit code, embedded server stopped):", exits)
-    print(
-        "CLI search stopped the embedded server:",
-        all(r["embedded_stopped"] for r in runs["cli_search"]),
-    )
+    if "cli_search" in groups:
+        print(
+            "CLI search stopped the embedded server:",
+            all(r["embedded_stopped"] for r in runs["cli_search"]),
+        )
     if args.json:
         args.json.write_text(
             json.dumps(
