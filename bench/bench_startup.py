@@ -237,12 +237,46 @@ def imports(env: dict[str, str]) -> dict[str, float]:
     return out
 
 
+SERVERS: dict[str, Callable[[dict[str, str], Path], dict[str, Any]]] = {
+    "mcp_stdio": mcp_stdio,
+    "mcp_http": mcp_http,
+    "ui": ui,
+    "cli_search": cli_search,
+}
+
+
+def measure(
+    trees: dict[str, dict[str, str]], home: Path, groups: list[str], runs: int, import_runs: int
+) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Every group's runs for each tree, the trees taking turns (so that a change of
+    machine load falls on both)."""
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {
+        tree: {name: [] for name in groups} for tree in trees
+    }
+    if "imports" in groups:
+        for _ in range(import_runs):
+            for tree, env in trees.items():
+                out[tree]["imports"].append(imports(env))
+    for _ in range(runs):
+        for name in groups:
+            for tree, env in trees.items():
+                if name != "imports":
+                    out[tree][name].append(SERVERS[name](env, home))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--import-runs", type=int, default=9, help="runs of each import")
     parser.add_argument(
         "--only", default=",".join(GROUPS), help=f"comma-separated subset of {','.join(GROUPS)}"
+    )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="also measure the checkout in this directory (put first on PYTHONPATH), "
+        "taking turns with the code under test, and print the ratio",
     )
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
@@ -258,6 +292,18 @@ def main() -> None:
         if not k.startswith("HINDSIGHT_") or k == "HINDSIGHT_EMBEDDING_MODEL"
     }
     env["HINDSIGHT_HOME"] = str(home)
+    if env.get("PYTHONPATH"):  # made absolute: the commands run in the home directory
+        env["PYTHONPATH"] = os.pathsep.join(
+            str(Path(p).resolve()) for p in env["PYTHONPATH"].split(os.pathsep)
+        )
+    json_path = args.json and args.json.resolve()
+    before = args.before and args.before.resolve()
+    # In the home, not here: ``python -c`` puts the working directory first on the path,
+    # and a checkout's own package would win over the one under test.
+    os.chdir(home)
+    trees = {"after": env}
+    if before:
+        trees = {"before": {**env, "PYTHONPATH": str(before)}, "after": env}
     try:
         t0 = time.monotonic()
         subprocess.run(
@@ -276,54 +322,51 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
         )
         primed = time.monotonic() - t0
-        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in groups}
-        servers: dict[str, Callable[[dict[str, str], Path], dict[str, Any]]] = {
-            "mcp_stdio": mcp_stdio,
-            "mcp_http": mcp_http,
-            "ui": ui,
-            "cli_search": cli_search,
-        }
-        if "imports" in groups:
-            runs["imports"] = [imports(env) for _ in range(args.import_runs)]
-        for _ in range(args.runs):
-            for name in groups:
-                if name != "imports":
-                    runs[name].append(servers[name](env, home))
+        runs = measure(trees, home, groups, args.runs, args.import_runs)
     finally:
+        os.chdir(Path(tempfile.gettempdir()))
         shutil.rmtree(home, ignore_errors=True)
 
-    rows = [
-        (name, round(float(statistics.median(r[key] for r in runs[group])), 2), target)
-        for group, name, key, target in ROWS
-        if group in runs
-    ]
+    medians = {
+        tree: {
+            name: round(float(statistics.median(r[key] for r in tree_runs[group])), 2)
+            for group, name, key, _ in ROWS
+            if group in tree_runs
+        }
+        for tree, tree_runs in runs.items()
+    }
     load = os.getloadavg()
     print(
         f"primed in {primed:.1f} s; median of {args.runs} runs "
         f"({args.import_runs} of each import); load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )
-    print(f"{'measure':55} {'seconds':>8}  target")
-    for name, value, target in rows:
-        print(f"{name:55} {value:8.2f}  {target}")
-    exits = {
-        name: sorted({(r["exit_code"], r["embedded_stopped"]) for r in runs[name]})
-        for name in ("mcp_stdio", "mcp_http", "ui")
-        if name in groups
-    }
-    print("SIGTERM (exit code, embedded server stopped):", exits)
-    if "cli_search" in groups:
-        print(
-            "CLI search stopped the embedded server:",
-            all(r["embedded_stopped"] for r in runs["cli_search"]),
-        )
-    if args.json:
-        args.json.write_text(
+    print(f"{'measure':55} {'  '.join(f'{t:>7}' for t in trees)}  {'ratio':>6}  target")
+    for group, name, _, target in ROWS:
+        if group not in groups:
+            continue
+        values = [medians[tree][name] for tree in trees]
+        ratio = f"{values[1] / values[0]:6.2f}" if len(values) == 2 and values[0] else " " * 6
+        print(f"{name:55} {'  '.join(f'{v:7.2f}' for v in values)}  {ratio}  {target}")
+    for tree, tree_runs in runs.items():
+        exits = {
+            name: sorted({(r["exit_code"], r["embedded_stopped"]) for r in tree_runs[name]})
+            for name in ("mcp_stdio", "mcp_http", "ui")
+            if name in groups
+        }
+        print(f"{tree}: SIGTERM (exit code, embedded server stopped):", exits)
+        if "cli_search" in groups:
+            print(
+                f"{tree}: CLI search stopped the embedded server:",
+                all(r["embedded_stopped"] for r in tree_runs["cli_search"]),
+            )
+    if json_path:
+        json_path.write_text(
             json.dumps(
                 {
                     "python": platform.python_version(),
                     "load": load,
                     "primed_s": primed,
-                    "median": {name: value for name, value, _ in rows},
+                    "median": medians,
                     "runs": runs,
                 },
                 indent=1,

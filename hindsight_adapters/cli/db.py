@@ -7,7 +7,6 @@ from typing import Any
 import typer
 
 from hindsight_core.items import Items
-from hindsight_core.storage import migrate
 from hindsight_core.storage.engine import db_errors
 
 from ._app import JsonOpt, app, cli_errors, console, emit_json, err_console, open_memory
@@ -19,6 +18,8 @@ app.add_typer(db_app, name="db")
 @db_app.command()
 def upgrade(as_json: bool = JsonOpt) -> None:
     """Apply pending migrations (also done automatically on first use)."""
+    from hindsight_core.storage import migrate  # Alembic: loaded by these commands only
+
     with cli_errors(), open_memory() as mem:
         mem.setup()
         with db_errors(), mem.engine.connect() as conn:
@@ -33,6 +34,8 @@ def upgrade(as_json: bool = JsonOpt) -> None:
 @db_app.command()
 def status(as_json: bool = JsonOpt) -> None:
     """Show the database in use, its schema revision and the items' vector indexes."""
+    from hindsight_core.storage import migrate
+
     with cli_errors(), open_memory() as mem:
         with db_errors(), mem.engine.connect() as conn:
             revision = migrate.current_revision(conn)
