@@ -11,37 +11,101 @@ Quick start::
         print(hit.record.lesson, hit.breakdown)
 """
 
-from .embeddings import CallableEmbedder, Embedder
-from .errors import (
-    ConfigurationError,
-    DatabaseBusyError,
-    DatabaseError,
-    DatabaseUnavailableError,
-    EmbeddingError,
-    EmbeddingModelMismatchError,
-    HindsightError,
-    ImportFormatError,
-    LLMError,
-    MissingDependencyError,
-    NotFoundError,
-    ValidationError,
-    VectorExtensionMissingError,
-)
-from .memory import AsyncMemory, Memory, RecallResult
-from .models import (
-    Experience,
-    ExperienceIn,
-    Item,
-    ItemHit,
-    MaintenanceReport,
-    ReindexReport,
-    ScoreBreakdown,
-    SearchHit,
-    Source,
-    Stats,
-    WriteResult,
-)
-from .settings import Settings
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from .embeddings import CallableEmbedder, Embedder
+    from .errors import (
+        ConfigurationError,
+        DatabaseBusyError,
+        DatabaseError,
+        DatabaseUnavailableError,
+        EmbeddingError,
+        EmbeddingModelMismatchError,
+        HindsightError,
+        ImportFormatError,
+        LLMError,
+        MissingDependencyError,
+        NotFoundError,
+        ValidationError,
+        VectorExtensionMissingError,
+    )
+    from .memory import AsyncMemory, Memory, RecallResult
+    from .models import (
+        Experience,
+        ExperienceIn,
+        Item,
+        ItemHit,
+        MaintenanceReport,
+        ReindexReport,
+        ScoreBreakdown,
+        SearchHit,
+        Source,
+        Stats,
+        WriteResult,
+    )
+    from .settings import Settings
+
+# Each public name and the module it comes from, imported on first access (PEP 562):
+# ``import hindsight_core`` costs nothing until a name is used, and a script that only
+# reads a setting or catches an error never loads the database stack.
+_EXPORTS = {
+    "CallableEmbedder": "embeddings",
+    "Embedder": "embeddings",
+    "AsyncMemory": "memory",
+    "Memory": "memory",
+    "RecallResult": "memory",
+    "Settings": "settings",
+    **dict.fromkeys(
+        (
+            "ConfigurationError",
+            "DatabaseBusyError",
+            "DatabaseError",
+            "DatabaseUnavailableError",
+            "EmbeddingError",
+            "EmbeddingModelMismatchError",
+            "HindsightError",
+            "ImportFormatError",
+            "LLMError",
+            "MissingDependencyError",
+            "NotFoundError",
+            "ValidationError",
+            "VectorExtensionMissingError",
+        ),
+        "errors",
+    ),
+    **dict.fromkeys(
+        (
+            "Experience",
+            "ExperienceIn",
+            "Item",
+            "ItemHit",
+            "MaintenanceReport",
+            "ReindexReport",
+            "ScoreBreakdown",
+            "SearchHit",
+            "Source",
+            "Stats",
+            "WriteResult",
+        ),
+        "models",
+    ),
+}
+
+if not _typing.TYPE_CHECKING:  # type checkers read the imports above instead
+
+    def __getattr__(name: str) -> object:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        value = getattr(_importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_EXPORTS})
+
 
 __version__ = "0.1.0"
 

@@ -25,6 +25,10 @@ def parse_id(value: object, *, field: str = "id") -> uuid.UUID:
         raise ValidationError(f"{field} is not a valid record id: {value!r}", field=field) from None
 
 
+MAX_TOP_K = 100
+"""The most results one search returns (here, not in ``memory.inputs``, so that the MCP
+server can advertise it without importing the engine)."""
+
 MAX_OFFSET = 2**53
 """Paging past this (an offset no store reaches) is refused rather than sent to
 PostgreSQL, where a bigint overflow would read as a database failure."""

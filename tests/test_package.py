@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -31,6 +32,62 @@ def test_import_loads_no_optional_dependency() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _loaded(code: str, prefixes: tuple[str, ...]) -> list[str]:
+    """The modules under ``prefixes`` that ``code`` (run in a new interpreter) loads."""
+    listed = f"sorted(m for m in sys.modules if m.startswith({prefixes!r}))"
+    probe = f"{code}\nimport json, sys\nprint(json.dumps({listed}))"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return list(json.loads(proc.stdout.splitlines()[-1]))
+
+
+# Set-up only: Alembic; asyncio engines only: SQLAlchemy's asyncio extension, which
+# loads the ORM.
+SETUP_AND_ORM = ("alembic", "sqlalchemy.orm", "sqlalchemy.ext.asyncio")
+
+
+def test_import_loads_neither_alembic_nor_the_orm() -> None:
+    code = (
+        "import hindsight_core\n"
+        "from hindsight_core import *\n"  # every public name, each module it comes from
+        "Memory(('probe',)); AsyncMemory(('probe',))"  # built, not connected
+    )
+    assert _loaded(code, SETUP_AND_ORM) == []
+
+
+def test_import_alone_loads_no_engine() -> None:
+    assert _loaded("import hindsight_core", ("sqlalchemy", "pydantic", "numpy", "psycopg")) == []
+
+
+def test_version_loads_neither_typer_nor_the_core() -> None:
+    code = (
+        "import sys; sys.argv = ['hindsight', '--version']\n"
+        "from hindsight_adapters.cli import main; main()"
+    )
+    assert _loaded(code, ("typer", "rich", "pydantic", "sqlalchemy")) == []
+
+
+def test_mcp_server_modules_load_no_engine() -> None:
+    # ``hindsight mcp`` answers ``initialize`` before the engine loads (PendingMemory).
+    code = "import hindsight_adapters.cli.mcp, hindsight_adapters.mcp"
+    assert _loaded(code, ("sqlalchemy", "psycopg", "numpy", "alembic")) == []
+
+
+def test_cli_commands_name_the_module_that_registers_them() -> None:
+    code = (
+        "import importlib, typer.main\n"
+        "from hindsight_adapters.cli import _app, COMMAND_MODULES, COMMANDS\n"
+        "seen, found = set(), {}\n"
+        "for m in COMMAND_MODULES:\n"
+        "    importlib.import_module('hindsight_adapters.cli.' + m)\n"
+        "    names = set(typer.main.get_command(_app.app).commands)\n"
+        "    found.update(dict.fromkeys(names - seen, m)); seen = names\n"
+        "assert found == COMMANDS, (found, COMMANDS)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 # --- packaging: what a fresh `pip install agent-hindsight[x]` gets ----------------------

@@ -7,7 +7,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pydantic
 import typer
@@ -16,9 +16,11 @@ from rich.console import Console
 from rich.markup import escape
 
 from hindsight_core.errors import HindsightError, NotFoundError
-from hindsight_core.memory import Memory
-from hindsight_core.models import Namespace, show_namespace
-from hindsight_core.settings import Settings
+
+if TYPE_CHECKING:  # the core's engine is imported by the commands that open a memory
+    from hindsight_core.memory import Memory
+    from hindsight_core.models import Namespace
+    from hindsight_core.settings import Settings
 
 app = typer.Typer(
     name="hindsight",
@@ -64,6 +66,8 @@ def parse_namespace(text: str) -> tuple[str, ...]:
 def unknown_namespace(mem: Memory, namespace: Namespace) -> NotFoundError | None:
     """An error naming ``namespace`` and listing the known ones, if it holds no records
     (neither it nor any namespace under it); else None."""
+    from hindsight_core.models import show_namespace
+
     if mem.namespaces(prefix=namespace, limit=1):
         return None
     known = [show_namespace(n.namespace) for n in mem.namespaces(limit=KNOWN_SHOWN + 1)]
@@ -81,6 +85,7 @@ def load_server_settings() -> Settings:
     Raises:
         ConfigurationError: the URL is malformed or not PostgreSQL's.
     """
+    from hindsight_core.settings import Settings
     from hindsight_core.storage.engine import parse_database_url
 
     settings = Settings()
@@ -91,6 +96,9 @@ def load_server_settings() -> Settings:
 
 def open_memory(namespace: str = "default") -> Memory:
     """A Memory configured from the environment."""
+    from hindsight_core.memory import Memory
+    from hindsight_core.settings import Settings
+
     return Memory(parse_namespace(namespace), settings=Settings())
 
 

@@ -10,7 +10,6 @@ from rich.markup import escape
 
 from hindsight_core.items import Items
 from hindsight_core.settings import Settings
-from hindsight_core.storage import migrate
 from hindsight_core.storage.embedded import pgdata_dir
 from hindsight_core.storage.engine import db_errors, resolve_url
 
@@ -25,6 +24,8 @@ app.add_typer(db_app, name="db")
 @db_app.command()
 def upgrade(as_json: bool = JsonOpt) -> None:
     """Apply pending migrations (also done automatically on first use)."""
+    from hindsight_core.storage import migrate  # Alembic: loaded by these commands only
+
     with cli_errors(), open_memory() as mem:
         mem.setup()
         with db_errors(), mem.engine.connect() as conn:
@@ -39,6 +40,8 @@ def upgrade(as_json: bool = JsonOpt) -> None:
 @db_app.command()
 def status(as_json: bool = JsonOpt) -> None:
     """Show the database in use, its schema revision and the items' vector indexes."""
+    from hindsight_core.storage import migrate
+
     with cli_errors(), open_memory() as mem:
         with db_errors(), mem.engine.connect() as conn:
             revision = migrate.current_revision(conn)
@@ -97,6 +100,7 @@ def restore(
 ) -> None:
     """Replace the database by a backup (stop the servers using it first)."""
     from hindsight_core.storage import backup as dump
+    from hindsight_core.storage import migrate
 
     with cli_errors():
         dump.check_backup(path)
@@ -119,6 +123,8 @@ def restore(
 
 def schema_hint(revision: str | None, head: str) -> str | None:
     """What to do about a schema that is not at ``head`` (None when it is)."""
+    from hindsight_core.storage import migrate
+
     if revision == head:
         return None
     if revision is None:

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from hindsight_core import AsyncMemory, reflection
 from hindsight_core.arguments import parse_id
-from hindsight_core.models import Namespace
 
 from ._models import ReflectOutcome, ReviewOutcome, TrajectoryIn, WriteOutcome
+
+if TYPE_CHECKING:
+    from hindsight_core import AsyncMemory
+    from hindsight_core.models import Namespace
 
 NO_LLM_REFLECT = (
     "no LLM configured (set HINDSIGHT_LLM_BASE_URL and HINDSIGHT_LLM_MODEL): lessons were "
@@ -56,6 +58,8 @@ async def _run(
     Returns:
         The result, and whether an LLM was configured.
     """
+    from hindsight_core import reflection
+
     llm = reflection.llm_from_settings(memory.settings)
     reflector = reflection.AsyncReflector(memory, llm=llm)
     result = await getattr(reflector, method)(_trajectory(data), namespace=namespace)

@@ -9,7 +9,6 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from hindsight_core import AsyncMemory
 from hindsight_core.settings import Settings
 from hindsight_core.storage.embedded import exit_on_signals
 from hindsight_core.warmup import Warmup
@@ -23,11 +22,13 @@ from ._auth import (
 )
 from ._busy import BusyStatusMiddleware
 from ._jsonrpc import JsonRpcGuardMiddleware
+from ._pending import PendingMemory
 from .server import build_server
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
+    from hindsight_core import AsyncMemory
     from hindsight_core.models import Namespace
 
 log = logging.getLogger("hindsight.mcp")
@@ -73,13 +74,27 @@ def build_http_app(
 
 
 def _memory(settings: Settings, namespace: str | None) -> AsyncMemory:
+    from hindsight_core import AsyncMemory
+
     ns = parse_namespace(namespace or settings.namespace)
     return AsyncMemory(ns, settings=settings)
+
+
+def _warm_memory(settings: Settings, namespace: Namespace) -> AsyncMemory:
+    """A memory whose model and database are being made ready in the background."""
+    from hindsight_core import AsyncMemory
+
+    memory = AsyncMemory(namespace, settings=settings)
+    Warmup(memory).start()
+    return memory
 
 
 def serve_stdio(settings: Settings | None = None, *, namespace: str | None = None) -> None:
     """Serve one local client over stdin/stdout, in the configured namespace, until it
     closes stdin or a signal comes; then end the process (exit clean-up included).
+
+    ``initialize`` is answered before the engine is imported: the memory is built
+    (and warmed up) in the background once the server serves (:class:`PendingMemory`).
 
     The process ends through :func:`_exit_now` in both cases: the warm-up's daemon
     threads may still be inside C code (the database driver, numpy, an HTTP request to a dead
@@ -87,9 +102,9 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
     while (exit status -11 seen at end of input).
     """
     settings = settings or Settings()
-    memory = _memory(settings, namespace)
+    ns = parse_namespace(namespace or settings.namespace)  # a bad one fails now, not later
     exit_on_signals(SERVER_SIGNALS)
-    server = build_server(memory, warmup=Warmup(memory).start())
+    server = build_server(PendingMemory(ns, lambda: _warm_memory(settings, ns)))
     try:
         server.run("stdio")
     except SystemExit as stop:

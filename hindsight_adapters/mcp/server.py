@@ -13,14 +13,15 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
-from hindsight_core import AsyncMemory, __version__
+from hindsight_core import __version__
+from hindsight_core.arguments import MAX_TOP_K
 from hindsight_core.errors import (
     DatabaseBusyError,
     DatabaseError,
@@ -28,9 +29,7 @@ from hindsight_core.errors import (
     NotFoundError,
     ValidationError,
 )
-from hindsight_core.memory.inputs import MAX_TOP_K
 from hindsight_core.models import MAX_LABEL_CHARS, Namespace
-from hindsight_core.warmup import Warmup
 
 from . import _reflect
 from ._auth import CURRENT_NAMESPACE
@@ -50,6 +49,11 @@ from ._models import (
     VersionOut,
     WriteOutcome,
 )
+from ._pending import PendingMemory
+
+if TYPE_CHECKING:
+    from hindsight_core import AsyncMemory
+    from hindsight_core.warmup import Warmup
 
 log = logging.getLogger("hindsight.mcp")
 
@@ -90,7 +94,7 @@ async def _call(awaitable: Awaitable[T]) -> T:
 
 
 def build_server(
-    memory: AsyncMemory,
+    memory: AsyncMemory | PendingMemory,
     *,
     require_token: bool = False,
     name: str = "hindsight",
@@ -100,7 +104,8 @@ def build_server(
 
     Args:
         memory: the memory; its ``namespace`` is used when the request names none
-            (stdio, or HTTP with no tokens configured).
+            (stdio, or HTTP with no tokens configured). A :class:`PendingMemory` is
+            started when the server starts serving, and each call waits for it.
         require_token: refuse tool calls that did not come through the bearer
             middleware (set for the HTTP transport with tokens).
         name: the server name announced to clients.
@@ -116,8 +121,13 @@ def build_server(
             return memory.namespace
         return ns
 
+    async def ready() -> AsyncMemory:
+        return await memory.get() if isinstance(memory, PendingMemory) else memory
+
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[None]:
+        if isinstance(memory, PendingMemory):
+            memory.start()
         try:
             yield
         finally:
@@ -164,7 +174,8 @@ def build_server(
         earlier work, and follow the lessons whose trigger matches. Returns the lesson, its
         trigger, scene, id (for update_memory_usage) and score. If memory is unavailable it
         returns no results and a warning: carry on without it."""
-        result = await _call(memory.recall(query, namespace=namespace(), scene=scene, top_k=top_k))
+        mem = await _call(ready())
+        result = await _call(mem.recall(query, namespace=namespace(), scene=scene, top_k=top_k))
         return SearchResult(
             results=[MemoryHit(**h.compact()) for h in result.hits], warning=result.warning
         )
@@ -192,7 +203,8 @@ def build_server(
             "critical": critical,
             "source": {"tool": "mcp"},
         }
-        result = await _call(memory.write(record, namespace=namespace()))
+        mem = await _call(ready())
+        result = await _call(mem.write(record, namespace=namespace()))
         return WriteOutcome(id=str(result.id), status=result.status, similarity=result.similarity)
 
     @tool(annotations=ToolAnnotations(idempotent_hint=False, open_world_hint=False))
@@ -200,7 +212,8 @@ def build_server(
         """Give feedback on a recalled lesson after you used it: helpful=true reinforces it,
         helpful=false lets it fade. Call once per lesson per task, with the id from
         search_memory."""
-        record = await _call(memory.mark_used(id, helpful, namespace=namespace()))
+        mem = await _call(ready())
+        record = await _call(mem.mark_used(id, helpful, namespace=namespace()))
         return UsageOutcome(
             id=str(record.id), helpful=helpful, score=record.score, use_count=record.use_count
         )
@@ -220,14 +233,16 @@ def build_server(
         if trigger is not None:  # else the old version's, as its scene, action, outcome
             record["trigger"] = trigger
         actor = "mcp:" + "/".join(ns)  # the token's namespace (a token itself is a secret)
-        result = await _call(memory.supersede(id, record, reason=reason, actor=actor, namespace=ns))
+        mem = await _call(ready())
+        result = await _call(mem.supersede(id, record, reason=reason, actor=actor, namespace=ns))
         return SupersedeOutcome(id=str(result.id), supersedes=str(result.supersedes))
 
     @tool(annotations=read_only)
     async def memory_history(id: RecordId) -> HistoryOut:  # noqa: A002
         """Call to see how a lesson changed: every version, oldest first, from the id of any of
         them, and when, why and by whom each version was replaced."""
-        chain = await _call(memory.history(id, namespace=namespace()))
+        mem = await _call(ready())
+        chain = await _call(mem.history(id, namespace=namespace()))
         return HistoryOut(
             versions=[
                 VersionOut(
@@ -248,7 +263,8 @@ def build_server(
     async def forget_memory(id: RecordId) -> ForgetOutcome:  # noqa: A002
         """Delete a lesson for good. Call only when a lesson is wrong or the user asks to
         forget it; for lessons that merely did not help, use update_memory_usage(helpful=false)."""
-        await _call(memory.forget(id, namespace=namespace()))
+        mem = await _call(ready())
+        await _call(mem.forget(id, namespace=namespace()))
         return ForgetOutcome(id=id)
 
     @tool()
@@ -256,7 +272,8 @@ def build_server(
         """Call once when a task has ended (not every turn): pass the goal, the steps (thoughts,
         tool calls, results, errors), the outcome and which recalled lesson ids were used. The
         run is distilled into 0-3 short lessons, which are stored (near-duplicates merged)."""
-        return await _call(_reflect.reflect(memory, trajectory, namespace()))
+        mem = await _call(ready())
+        return await _call(_reflect.reflect(mem, trajectory, namespace()))
 
     @tool()
     async def review_task(
@@ -274,7 +291,8 @@ def build_server(
         trajectory = TrajectoryIn(
             goal=goal, outcome=outcome, recalled=recalled, used=used, scene=scene
         )
-        return await _call(_reflect.review(memory, trajectory, namespace()))
+        mem = await _call(ready())
+        return await _call(_reflect.review(mem, trajectory, namespace()))
 
     @mcp.resource(
         "memory://stats",
@@ -285,7 +303,7 @@ def build_server(
     async def stats() -> str:
         ns = namespace()
         try:
-            s = await memory.stats(namespace=ns)
+            s = await (await ready()).stats(namespace=ns)
         except HindsightError as exc:
             # ResourceError: the client gets our message (e.g. "memory database
             # unavailable: ..."), the log one line; anything else is a crash to the SDK

@@ -5,9 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
-
-from sqlalchemy.ext.asyncio import AsyncEngine
+from typing import IO, TYPE_CHECKING, Any
 
 from ..errors import HindsightError, ValidationError
 from ..models import (
@@ -31,6 +29,9 @@ from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
 from .results import RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput
+
+if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 
 class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):

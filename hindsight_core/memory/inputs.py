@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from ..arguments import MAX_OFFSET, check_page
+from ..arguments import MAX_OFFSET, MAX_TOP_K, check_page
 from ..embeddings.profiles import LESSON_AND_TRIGGER
 from ..errors import ValidationError
 from ..models import ExperienceIn, parse_experience
@@ -18,7 +18,6 @@ from ..settings import Settings
 from ..storage import experiences_sql as q
 
 MAX_QUERY_CHARS = 10_000
-MAX_TOP_K = 100
 MAX_BATCH = 10_000
 RecordInput = ExperienceIn | Mapping[str, Any]
 DEFAULT_SCENE = ExperienceIn.model_fields["scene"].default

@@ -42,16 +42,18 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import psycopg
 import sqlalchemy as sa
 from psycopg.rows import RowMaker
 from sqlalchemy.dialects.postgresql import psycopg as pg_psycopg
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from ..storage.engine import RESET_TIMEOUT, SET_SESSION_TIMEOUT, patience
 from .flow import DEADLINE, Rows, Sql
+
+if TYPE_CHECKING:  # sqlalchemy.ext.asyncio loads the ORM: imported with the first async engine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = [
     "AsyncConnections",
@@ -66,8 +68,8 @@ __all__ = [
 
 # ``$n`` placeholders, each name once (SQLAlchemy numbers a repeated name once).
 _DIALECT = pg_psycopg.dialect(paramstyle="numeric_dollar")
-E = TypeVar("E", sa.Engine, AsyncEngine)
-C = TypeVar("C", sa.Connection, AsyncConnection)
+E = TypeVar("E", sa.Engine, "AsyncEngine")
+C = TypeVar("C", sa.Connection, "AsyncConnection")
 Self = TypeVar("Self", bound="_Source[Any, Any]")
 
 
@@ -94,7 +96,7 @@ def _values(names: tuple[str, ...], params: Mapping[str, Any]) -> list[Any]:
 
 def _driver(conn: sa.Connection | AsyncConnection) -> Any:
     # Connected already: reaching the driver does no I/O (and needs no greenlet).
-    sync = conn.sync_connection if isinstance(conn, AsyncConnection) else conn
+    sync = conn if isinstance(conn, sa.Connection) else conn.sync_connection
     return None if sync is None else sync.connection.driver_connection
 
 
@@ -224,7 +226,7 @@ async def afetch(cur: _AsyncCursor, req: Sql) -> Rows:
 
 def _timed_driver(conn: sa.Connection | AsyncConnection) -> Any:
     """``conn``'s psycopg connection if a statement gave its session a timeout."""
-    sync = conn.sync_connection if isinstance(conn, AsyncConnection) else conn
+    sync = conn if isinstance(conn, sa.Connection) else conn.sync_connection
     if sync is None or sync.closed or sync.invalidated:  # reaching it would reconnect
         return None
     try:
@@ -379,7 +381,7 @@ class Connections(_Source[sa.Engine, sa.Connection]):
             conn.close()
 
 
-class AsyncConnections(_Source[AsyncEngine, AsyncConnection]):
+class AsyncConnections(_Source["AsyncEngine", "AsyncConnection"]):
     """Connections of ``engine`` for :func:`~.driver.run_async` (asyncio)."""
 
     def __init__(self, engine: AsyncEngine, side: Callable[[], AsyncEngine] | None = None) -> None:

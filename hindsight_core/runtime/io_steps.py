@@ -11,16 +11,17 @@ import asyncio
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from ..embeddings import Embedder
-from ..storage import migrate
 from ..storage.experiences_sql import SET_LOCAL_TIMEOUT
 from .connections import AsyncConnections, Connections, afetch, auntime, fetch, untime
 from .flow import Embed, Flow, Rows, Sql, embed_async, embed_sync
+
+if TYPE_CHECKING:  # loads the ORM: imported with the first async engine (storage.engine)
+    from sqlalchemy.ext.asyncio import AsyncConnection
 
 __all__ = ["AsyncIO", "SyncIO"]
 
@@ -56,6 +57,8 @@ class SyncIO:
         return embed_sync(self.embedder, req)
 
     def migrate(self, conn: sa.Connection) -> None:
+        from ..storage import migrate  # Alembic: loaded by set-up only
+
         try:
             migrate.upgrade(conn)
         finally:
@@ -140,6 +143,8 @@ class AsyncIO:
         return await embed_async(self.embedder, req)
 
     async def migrate(self, conn: AsyncConnection) -> None:
+        from ..storage import migrate  # Alembic: loaded by set-up only
+
         try:
             await conn.run_sync(migrate.upgrade)
         finally:

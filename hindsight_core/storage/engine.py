@@ -9,13 +9,12 @@ from __future__ import annotations
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from ..errors import (
     ConfigurationError,
@@ -29,6 +28,9 @@ from ..settings import Settings
 from . import embedded
 from .experiences_sql import DEDUP_EF_SEARCH, GIVE_UP_LOCK_MS
 from .vectors import ADAPTERS
+
+if TYPE_CHECKING:  # sqlalchemy.ext.asyncio loads the ORM: imported by the async builders
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 VECTOR_HELP = (
     "the PostgreSQL server has no pgvector extension. Install it (Debian/Ubuntu: "
@@ -154,6 +156,8 @@ def create_side_engine(settings: Settings, engine: sa.Engine) -> sa.Engine:
 
 def create_async_side_engine(settings: Settings, engine: AsyncEngine) -> AsyncEngine:
     """:func:`create_side_engine` for asyncio."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     url = engine.url.render_as_string(hide_password=False)
     return create_async_engine(url, **_side_args(settings))
 
@@ -178,6 +182,8 @@ def create_sync_engine(settings: Settings, url: str | None = None) -> sa.Engine:
 
 def create_async(settings: Settings, url: str | None = None) -> AsyncEngine:
     """A pooled async engine for the resolved URL."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
     engine = create_async_engine(resolve_url(settings, url), **_engine_args(settings))
     _PATIENCE[engine.sync_engine] = settings.pool_timeout
     return engine
