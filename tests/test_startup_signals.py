@@ -204,3 +204,31 @@ def test_sigterm_to_the_inspector_while_its_database_loads(
             proc.wait(10)
     assert body["database"] == "loading", body  # the moment the report describes
     _check_reopens(home, env)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_stdio_server_while_its_database_starts(
+    sig: signal.Signals, home: Path, endpoint: GatedEndpoint, tmp_path: Path
+) -> None:
+    """``hindsight mcp`` over stdio ends through ``os._exit`` (the SDK's stdin reader
+    would hold the interpreter's exit): before, it exited 130/143 without the one line
+    the other commands print."""
+    env = _env(home, endpoint)
+    log = tmp_path / "stdio.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*CLI, "mcp"], env=env, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        if not _wait_for(home / "pgdata" / "postmaster.pid", proc):
+            proc.kill()
+            pytest.fail(f"the server never started:\n{log.read_text()}")
+        proc.send_signal(sig)
+        _check_exit(proc, sig, home, log)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        assert proc.stdin is not None
+        proc.stdin.close()
+    _check_reopens(home, env)

@@ -124,11 +124,18 @@ def _exit_now(stop: SystemExit) -> NoReturn:
     import os
 
     fast_exit()
+    code = stop.code if isinstance(stop.code, int) else 1
+    signalled = code > 128  # the CLI's and exit_on_signals' SystemExit(128 + signum)
+    if signalled:  # the exit stops the embedded server under a warm-up still starting
+        logging.getLogger("hindsight.warmup").disabled = True
+    atexit._run_exitfuncs()
+    if signalled:  # the line the CLI prints on a signal (it never sees this exit)
+        with contextlib.suppress(ValueError):
+            sys.stderr.write(f"hindsight: stopped by {signal.Signals(code - 128).name}\n")
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
-    atexit._run_exitfuncs()
-    os._exit(stop.code if isinstance(stop.code, int) else 1)
+    os._exit(code)
 
 
 def serve_http(
