@@ -159,7 +159,7 @@ def test_edit_and_merge_hold_no_transaction_while_embedding(fresh_db: str) -> No
         a = mem.write(RECORD)
         b = mem.write({**RECORD, "lesson": "Back off for longer each retry"})
         armed.set()
-        mem.edit(a.id, lesson="Retry a busy database after a second")
-        mem.merge([a.id, b.id], {**RECORD, "lesson": "Retry busy databases with backoff"})
+        edited = mem.edit(a.id, lesson="Retry a busy database after a second")  # a new version
+        mem.merge([edited.id, b.id], {**RECORD, "lesson": "Retry busy databases with backoff"})
     assert len(seen) == 2, seen
     assert all("idle in transaction" not in states for states in seen), seen

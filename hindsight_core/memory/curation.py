@@ -141,7 +141,19 @@ class CurationFlows(VersionFlows):
         def in_place(current: Experience, rec: ExperienceIn) -> bool:
             return typo_only(current.lesson, rec.lesson) and typo_only(current.trigger, rec.trigger)
 
-        def new_version(current: Experience, rec: ExperienceIn, locked: bool) -> Flow[Experience]:
+        # Embedded from a first read (a unit of its own) before this flow takes a
+        # connection: none is held, nor the lock, while the model runs.
+        rec, text = edited((yield from Unit(self._get_flow(record_id, namespace))))
+        self._warn_language([rec.lesson])
+        (vector,) = yield from Embed([text])
+        # Read again under the lock (as _change_flow takes it, before any row): every
+        # editable field is written back from this read, and one read before the lock
+        # undid a write merging into the record meanwhile (tests/test_lock_order.py).
+        # Changed meanwhile (rare): embedded again, under the lock.
+        yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})
+        current = yield from self._get_flow(record_id, namespace)
+        rec, again = edited(current)
+        if not in_place(current, rec):  # a new version, of the record read under the lock
             keep = {"confidence": current.confidence, "source": current.source}
             result = yield from self.supersede_flow(
                 current.id,
@@ -149,28 +161,10 @@ class CurationFlows(VersionFlows):
                 reason="edited",
                 actor=actor,
                 namespace=namespace,
-                locked=locked,
+                locked=True,
+                embedded=(text, vector),
             )
             return (yield from self._get_flow(result.id, namespace))
-
-        # Embedded from a first read (a unit of its own) before this flow takes a
-        # connection: none is held, nor the lock, while the model runs. A new version is
-        # written by supersede_flow, which also embeds before it takes the lock.
-        first = yield from Unit(self._get_flow(record_id, namespace))
-        rec, text = edited(first)
-        if not in_place(first, rec):
-            return (yield from new_version(first, rec, locked=False))
-        self._warn_language([rec.lesson])
-        (vector,) = yield from Embed([text])
-        # Read again under the lock (as _change_flow takes it, before any row): every
-        # editable field is written back from this read, and one read before the lock
-        # undid a write merging into the record meanwhile (tests/test_lock_order.py).
-        # Changed meanwhile (rare): embedded again, or a new version, under the lock.
-        yield Sql(q.LOCK_NAMESPACE, {"ns": self.namespace_key(namespace)})
-        current = yield from self._get_flow(record_id, namespace)
-        rec, again = edited(current)
-        if not in_place(current, rec):
-            return (yield from new_version(current, rec, locked=True))
         if again != text:
             text, (vector,) = again, (yield from Embed([again]))
         now = self.now()

@@ -95,6 +95,7 @@ class VersionFlows(RecallFlows):
         actor: str | None,
         namespace: Namespace | str | None,
         locked: bool = False,
+        embedded: tuple[str, list[float]] | None = None,
     ) -> Flow[WriteResult]:
         """Write ``record`` as the new version of ``old_id``'s lesson.
 
@@ -107,7 +108,9 @@ class VersionFlows(RecallFlows):
         keeps the old one's scenes and criticality. A mapping without ``scene``,
         ``trigger``, ``action`` or ``outcome`` takes them from ``old_id``'s record (a
         correction is often just a new lesson). ``locked``: the caller holds the
-        namespace lock already (``edit``).
+        namespace lock already (``edit``); ``embedded``: the text and vector it embedded
+        before taking the lock, used when the record's text is still that text (so that
+        no model runs under the lock).
         """
         ns = self.namespace_key(namespace)
         rid = parse_id(old_id)
@@ -126,7 +129,10 @@ class VersionFlows(RecallFlows):
         (rec,) = validate_records([record], self.settings)
         self._warn_language([rec.lesson])
         text = embedding_text(rec, self.document_fields)
-        (vector,) = yield from Embed([text])
+        if embedded is not None and embedded[0] == text:
+            vector = embedded[1]
+        else:
+            (vector,) = yield from Embed([text])
         now = self.now()
         if not locked:
             yield Sql(q.LOCK_NAMESPACE, {"ns": ns})

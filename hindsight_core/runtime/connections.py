@@ -291,7 +291,7 @@ class _Source(Generic[E, C]):
         self._side: Callable[[], E] | None = side
         self._warm: list[tuple[float, C, Any]] = []
         self._lock = threading.Lock()
-        sync = engine.sync_engine if isinstance(engine, AsyncEngine) else engine
+        sync = engine if isinstance(engine, sa.Engine) else engine.sync_engine
         self._returned = _watch(sync)
         self.patience = patience(sync)
 
