@@ -39,6 +39,7 @@ import statistics
 import sys
 import time
 from collections import Counter
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -345,6 +346,9 @@ def main() -> None:
         default=[],
         help="also run a model that replays the data's hand-written answers",
     )
+    ap.add_argument(
+        "--interleave", action="store_true", help="run English and Chinese runs in turn"
+    )
     ap.add_argument("-v", "--verbose", action="store_true", help="print dropped lessons")
     ap.add_argument("--only", default="", help="run only the runs whose id starts with this")
     ap.add_argument("--data", type=Path, default=DATA, help="the trajectories file")
@@ -365,6 +369,10 @@ def main() -> None:
     if args.hard:
         every += json.loads(HARD.read_text("utf-8"))["runs"]
     runs = [r for r in every if r["id"].startswith(args.only)]
+    if args.interleave:  # English and Chinese runs in turn: a cut-short run stays balanced
+        en = [r for r in runs if r["lang"] != "zh"]
+        zh = [r for r in runs if r["lang"] == "zh"]
+        runs = [r for pair in zip_longest(en, zh) for r in pair if r is not None]
     url, drop = c.fresh_database(DB)
     memory = Memory(("bench-reflect",), settings=Settings(database_url=url))
     memory.setup()  # schema and model loaded before the clock runs

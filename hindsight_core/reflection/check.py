@@ -54,10 +54,16 @@ def restates(lesson: str, text: str) -> bool:
     nl, nt = normalized(lesson), normalized(text)
     if not nl or not nt:
         return False
-    if near_equal(lesson, text, ratio=0.8):
+    if near_equal(lesson, text, ratio=0.88):
         return True
     short, long_ = sorted((nl, nt), key=len)
-    return len(short) >= 6 and short in long_ and len(short) >= 0.6 * len(long_)
+    if len(short) >= 6 and short in long_ and len(short) >= 0.6 * len(long_):
+        return True
+    # one of its sentences or clauses again ("Never send it to everyone, only to X")
+    return any(
+        len(normalized(c)) >= 10 and near_equal(lesson, c, ratio=0.88)
+        for c in re.split(r"[,;.!?，。；！？\n]+", text)
+    )
 
 
 def _user_messages(trajectory: Trajectory) -> list[tuple[int, str]]:

@@ -321,7 +321,9 @@ def _correction_findings(
                 added.insert(0, follow.tool)
         elif follow is not None:
             added = [follow.tool, *_values(follow.args)]
-        said = sorted(u for u in units(user) - goal - _NEGATIONS if len(u) > 1)
+        # the user's words, minus the goal's and minus what the user ruled out ("not PDF")
+        ruled_out = set().union(*(units(p) for p in removed)) if removed else set()
+        said = sorted(u for u in units(user) - goal - _NEGATIONS - ruled_out if len(u) > 1)
         key = said + _terms(added)
         lesson = None
         if (
