@@ -53,9 +53,9 @@ from hindsight_core.reflection import (  # noqa: E402
     Reflector,
     Trajectory,
 )
+from hindsight_core.reflection.check import restates  # noqa: E402
 from hindsight_core.reflection.distiller import distill_messages  # noqa: E402
 from hindsight_core.reflection.evidence import is_chinese  # noqa: E402
-from hindsight_core.reflection.check import restates  # noqa: E402
 from hindsight_core.reflection.screen import (  # noqa: E402
     copies_prompt,
     language_problem,

@@ -111,7 +111,9 @@ def test_the_harder_runs(bench: ModuleType, memory: Memory) -> None:
     an English goal: the good answers are kept, the bad ones (one lesson twice, the
     opposite of the fix) are not."""
     hard = json.loads(bench.HARD.read_text("utf-8"))["runs"]
-    good = bench.bench("replay:good", hard, memory, bench.CountingLLM(bench.ReplayLLM(hard, "good")))
+    good = bench.bench(
+        "replay:good", hard, memory, bench.CountingLLM(bench.ReplayLLM(hard, "good"))
+    )
     assert good["runs_fully_answered"] == 1.0 and good["share_grounded"] == 1.0, good["rows"]
     bad = bench.bench("replay:bad", hard, memory, bench.CountingLLM(bench.ReplayLLM(hard, "bad")))
     bad_lessons = {a["lesson"] for r in hard for a in r["answers"].get("bad", [])}

@@ -161,7 +161,9 @@ def test_over_long_lesson_shortened_when_asked_is_kept(memory: Memory) -> None:
 
 
 def test_string_answers_in_the_old_shape_are_read(memory: Memory) -> None:
-    old = json.dumps({"records": [{"lesson": "Keep installers when cleaning", "confidence": "85%"}]})
+    old = json.dumps(
+        {"records": [{"lesson": "Keep installers when cleaning", "confidence": "85%"}]}
+    )
     result = Reflector(memory, ScriptedLLM([old])).reflect(CLEANUP)
     assert [r.lesson for r in memory.list_records()] == ["Keep installers when cleaning"]
     assert result.records[0]["confidence"] == pytest.approx(0.7)

@@ -286,7 +286,10 @@ def test_prompt_fragments_and_near_copies() -> None:
 
 
 async def test_async_reflector_screens_the_same(amemory: AsyncMemory, memory: Memory) -> None:
-    script = [lesson("检查依赖文件是否存在，如果存在则删除"), lesson("Use the `ls` command to list files")]
+    script = [
+        lesson("检查依赖文件是否存在，如果存在则删除"),
+        lesson("Use the `ls` command to list files"),
+    ]
     a = await AsyncReflector(amemory, ScriptedLLM(script)).reflect(LOCKFILE)
     s = Reflector(memory, ScriptedLLM(script)).reflect(LOCKFILE)
     assert reasons(a) == reasons(s) and len(reasons(a)) == 2 and a.written == s.written == []

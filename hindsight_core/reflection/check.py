@@ -80,21 +80,23 @@ def _opposite(lesson: str, finding: Finding) -> str | None:
     named = [t for t in finding.added if mentions(lesson, t)]
     if finding.kind == "correction":
         named += [t for t in finding.key if mentions(lesson, t)]
-    if finding.kind == "correction" and finding.user:
-        if not said & asked_units(finding.user):
-            for negated, clause in prohibitions(finding.user):
-                if negated & said and (not clause or clause & said or negated & _lead(lesson)):
-                    return (
-                        "recommends what the user said not to do "
-                        f"({', '.join(sorted(negated & said))})"
-                    )
+    if finding.kind == "correction" and not said & asked_units(finding.user):
+        for forbidden, clause in prohibitions(finding.user):
+            # the forbidden verb on the forbidden object, or as the lesson's own verb
+            if forbidden & said and (not clause or clause & said or forbidden & _lead(lesson)):
+                return (
+                    "recommends what the user said not to do "
+                    f"({', '.join(sorted(forbidden & said))})"
+                )
     avoided = [t for t in finding.avoid if mentions(lesson, t)]
     negated = negated_units(lesson)
     if avoided and not named and not any(units(t) & negated for t in avoided):
         return f"recommends what failed ({', '.join(avoided)}), not the fix"
     if finding.kind != "correction":
         against = [
-            t for t in finding.added if mentions(lesson, t) and (units(t) & negated or _negates(lesson, t))
+            t
+            for t in finding.added
+            if mentions(lesson, t) and (units(t) & negated or _negates(lesson, t))
         ]
         if against:
             return f"says the opposite of the fix (puts {', '.join(against)} under a negation)"
@@ -102,7 +104,7 @@ def _opposite(lesson: str, finding: Finding) -> str | None:
 
 
 def _negates(lesson: str, term: str) -> bool:
-    """"without -r", "no --user", "don't add --user", "不要加--user"."""
+    """ "without -r", "no --user", "don't add --user", "不要加--user"."""
     low, t = lesson.lower(), re.escape(term.lower())
     return bool(
         re.search(rf"\b(without|no|never|not|don'?t|avoid)\b(\s+\w+){{0,2}}\s+{t}", low)

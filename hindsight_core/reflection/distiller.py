@@ -19,8 +19,8 @@ from ..runtime.host import FlowContext
 from ..settings import Settings
 from ._ask import ask_json, load_prompt
 from ._driver import RFlow
-from .evidence import is_chinese
 from .check import check_lesson
+from .evidence import is_chinese
 from .findings import Finding, find_evidence
 from .parse import parse_lesson
 from .screen import prompt_fragments, validate
@@ -29,7 +29,6 @@ from .trajectory import Step, Trajectory
 PROMPT_VERSION = "distill_v3"
 MAX_STEP_CHARS = 600
 MAX_STEPS = 60
-
 
 
 def lesson_schema(max_chars: int) -> dict[str, Any]:
@@ -336,19 +335,20 @@ def complete(
     """Screened candidates as records to write, and those that fail validation."""
     keep: list[dict[str, Any]] = []
     dropped: list[dict[str, Any]] = []
+    limit = settings.field_max_chars
     for cand in candidates:
+        source = _source(trajectory, distiller)
+        if cand.get("phrased_by") == "rule":  # the model's lesson failed; the rule's wording
+            source["phrased_by"] = "rule"
         record = {
             "scene": (trajectory.scene or str(cand.get("scene") or "").strip() or "general")[:100],
-            "trigger": str(cand.get("trigger") or "").strip()
-            or _clip(trajectory.goal, settings.field_max_chars),
-            "action": str(cand.get("action") or ""),
+            "trigger": _clip(str(cand.get("trigger") or "").strip() or trajectory.goal, limit),
+            "action": _clip(str(cand.get("action") or ""), limit),
             "outcome": str(cand.get("outcome") or trajectory.outcome),
             "lesson": str(cand.get("lesson") or "").strip(),
             "confidence": float(cand["confidence"]),
-            "source": _source(trajectory, distiller),
+            "source": source,
         }
-        if cand.get("phrased_by") == "rule":
-            record["source"]["phrased_by"] = "rule"
         error = validate(record, settings)
         if error is not None:
             dropped.append({"record": cand, "reason": error})

@@ -303,17 +303,17 @@ def changed_units(run: Run, trajectory: Trajectory) -> tuple[set[str], set[str]]
     good: set[str] = set()
     for fix in run.corrected:
         tool = steps[fix - 1].tool
-        failed = [
-            n
-            for n in run.failed
-            if n < fix and (steps[n - 1].tool in (None, tool))
-        ]
+        failed = [n for n in run.failed if n < fix and (steps[n - 1].tool in (None, tool))]
         if not failed:
             continue
         n = failed[-1]
         # a failure reported in one step carries its call; else the call it answers
-        culprit = n if steps[n - 1].args else next(
-            (m for m in run.context.get(n, [])[1:] if steps[m - 1].kind == "tool_call"), None
+        culprit = (
+            n
+            if steps[n - 1].args
+            else next(
+                (m for m in run.context.get(n, [])[1:] if steps[m - 1].kind == "tool_call"), None
+            )
         )
         if culprit is None or (steps[culprit - 1].tool not in (None, tool)):
             continue

@@ -155,8 +155,10 @@ def _named(call: _Call) -> _Call:
     return _Call(tool=command.split()[0], args=call.args, failed=call.failed, error=call.error)
 
 
-def _swap_lesson(tool: str, added: list[str], removed: list[str], chinese: bool, limit: int) -> str | None:
-    """"When calling export_report, use csv, not pdf" from a correction's changes."""
+def _swap_lesson(
+    tool: str, added: list[str], removed: list[str], chinese: bool, limit: int
+) -> str | None:
+    """ "When calling export_report, use csv, not pdf" from a correction's changes."""
     w, f = ", ".join(added[:2]), ", ".join(removed[:2])
     kind = "use" if added and removed else "add" if added else "drop" if removed else ""
     if not kind:
@@ -185,7 +187,9 @@ def _terms(parts: list[str]) -> list[str]:
     return [p for p in parts if p.strip() and (units(p) or len(p.strip()) >= 2)]
 
 
-def _fix_findings(trajectory: Trajectory, calls: list[_Call], rule: RuleBasedDistiller) -> list[Finding]:
+def _fix_findings(
+    trajectory: Trajectory, calls: list[_Call], rule: RuleBasedDistiller
+) -> list[Finding]:
     chinese = is_chinese(trajectory)
     out: list[Finding] = []
     used: set[int] = set()
@@ -291,8 +295,9 @@ def _retry_lesson(bad: _Call, error: str, chinese: bool, limit: int) -> str | No
     what = codes[0] if codes else ""
     name = _program(bad).split(": ")[-1]
     for lesson in (
-        (f"{name}遇到{what}时重试一次", f"{name}失败时重试一次") if chinese else
-        (f"Retry {name} once on {what}", f"Retry {name} once when it fails")
+        (f"{name}遇到{what}时重试一次", f"{name}失败时重试一次")
+        if chinese
+        else (f"Retry {name} once on {what}", f"Retry {name} once when it fails")
     ):
         if len(lesson) <= limit and "  " not in lesson and not lesson.endswith(" on "):
             return lesson
@@ -309,8 +314,14 @@ def _correction_findings(
         user = trajectory.steps[n - 1].content
         before = [c for c in calls if c.steps[0] < n]
         after = [c for c in calls if c.steps[0] > n]
-        nxt = next((k for k, s in enumerate(trajectory.steps[n:], start=n + 1)
-                    if s.kind == "message" and s.role == "user"), None)
+        nxt = next(
+            (
+                k
+                for k, s in enumerate(trajectory.steps[n:], start=n + 1)
+                if s.kind == "message" and s.role == "user"
+            ),
+            None,
+        )
         follow = next((c for c in after if nxt is None or c.steps[0] < nxt), None)
         corrected = before[-1] if before else None
         added: list[str] = []
@@ -334,7 +345,9 @@ def _correction_findings(
         ):
             tool = _named(corrected).tool
             lesson = _swap_lesson(tool, added, removed, is_chinese(trajectory), max_chars)
-        steps = sorted({n, *(corrected.steps if corrected else []), *(follow.steps if follow else [])})
+        steps = sorted(
+            {n, *(corrected.steps if corrected else []), *(follow.steps if follow else [])}
+        )
         out.append(
             Finding(
                 "correction",
