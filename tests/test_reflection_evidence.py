@@ -5,7 +5,8 @@ answered, or the kind of thing it answered, before the evidence-first design: th
 goal restated, the user's words restated, one lesson twice, the opposite of the fix,
 a good lesson dropped because the fix was compared with the wrong call. Answers are
 given in the old ``{"records": [...]}`` shape with citations, which the old screen
-accepted and the new one reads too.
+accepted and the new one reads too. Each test failed on the code before the change
+(the module imports nothing new at import time, so that it could be run there).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import Any
 from hindsight_core import Memory
 from hindsight_core.reflection import Reflector, ScriptedLLM, Step, Trajectory
 from hindsight_core.reflection.evidence import analyse, changed_units, units
-from hindsight_core.reflection.findings import find_evidence
 
 
 def call(tool: str, **args: Any) -> Step:
@@ -192,6 +192,8 @@ def test_the_users_words_restated_are_not_written(memory: Memory) -> None:
 def test_one_lesson_twice_in_a_run_is_written_once(memory: Memory) -> None:
     same = records("Use pip --user and a timeout of 120 s")
     res, llm = reflect(memory, TWO, same, same, same)
+    from hindsight_core.reflection.findings import find_evidence  # not at import: see below
+
     assert len(find_evidence(TWO)) == 2
     assert lessons(res)[0] == "Use pip --user and a timeout of 120 s"
     assert len(lessons(res)) == 2 and "timeout" in lessons(res)[1], (lessons(res), reasons(res))

@@ -51,7 +51,7 @@ _EXAMPLES = {
             'Failed call: shell {"cmd": "tar -xf site.tgz"}\n'
             "Error: tar: This does not look like a tar archive\n"
             'Call that worked: shell {"cmd": "tar -xzf site.tgz"}\n'
-            "Added or changed to: -xzf\nRemoved or changed from: -xf",
+            "What changed: cmd: added -xzf; removed -xf",
             "Add -z to tar when extracting a .tgz file",
         ),
         (
@@ -67,7 +67,7 @@ _EXAMPLES = {
             'Failed call: shell {"cmd": "tar -xf site.tgz"}\n'
             "Error: tar: 这不是 tar 归档\n"
             'Call that worked: shell {"cmd": "tar -xzf site.tgz"}\n'
-            "Added or changed to: -xzf\nRemoved or changed from: -xf",
+            "What changed: cmd: added -xzf; removed -xf",
             "解压 .tgz 文件时给 tar 加上 -z",
         ),
         (
@@ -164,10 +164,10 @@ def render_finding(finding: Finding, number: int, total: int) -> str:
             lines.append(f"Error: {finding.error}")
         label = {"prerequisite": "Call made before it worked", "retry": "Repeated call"}
         lines.append(f"{label.get(finding.kind, 'Call that worked')}: {finding.fixed}")
-    if finding.added:
-        lines.append("Added or changed to: " + ", ".join(finding.added[:6]))
-    if finding.removed:
-        lines.append("Removed or changed from: " + ", ".join(finding.removed[:6]))
+    if finding.changed:
+        lines.append("What changed: " + "; ".join(finding.changed[:4]))
+    elif finding.added:
+        lines.append("What it ran: " + " ".join(finding.added[:8]))
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .evidence import analyse, failed_step, is_chinese, units
+from .evidence import analyse, is_chinese, units
 from .rules import _EN, _ZH, RuleBasedDistiller, _Call, _calls
 from .trajectory import Trajectory
 
@@ -61,6 +61,7 @@ class Finding:
         avoid: terms of what failed; a lesson must not recommend them.
         confidence: from the evidence.
         rule_lesson: a lesson built by rule, or None.
+        changed: the changes in words (``port: 5433 -> 5432``, ``added --user``).
     """
 
     kind: FindingKind
@@ -76,6 +77,7 @@ class Finding:
     avoid: list[str] = field(default_factory=list)
     confidence: float = 0.7
     rule_lesson: str | None = None
+    changed: list[str] = field(default_factory=list)
 
 
 _SHELLS = frozenset("shell bash sh zsh run exec terminal cmd powershell run_command".split())
@@ -141,6 +143,27 @@ def arg_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], li
         removed.extend(p for p in gone if p not in removed)
         added.extend(p for p in come if p not in added)
     return added, removed
+
+
+def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``["port: 5433 -> 5432", "cmd: added --user"]``: what changed, per argument."""
+    out = []
+    for key in _changed_keys(old, new):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, str) and isinstance(b, str) and (len(a.split()) > 1 or len(b.split()) > 1):
+            added, removed = arg_changes({key: a}, {key: b})
+            parts = [f"added {' '.join(added)}"] * bool(added)
+            parts += [f"removed {' '.join(removed)}"] * bool(removed)
+            out.append(f"{key}: " + "; ".join(parts))
+        elif a is None:
+            out.append(f"{key}: added {json.dumps(b, ensure_ascii=False)}")
+        elif b is None:
+            out.append(f"{key}: removed {json.dumps(a, ensure_ascii=False)}")
+        else:
+            out.append(
+                f"{key}: {json.dumps(a, ensure_ascii=False)} -> {json.dumps(b, ensure_ascii=False)}"
+            )
+    return out
 
 
 def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -212,6 +235,7 @@ def _fix_findings(
                 )
                 key = _terms(added) + [pre.tool] * (pre.tool != bad.tool) + _error_terms(error)
                 lesson = _prerequisite_lesson(pre, bad, chinese, rule.max_chars)
+                first = _command(pre) or " ".join([pre.tool, *_values(pre.args)])
                 out.append(
                     Finding(
                         "prerequisite",
@@ -225,6 +249,7 @@ def _fix_findings(
                         key=key,
                         confidence=CONFIDENCE["prerequisite"],
                         rule_lesson=lesson,
+                        changed=[f"ran {first} first, then the same call again"],
                     )
                 )
             else:
@@ -238,6 +263,7 @@ def _fix_findings(
                         fixed=_render(fix),
                         key=["retry", "again", "重试", "再试", *_error_terms(error)],
                         confidence=CONFIDENCE["retry"],
+                        changed=["nothing: the same call, repeated, worked"],
                         rule_lesson=_retry_lesson(bad, error, chinese, rule.max_chars),
                     )
                 )
@@ -262,6 +288,7 @@ def _fix_findings(
                 avoid=_terms(removed),
                 confidence=CONFIDENCE["fix"],
                 rule_lesson=rule._lesson(_named(bad), _named(fix), chinese),
+                changed=describe_changes(bad.args, fix.args),
             )
         )
     return out
@@ -362,6 +389,9 @@ def _correction_findings(
                 avoid=_terms(removed),
                 confidence=CONFIDENCE["correction" if follow else "correction-unfollowed"],
                 rule_lesson=lesson,
+                changed=describe_changes(corrected.args, follow.args)
+                if follow is not None and corrected is not None
+                else [],
             )
         )
     return out
@@ -383,8 +413,3 @@ def find_evidence(trajectory: Trajectory, *, max_chars: int = 50) -> list[Findin
     out.extend(corrections)
     out.sort(key=lambda f: f.steps[0])
     return out[:MAX_FINDINGS]
-
-
-def failed_steps(trajectory: Trajectory) -> list[int]:
-    """The numbers of the steps that report a failure."""
-    return [n for n, s in enumerate(trajectory.steps, start=1) if failed_step(s)]
