@@ -245,7 +245,7 @@ def test_the_fix_is_compared_with_the_call_that_failed() -> None:
 
 
 def test_a_lesson_naming_another_host_is_not_a_failed_argument(memory: Memory) -> None:
-    lesson = "Deploy as user deploy, not root, like staging-01"
+    lesson = "Log in as a different user, as on staging-01"
     res, _ = reflect(memory, STAGING, records(lesson, steps=[3, 4]))
     assert lessons(res) == [lesson], reasons(res)
 
