@@ -257,3 +257,38 @@ def test_small_causes() -> None:
     assert analyse(perfect).complaints == []
     sorry = Trajectory(goal="g", steps=[call("t"), result("t", "ok"), user("No, use CSV.")])
     assert analyse(sorry).complaints == [3]
+
+
+INSTALLER = Trajectory(
+    goal="Clean up the Downloads folder",
+    outcome="partial",
+    steps=[
+        call("delete", path="~/Downloads/setup-2024-01-02.exe"),
+        result("delete", "deleted"),
+        user("That was the installer I still need! Don't delete installers."),
+    ],
+)
+LOCKFILE = Trajectory(
+    goal="清理项目里没用的文件",
+    outcome="partial",
+    steps=[
+        call("shell", cmd="rm package-lock.json"),
+        result("shell", "已删除"),
+        user("依赖文件不要删除，快恢复它"),
+        call("shell", cmd="git checkout package-lock.json"),
+        result("shell", "已恢复"),
+    ],
+)
+
+
+def test_what_the_user_forbade_is_not_written_though_it_names_the_rule(memory: Memory) -> None:
+    # 0.5B, through the evidence-first prompt: each names the user's words, and says
+    # the opposite ("that was the installer I still need" made "installer" look followed)
+    for run, bad in (
+        (INSTALLER, "Delete the installer first"),
+        (CC, "给客户发送日报时先抄送全组"),
+        (LOCKFILE, "删除依赖文件并恢复"),
+    ):
+        res, _ = reflect(memory, run, records(bad), records(bad))
+        assert bad not in lessons(res), (bad, reasons(res))
+        assert reasons(res)[0].startswith("recommends what the user said not to do"), reasons(res)

@@ -74,13 +74,24 @@ def _user_messages(trajectory: Trajectory) -> list[tuple[int, str]]:
     ]
 
 
-def _opposite(lesson: str, finding: Finding) -> str | None:
+def _follows_instead(said: set[str], user: str, goal: set[str]) -> bool:
+    """Whether the lesson follows what the user asked for instead ("only to team-dev")
+    and leaves the forbidden object alone: "Delete the installer first" mentions the
+    installer the user still needs, so it does not follow "Don't delete installers"."""
+    banned = prohibitions(user)
+    ruled = set().union(*(n | c for n, c in banned)) if banned else set()
+    instead = {u for u in asked_units(user) - goal - ruled if len(u) > 1}
+    objects = set().union(*(c for _, c in banned)) - goal if banned else set()
+    return bool(said & instead) and not said & objects
+
+
+def _opposite(lesson: str, finding: Finding, goal: set[str]) -> str | None:
     said = affirmed_units(lesson)
     # what the fix added (for a correction, also the user's words) outweighs a failed part
     named = [t for t in finding.added if mentions(lesson, t)]
     if finding.kind == "correction":
         named += [t for t in finding.key if mentions(lesson, t)]
-    if finding.kind == "correction" and not said & asked_units(finding.user):
+    if finding.kind == "correction" and not _follows_instead(said, finding.user, goal):
         for forbidden, clause in prohibitions(finding.user):
             # the forbidden verb on the forbidden object, or as the lesson's own verb
             if forbidden & said and (not clause or clause & said or forbidden & _lead(lesson)):
@@ -144,7 +155,7 @@ def check_lesson(
             else "what changed (" + ", ".join(finding.key[:4]) + ")"
         )
         return f"does not name {what}", None
-    opposite = _opposite(lesson, finding)
+    opposite = _opposite(lesson, finding, units(trajectory.goal))
     if opposite:
         return opposite, None
     for other in others:
