@@ -292,3 +292,29 @@ def test_what_the_user_forbade_is_not_written_though_it_names_the_rule(memory: M
         res, _ = reflect(memory, run, records(bad), records(bad))
         assert bad not in lessons(res), (bad, reasons(res))
         assert reasons(res)[0].startswith("recommends what the user said not to do"), reasons(res)
+
+
+SQL = Trajectory(
+    goal="List customers with their last order date",
+    outcome="success",
+    steps=[
+        call("sql", query="SELECT id, max(created) FROM users JOIN orders ON user_id = id"),
+        Step(kind="error", tool="sql", content='ERROR: column reference "id" is ambiguous'),
+        call(
+            "sql",
+            query="SELECT users.id, max(orders.created) FROM users JOIN orders "
+            "ON orders.user_id = users.id",
+        ),
+        result("sql", "1,204 rows"),
+    ],
+)
+
+
+def test_a_rule_lesson_naming_the_fix_then_what_failed_is_not_the_opposite(
+    memory: Memory,
+) -> None:
+    # 1.5B: both answers too long; the rule's "use users.id, …, not id, …" was taken for
+    # "users.id under a negation" because it shares the unit "id" with what failed
+    long = records("Specify the table of every column reference in SQL joins, e.g. users.id")
+    res, _ = reflect(memory, SQL, long, long)
+    assert len(lessons(res)) == 1 and "users.id" in lessons(res)[0], reasons(res)

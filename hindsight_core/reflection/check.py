@@ -107,7 +107,7 @@ def _opposite(lesson: str, finding: Finding, goal: set[str]) -> str | None:
         against = [
             t
             for t in finding.added
-            if mentions(lesson, t) and (units(t) & negated or _negates(lesson, t))
+            if mentions(lesson, t) and (_negates(lesson, t) or (t.isalpha() and units(t) & negated))
         ]
         if against:
             return f"says the opposite of the fix (puts {', '.join(against)} under a negation)"
