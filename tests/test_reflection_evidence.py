@@ -318,3 +318,20 @@ def test_a_rule_lesson_naming_the_fix_then_what_failed_is_not_the_opposite(
     long = records("Specify the table of every column reference in SQL joins, e.g. users.id")
     res, _ = reflect(memory, SQL, long, long)
     assert len(lessons(res)) == 1 and "users.id" in lessons(res)[0], reasons(res)
+
+
+EMAIL = Trajectory(
+    goal="Send the release notes",
+    outcome="partial",
+    steps=[
+        call("send_email", to="all@company.example", subject="Release 4.2 notes"),
+        result("send_email", "sent to 1,240 recipients"),
+        user("Never send release notes to the whole company, only to team-dev@company.example."),
+    ],
+)
+
+
+def test_following_what_the_user_asked_instead_is_not_the_opposite(memory: Memory) -> None:
+    # 0.5B: the "company" of team-dev@company.example is not "the whole company"
+    res, _ = reflect(memory, EMAIL, records("Send release notes to team-dev@company.example"))
+    assert lessons(res) == ["Send release notes to team-dev@company.example"], reasons(res)

@@ -82,6 +82,11 @@ def _follows_instead(said: set[str], user: str, goal: set[str]) -> bool:
     ruled = set().union(*(n | c for n, c in banned)) if banned else set()
     instead = {u for u in asked_units(user) - goal - ruled if len(u) > 1}
     objects = set().union(*(c for _, c in banned)) - goal if banned else set()
+    # the words inside what was asked for ("company" of team-dev@company.example) are not
+    # the forbidden object ("the whole company")
+    for ident in re.findall(r"\S*[@./_-]\S*", user):
+        if not prohibitions(ident):
+            objects -= units(ident.strip(".,;:!?"))
     return bool(said & instead) and not said & objects
 
 
