@@ -34,10 +34,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import time
 from collections import Counter
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,7 @@ from hindsight_core.reflection import (  # noqa: E402
     Reflector,
     Trajectory,
 )
+from hindsight_core.reflection.check import restates  # noqa: E402
 from hindsight_core.reflection.distiller import distill_messages  # noqa: E402
 from hindsight_core.reflection.evidence import is_chinese  # noqa: E402
 from hindsight_core.reflection.screen import (  # noqa: E402
@@ -60,6 +63,7 @@ from hindsight_core.reflection.screen import (  # noqa: E402
 )
 
 DATA = Path(__file__).parent / "data" / "reflection_trajectories.json"
+HARD = Path(__file__).parent / "data" / "reflection_hard.json"
 RESULTS = Path(__file__).parent / "results"
 DB = "hindsight_bench_reflection"
 
@@ -90,20 +94,22 @@ class CountingLLM:
 
 
 class ReplayLLM:
-    """Answers each run with its hand-written ``answers[kind]`` (none: no lesson)."""
+    """Answers each run with its hand-written ``answers[kind]``: for "Evidence i of n",
+    the i-th answer (the same again when asked again; none: an empty answer)."""
 
     def __init__(self, runs: list[dict[str, Any]], kind: str) -> None:
         self.model_name = f"replay-{kind}"
-        self.by_goal = {r["trajectory"]["goal"]: r.get("answers", {}).get(kind, []) for r in runs}
+        self.answers = {r["id"]: r.get("answers", {}).get(kind, []) for r in runs}
+        self.run = ""
 
     def complete(
         self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
     ) -> LLMResponse:
-        goal = messages[1]["content"].split("\n", 1)[0].removeprefix("Goal: ")
-        return LLMResponse(
-            text=json.dumps({"records": self.by_goal[goal]}, ensure_ascii=False),
-            model=self.model_name,
-        )
+        m = re.match(r"Evidence (\d+) of", messages[-1]["content"])
+        answers = self.answers[self.run]
+        i = int(m.group(1)) - 1 if m else 0
+        answer = answers[i] if i < len(answers) else {}
+        return LLMResponse(text=json.dumps(answer, ensure_ascii=False), model=self.model_name)
 
     async def acomplete(
         self, messages: list[dict[str, str]], *, json_schema: dict[str, Any] | None = None
@@ -120,10 +126,14 @@ def score_run(run: dict[str, Any], lessons: list[str]) -> dict[str, Any]:
     """How a run's written lessons compare with what a good answer contains."""
     expect = run["expect"]
     if expect == "none":
-        return {"expected_none": True, "grounded": 0, "facts": 0, "covered": 0}
+        return {"expected_none": True, "grounded": 0, "facts": 0, "covered": 0, "opposite": 0}
     facts = expect["facts"]
+    against = run.get("against", [])
     return {
         "expected_none": False,
+        "opposite": sum(
+            mentions(le, against) and not any(mentions(le, f) for f in facts) for le in lessons
+        ),
         "grounded": sum(any(mentions(le, f) for f in facts) for le in lessons),
         "facts": len(facts),
         "covered": sum(any(mentions(le, f) for le in lessons) for f in facts),
@@ -135,13 +145,20 @@ def _ratio(a: float, b: float) -> float | None:
 
 
 def bench(
-    name: str, runs: list[dict[str, Any]], memory: Memory, llm: CountingLLM | None
+    name: str,
+    runs: list[dict[str, Any]],
+    memory: Memory,
+    llm: CountingLLM | None,
+    verbose: bool = False,
 ) -> dict[str, Any]:
     settings = memory.settings
     reflector = Reflector(memory, llm)
     rows: list[dict[str, Any]] = []
     for run in runs:
         trajectory = Trajectory.model_validate(run["trajectory"])
+        if llm is not None and isinstance(llm.llm, ReplayLLM):
+            llm.llm.run = run["id"]
+        calls = llm.calls if llm else 0
         before = (llm.prompt_tokens + llm.completion_tokens) if llm else 0
         t0 = time.perf_counter()
         result = reflector.reflect(trajectory, namespace=("bench-reflect", name, run["id"]))
@@ -149,6 +166,7 @@ def bench(
         lessons = [r["lesson"] for r in result.records]
         fragments = prompt_fragments(distill_messages(trajectory, settings)[0]["content"])
         chinese = is_chinese(trajectory)
+        users = [s.content for s in trajectory.steps if s.kind == "message" and s.role == "user"]
         row = {
             "id": run["id"],
             "lang": run["lang"],
@@ -159,7 +177,17 @@ def bench(
             "error": result.error,
             "asked_again": result.asked_again,
             "dropped": [d["reason"] for d in result.dropped],
+            "dropped_lessons": [
+                [str((d["record"] or {}).get("lesson", ""))[:120], d["reason"]]
+                for d in result.dropped
+                if isinstance(d["record"], dict)
+            ],
+            "calls": (llm.calls - calls) if llm else 0,
             "copies": sum(copies_prompt(le, fragments) is not None for le in lessons),
+            "restated": sum(
+                restates(le, trajectory.goal) or any(restates(le, u) for u in users)
+                for le in lessons
+            ),
             "too_long": sum(len(le) > settings.lesson_max_chars for le in lessons),
             "wrong_language": sum(language_problem(le, chinese) is not None for le in lessons),
             "seconds": round(seconds, 3),
@@ -172,13 +200,25 @@ def bench(
             f"{' | '.join(lessons)[:90]}",
             flush=True,
         )
-    return summarise(name, rows)
+        if verbose:
+            for lesson, reason in row["dropped_lessons"]:
+                print(f"      dropped {lesson[:70]!r}: {reason[:80]}", flush=True)
+    summary = summarise(name, rows)
+    zh = [r for r in rows if r["lang"] == "zh"]
+    if zh and len(zh) < len(rows):
+        summary["zh"] = summarise(f"{name} (zh)", zh)
+    return summary
 
 
 def _reason_kind(reason: str) -> str:
     reason = reason.removeprefix("after being asked again: ")
     for key in (
         "copies the prompt",
+        "restates",
+        "does not name",
+        "opposite",
+        "another lesson",
+        "rule-built",
         "generic advice",
         "cites no step",
         "cites step",
@@ -217,6 +257,9 @@ def summarise(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "runs_fully_answered": _ratio(
             sum(r["covered"] == r["facts"] for r in fact_rows), len(fact_rows)
         ),
+        "restated_goal_or_user": sum(r["restated"] for r in rows),
+        "opposite_of_fix": sum(r["opposite"] for r in rows),
+        "calls_on_nothing_runs": sum(r["calls"] for r in rows if r["expected_none"]),
         "prompt_copies_written": sum(r["copies"] for r in rows),
         "prompt_copies_proposed": sum(
             _reason_kind(d) == "copies the prompt" for r in rows for d in r["dropped"]
@@ -252,6 +295,9 @@ def table(results: list[dict[str, Any]]) -> str:
         "share_grounded",
         "facts_covered",
         "runs_fully_answered",
+        "restated_goal_or_user",
+        "opposite_of_fix",
+        "calls_on_nothing_runs",
         "prompt_copies_written",
         "prompt_copies_proposed",
         "nothing_new_precision",
@@ -300,8 +346,17 @@ def main() -> None:
         default=[],
         help="also run a model that replays the data's hand-written answers",
     )
+    ap.add_argument(
+        "--interleave", action="store_true", help="run English and Chinese runs in turn"
+    )
+    ap.add_argument("-v", "--verbose", action="store_true", help="print dropped lessons")
     ap.add_argument("--only", default="", help="run only the runs whose id starts with this")
     ap.add_argument("--data", type=Path, default=DATA, help="the trajectories file")
+    ap.add_argument(
+        "--hard",
+        action="store_true",
+        help="add the harder runs (bench/data/reflection_hard.json) to the 40",
+    )
     args = ap.parse_args()
     if bool(args.base_url) != bool(args.model):
         ap.error("--base-url and --model go together")
@@ -310,9 +365,14 @@ def main() -> None:
             f"{args.data} not found: the trajectories ship with the repository "
             "(bench/data/reflection_trajectories.json)"
         )
-    runs = [
-        r for r in json.loads(args.data.read_text("utf-8"))["runs"] if r["id"].startswith(args.only)
-    ]
+    every = json.loads(args.data.read_text("utf-8"))["runs"]
+    if args.hard:
+        every += json.loads(HARD.read_text("utf-8"))["runs"]
+    runs = [r for r in every if r["id"].startswith(args.only)]
+    if args.interleave:  # English and Chinese runs in turn: a cut-short run stays balanced
+        en = [r for r in runs if r["lang"] != "zh"]
+        zh = [r for r in runs if r["lang"] == "zh"]
+        runs = [r for pair in zip_longest(en, zh) for r in pair if r is not None]
     url, drop = c.fresh_database(DB)
     memory = Memory(("bench-reflect",), settings=Settings(database_url=url))
     memory.setup()  # schema and model loaded before the clock runs
@@ -325,7 +385,7 @@ def main() -> None:
         for kind in args.replay:
             replay = CountingLLM(ReplayLLM(runs, kind))
             print(f"replay:{kind}:")
-            results.append(bench(f"replay:{kind}", runs, memory, replay))
+            results.append(bench(f"replay:{kind}", runs, memory, replay, args.verbose))
         if args.base_url:
             llm = CountingLLM(
                 OpenAICompatibleLLM(
@@ -333,7 +393,7 @@ def main() -> None:
                 )
             )
             print(f"llm:{args.model}:")
-            results.append(bench(f"llm:{args.model}", runs, memory, llm))
+            results.append(bench(f"llm:{args.model}", runs, memory, llm, args.verbose))
     finally:
         memory.close()
         drop()
@@ -344,7 +404,7 @@ def main() -> None:
             json.dumps({"machine": c.machine(), **r}, ensure_ascii=False, indent=1) + "\n"
         )
     print()
-    print(table(results))
+    print(table([x for r in results for x in (r, r.get("zh")) if x]))
     for r in results:
         print(f"{r['distiller']} dropped: {r['dropped']}")
 

@@ -57,42 +57,25 @@ def test_bench_against_an_openai_compatible_endpoint(
 ) -> None:
     first = runs[:3]  # pip --user, git pull --rebase, a longer timeout
     assert [r["id"] for r in first] == ["en-fix-pip-user", "en-fix-git-rebase", "en-fix-timeout"]
-    copy = "Do not write general advice, do not restate what a tool is for"
-    chat.completion(
-        json.dumps(
-            {
-                "records": [
-                    {"lesson": copy, "confidence": 0.9, "steps": [2], "trigger": "installing"}
-                ]
-            }
-        )
-    )
-    chat.completion(
-        json.dumps(
-            {
-                "records": [
-                    {
-                        "lesson": "Run git pull --rebase when a push is rejected",
-                        "confidence": 0.8,
-                        "steps": [2, 3],
-                        "trigger": "git push rejected",
-                        "evidence": "rejected",
-                    }
-                ]
-            }
-        )
-    )
-    chat.completion('{"records": []}')
+    copy = "Do not repeat the task or the user's words, do not recommend what failed"
+    chat.completion(json.dumps({"lesson": copy}))  # pip: a copy of the prompt,
+    chat.completion(json.dumps({"lesson": "Install the requests package"}))  # then the goal
+    chat.completion(json.dumps({"lesson": "Run git pull --rebase when a push is rejected"}))
+    chat.completion('{"lesson": ""}')  # timeout: nothing, twice
+    chat.completion('{"lesson": ""}')
     llm = bench.CountingLLM(OpenAICompatibleLLM(chat.url, "parrot"))
     result = bench.bench("llm:parrot", first, memory, llm)
-    assert result["lessons_written"] == 1 and result["share_grounded"] == 1.0
+    rows = {r["id"]: r for r in result["rows"]}
+    assert rows["en-fix-pip-user"]["lessons"] == ["When calling pip, always add --user"]
+    assert rows["en-fix-git-rebase"]["lessons"] == ["Run git pull --rebase when a push is rejected"]
+    assert rows["en-fix-timeout"]["lessons"] == ["http_get: use timeout=120 instead of timeout=5"]
+    assert result["lessons_written"] == 3 and result["share_grounded"] == 1.0
     assert result["prompt_copies_written"] == 0 and result["prompt_copies_proposed"] == 1
-    assert result["nothing_new_precision"] == 0.0 and result["nothing_new_recall"] is None
-    assert result["facts_covered"] == pytest.approx(1 / 3, abs=0.001)
-    assert result["tokens_per_run"] == 49.0 and result["length_compliance"] == 1.0
-    assert result["dropped"] == {"copies the prompt": 1}
+    assert result["restated_goal_or_user"] == 0 and result["opposite_of_fix"] == 0
+    assert result["facts_covered"] == 1.0 and result["asked_again"] == 2
+    assert result["dropped"] == {"copies the prompt": 1, "restates": 1, "the lesson is empty": 2}
     sent = chat.requests[0]["body"]
-    assert sent["model"] == "parrot" and "steps" in json.dumps(sent["response_format"])
+    assert sent["model"] == "parrot" and "lesson" in json.dumps(sent["response_format"])
     assert "| share_grounded | 1.0 |" in bench.table([result])
 
 
@@ -100,7 +83,8 @@ def test_the_screen_keeps_the_good_answers_and_stops_the_bad(
     bench: ModuleType, runs: list[dict], memory: Memory
 ) -> None:
     """The hand-written answers: a grounded lesson for each run with something to learn
-    (all kept), and what small models answered (all dropped, each with a reason)."""
+    (all kept), and what small models answered (none written; a run with something to
+    learn gets its rule-built lesson instead, never the goal)."""
 
     def replay(kind: str) -> object:
         return bench.CountingLLM(bench.ReplayLLM(runs, kind))
@@ -110,8 +94,29 @@ def test_the_screen_keeps_the_good_answers_and_stops_the_bad(
         (r["id"], r["dropped"]) for r in good["rows"] if r["dropped"]
     ]
     assert good["nothing_new_precision"] == good["nothing_new_recall"] == 1.0
+    assert good["calls_on_nothing_runs"] == 0
     bad_runs = [r for r in runs if r.get("answers", {}).get("bad")]
     assert len(bad_runs) >= 15
     bad = bench.bench("replay:bad", bad_runs, memory, replay("bad"))
-    assert bad["lessons_written"] == 0 and sum(bad["dropped"].values()) == len(bad_runs)
-    assert {"nothing new", "generic advice", "recommends", "cites no step"} <= set(bad["dropped"])
+    bad_lessons = {le for r in bad_runs for a in r["answers"]["bad"] for le in [a["lesson"]]}
+    written = [le for r in bad["rows"] for le in r["lessons"]]
+    assert not set(written) & bad_lessons, written
+    assert bad["restated_goal_or_user"] == bad["opposite_of_fix"] == 0
+    assert bad["share_grounded"] == 1.0 and bad["calls_on_nothing_runs"] == 0
+    assert {"restates", "does not name", "recommends"} <= set(bad["dropped"])
+
+
+def test_the_harder_runs(bench: ModuleType, memory: Memory) -> None:
+    """Two failures in one run, a fix that only adds a flag, a Chinese correction after
+    an English goal: the good answers are kept, the bad ones (one lesson twice, the
+    opposite of the fix) are not."""
+    hard = json.loads(bench.HARD.read_text("utf-8"))["runs"]
+    good = bench.bench(
+        "replay:good", hard, memory, bench.CountingLLM(bench.ReplayLLM(hard, "good"))
+    )
+    assert good["runs_fully_answered"] == 1.0 and good["share_grounded"] == 1.0, good["rows"]
+    bad = bench.bench("replay:bad", hard, memory, bench.CountingLLM(bench.ReplayLLM(hard, "bad")))
+    bad_lessons = {a["lesson"] for r in hard for a in r["answers"].get("bad", [])}
+    written = [le for r in bad["rows"] for le in r["lessons"]]
+    assert written.count(written[0]) == 1 and not set(written) & (bad_lessons - {written[0]})
+    assert bad["opposite_of_fix"] == 0 and bad["share_grounded"] == 1.0

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import pytest
 
-from hindsight_core import Memory
+from hindsight_core import Memory, Settings
 from hindsight_core.reflection import (
     LLMResponse,
     Reflector,
@@ -55,91 +56,73 @@ def rec(
     }
 
 
-def test_three_good_records_are_written(memory: Memory) -> None:
-    llm = ScriptedLLM(
-        [
-            answer(
-                rec("Check the extension before deleting files"),
-                rec("Ask the user before deleting an installer", trigger="deleting installers"),
-                rec("Dates in names do not make setup files old", trigger="files named by date"),
-            )
-        ]
-    )
+def lesson(text: str) -> str:
+    return json.dumps({"lesson": text})
+
+
+def test_a_phrased_lesson_is_written_with_the_evidence(memory: Memory) -> None:
+    llm = ScriptedLLM([lesson("Ask before deleting an installer")])
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert not result.skipped and result.error is None
     assert result.distiller == "llm:scripted"
-    assert [w.status for w in result.written] == ["inserted"] * 3
-    stored = {r.lesson: r for r in memory.list_records()}
-    assert set(stored) == {
-        "Check the extension before deleting files",
-        "Ask the user before deleting an installer",
-        "Dates in names do not make setup files old",
-    }
-    one = stored["Check the extension before deleting files"]
+    assert [w.status for w in result.written] == ["inserted"]
+    (one,) = memory.list_records()
+    assert one.lesson == "Ask before deleting an installer"
     assert one.scene == "file-cleanup"  # the trajectory's scene wins
     assert one.source["agent"] == "cleanup-bot" and one.source["distiller"] == "llm:scripted"
-    assert one.confidence == pytest.approx(0.9)
-    # the prompt: versioned template, JSON schema, the run rendered with its steps
+    assert one.confidence == pytest.approx(0.7)  # a correction nothing followed: the evidence's
+    assert "That was the installer I still need!" in one.trigger
+    # the prompt: versioned template, a small schema, the evidence (not the goal)
     (call,) = llm.calls
-    items = call["json_schema"]["properties"]["records"]
-    assert items["maxItems"] == 3 and "steps" in items["items"]["required"]
-    system, user = call["messages"]
-    assert "An empty list is the right answer" in system["content"]
-    assert '"lesson": "' not in system["content"]  # no example lesson to copy
-    assert "at most 50 characters" in system["content"]
-    assert "setup-2024-01-02.exe" in user["content"] and "Goal: Clean up" in user["content"]
-    assert "\n6. [message (user)] That was the installer" in user["content"]
+    assert call["json_schema"]["required"] == ["lesson"]
+    system, *shots, user = call["messages"]
+    assert [m["role"] for m in shots] == ["user", "assistant"] * 2  # worked examples
+    assert "at most 50 characters" in system["content"] and "English" in system["content"]
+    assert "What the user said: That was the installer I still need!" in user["content"]
+    assert "setup-2024-01-02.exe" in user["content"] and "Clean up" not in user["content"]
 
 
-def test_low_confidence_is_dropped(memory: Memory) -> None:
-    llm = ScriptedLLM(
-        [
-            answer(
-                rec("Check the extension before deleting files", "0.5"),
-                rec("Ask before deleting files the user downloaded", "0.8"),
-            )
-        ]
-    )
-    result = Reflector(memory, llm).reflect(CLEANUP)
-    assert len(result.written) == 1
-    assert [d["record"]["lesson"] for d in result.dropped] == [
-        "Check the extension before deleting files"
-    ]
-    assert "below 0.6" in result.dropped[0]["reason"]
-    assert [r.lesson for r in memory.list_records()] == [
-        "Ask before deleting files the user downloaded"
-    ]
+def test_a_confidence_floor_above_the_evidence_skips_the_call(
+    settings: Settings, embedder: Any, namespace: tuple[str, str]
+) -> None:
+    strict = settings.model_copy(update={"min_confidence": 0.75})
+    llm = ScriptedLLM([])
+    mem = Memory(namespace, settings=strict, embedder=embedder)
+    try:
+        result = Reflector(mem, llm).reflect(CLEANUP)
+    finally:
+        mem.close()
+    assert llm.calls == [] and result.records == []
+    assert "below 0.75" in result.dropped[0]["reason"]
 
 
 @pytest.mark.parametrize(
     "text", ['{"records": []}', '```json\n{"records": []}\n```', "No new lesson.", "[]"]
 )
-def test_no_new_lesson_writes_nothing(memory: Memory, text: str) -> None:
-    result = Reflector(memory, ScriptedLLM([text])).reflect(CLEANUP)
+def test_an_empty_answer_is_asked_again_then_nothing(memory: Memory, text: str) -> None:
+    llm = ScriptedLLM([text, text])
+    result = Reflector(memory, llm).reflect(CLEANUP)
     assert result.written == [] and not result.skipped and result.error is None
+    assert len(llm.calls) == 2 and result.dropped[0]["reason"] == "the lesson is empty"
     assert memory.list_records() == []
 
 
 def test_malformed_then_valid_is_retried_once(memory: Memory) -> None:
-    good = (
-        "```json\n"
-        + answer(rec("Check the extension before deleting files"))
-        + "\n```\nHope this helps!"
-    )
-    llm = ScriptedLLM(['Sure! {"records": [{"lesson": "Check the ext', good])
+    good = "```json\n" + lesson("Ask before deleting an installer") + "\n```\nHope this helps!"
+    llm = ScriptedLLM(['Sure! {"lesson": "Ask bef', good])
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert len(llm.calls) == 2
     retry = llm.calls[1]["messages"]
     assert retry[-2]["role"] == "assistant" and retry[-2]["content"].startswith("Sure!")
     assert "could not be used" in retry[-1]["content"] and "JSON" in retry[-1]["content"]
     assert [w.status for w in result.written] == ["inserted"]
-    assert memory.get(result.written[0].id).lesson == "Check the extension before deleting files"
+    assert memory.get(result.written[0].id).lesson == "Ask before deleting an installer"
 
 
 def test_malformed_twice_is_skipped_and_logged(
     memory: Memory, caplog: pytest.LogCaptureFixture
 ) -> None:
-    llm = ScriptedLLM(["I think the agent should be careful.", "{'records': oops"])
+    llm = ScriptedLLM(["I think the agent should be careful.", "{'lesson': oops"])
     with caplog.at_level(logging.WARNING, logger="hindsight.reflection"):
         result = Reflector(memory, llm).reflect(CLEANUP)
     assert result.skipped and result.written == []
@@ -153,63 +136,49 @@ def test_model_errors_are_retried_then_skipped(memory: Memory) -> None:
     llm = ScriptedLLM([ConnectionError("refused"), TimeoutError("slow")])
     result = Reflector(memory, llm).reflect(CLEANUP)
     assert result.skipped and "model call failed" in (result.error or "")
-    ok = ScriptedLLM([ConnectionError("refused"), answer(rec("Ask before deleting user files"))])
+    ok = ScriptedLLM([ConnectionError("refused"), lesson("Ask before deleting an installer")])
     assert len(Reflector(memory, ok).reflect(CLEANUP).written) == 1
 
 
-def test_over_long_lesson_is_sent_back_once_then_dropped(memory: Memory) -> None:
-    long = "Before deleting anything in a downloads folder always check the extension first"
-    llm = ScriptedLLM(
-        [
-            answer(rec(long), rec("Check the extension before deleting files")),
-            answer(rec(long + " of every file")),
-        ]
-    )
+def test_over_long_lesson_is_asked_again_once_then_dropped(memory: Memory) -> None:
+    long = "Before deleting anything in a downloads folder always check for an installer"
+    llm = ScriptedLLM([lesson(long), lesson(long + " of every file")])
     result = Reflector(memory, llm).reflect(CLEANUP)
-    assert len(result.written) == 1 and result.asked_again == 1
-    (dropped,) = result.dropped
-    assert dropped["record"]["lesson"] == long + " of every file"
-    assert "after being asked again" in dropped["reason"] and "≤ 50" in dropped["reason"]
+    assert result.written == [] and result.asked_again == 1
+    first, again = result.dropped
+    assert again["record"]["lesson"] == long + " of every file"
+    assert "after being asked again" in again["reason"] and "at most 50" in again["reason"]
     fix = llm.calls[1]["messages"][-1]["content"]
-    assert "shorten it to ≤ 50 characters" in fix and long in fix
-    assert memory.list_records()[0].lesson == "Check the extension before deleting files"
+    assert "shorten it to at most 50 characters" in fix and long not in fix
 
 
 def test_over_long_lesson_shortened_when_asked_is_kept(memory: Memory) -> None:
-    long = "Before deleting anything in a downloads folder always check the extension first"
-    shorter = {"lesson": "Check the extension before deleting downloads"}  # no citations
-    llm = ScriptedLLM([answer(rec(long)), answer(shorter)])
+    long = "Before deleting anything in a downloads folder always check for an installer"
+    llm = ScriptedLLM([lesson(long), lesson("Keep installers when cleaning downloads")])
     result = Reflector(memory, llm).reflect(CLEANUP)
-    assert result.dropped == [] and result.asked_again == 1
-    assert [r["lesson"] for r in result.records] == [shorter["lesson"]]  # never truncated
+    assert result.asked_again == 1
+    assert [r["lesson"] for r in result.records] == ["Keep installers when cleaning downloads"]
 
 
-def test_string_numbers_and_extra_records(memory: Memory) -> None:
-    records = [rec(f"Keep installer {i * 7} when deleting by date", "85%") for i in range(4)]
-    result = Reflector(memory, ScriptedLLM([answer(*records)])).reflect(CLEANUP)
-    assert len(result.written) == 3
-    assert result.dropped[0]["reason"] == "more than 3 records"
-    assert all(r.confidence == pytest.approx(0.85) for r in memory.list_records())
+def test_string_answers_in_the_old_shape_are_read(memory: Memory) -> None:
+    old = json.dumps(
+        {"records": [{"lesson": "Keep installers when cleaning", "confidence": "85%"}]}
+    )
+    result = Reflector(memory, ScriptedLLM([old])).reflect(CLEANUP)
+    assert [r.lesson for r in memory.list_records()] == ["Keep installers when cleaning"]
+    assert result.records[0]["confidence"] == pytest.approx(0.7)
 
 
 def test_duplicate_lesson_merges_through_dedup(memory: Memory) -> None:
     existing = memory.write(
         {
             "scene": "file-cleanup",
-            "trigger": "cleaning downloads",
-            "lesson": "Check the extension before deleting files",
+            "trigger": "Clean up the Downloads folder (the user said: That was the installer "
+            "I still need!)",
+            "lesson": "Check for installers before deleting files",
         }
     )
-    llm = ScriptedLLM(
-        [
-            answer(
-                rec(
-                    "Check file extensions before deleting old files",
-                    trigger="cleaning the downloads folder",
-                )
-            )
-        ]
-    )
+    llm = ScriptedLLM([lesson("Check for installers before deleting old files")])
     result = Reflector(memory, llm).reflect(CLEANUP)
     (written,) = result.written
     assert written.status == "merged" and written.id == existing.id
@@ -224,7 +193,10 @@ def test_token_usage_is_recorded(memory: Memory) -> None:
         [
             "not json",
             LLMResponse(
-                text='{"records": []}', prompt_tokens=120, completion_tokens=7, model="m-1"
+                text=lesson("Ask before deleting an installer"),
+                prompt_tokens=120,
+                completion_tokens=7,
+                model="m-1",
             ),
         ]
     )
@@ -317,31 +289,16 @@ def test_chinese_trajectory_keeps_chinese_lessons(memory: Memory) -> None:
         ],
         final_state="误删了报告，已从回收站恢复",
     )
-    lesson = "删除前先检查扩展名，文件名带日期不代表可以删"
-    llm = ScriptedLLM(
-        [
-            answer(
-                {
-                    "scene": "文件清理",
-                    "trigger": "按日期批量删除下载文件",
-                    "action": "按文件名中的日期删除",
-                    "outcome": "失败：误删报告",
-                    "lesson": lesson,
-                    "confidence": 0.85,
-                    "steps": [1, 3],
-                    "evidence": "安装包也不该删",
-                }
-            )
-        ]
-    )
+    text = "清理时别删PDF报告和安装包"
+    llm = ScriptedLLM([lesson(text)])
     result = Reflector(memory, llm).reflect(run)
-    system, user = llm.calls[0]["messages"]
-    assert "in Chinese" in system["content"] and "清理下载文件夹" in user["content"]
+    system, *_, user = llm.calls[0]["messages"]
+    assert "in Chinese" in system["content"] and "报告还要用" in user["content"]
     (written,) = result.written
     stored = memory.get(written.id)
-    assert stored.lesson == lesson and stored.scene == "文件清理"
+    assert stored.lesson == text and stored.scene == "文件清理"
     hits = memory.recall("清理下载文件夹，删除旧文件", scene="文件清理").hits
-    assert hits and hits[0].record.id == written.id and hits[0].record.lesson == lesson
+    assert hits and hits[0].record.id == written.id and hits[0].record.lesson == text
 
 
 def test_rule_based_chinese_run_gives_chinese_lesson(memory: Memory) -> None:

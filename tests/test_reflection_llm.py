@@ -30,7 +30,7 @@ LESSON = {
     "records": [
         {
             "trigger": "cleaning downloads",
-            "lesson": "Check the extension before deleting files",
+            "lesson": "Check for installers before deleting files",
             "confidence": 0.8,
             "steps": [1, 2],
             "evidence": "I still need that installer",

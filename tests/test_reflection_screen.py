@@ -1,9 +1,10 @@
-"""The screen, driven end to end by scripted models that misbehave as small real ones do.
+"""The screens, driven end to end by scripted models that misbehave as small real ones do.
 
 Each misbehaviour was seen with Qwen2.5-Coder 0.5B/1.5B Instruct through the real
 prompt: copying the prompt's example, a confident lesson for a run with nothing to
-learn, a Chinese lesson saying the opposite of the run, over-long lessons, code
-fences, no citations, citations of steps that do not exist.
+learn (now: no model call at all), a Chinese lesson saying the opposite of the run,
+over-long lessons, code fences. The citation screen (``screen.py``), which the
+rule-based distiller's lessons go through, is tested directly.
 """
 
 from __future__ import annotations
@@ -93,49 +94,50 @@ def reasons(result: Any) -> list[str]:
     return [d["reason"] for d in result.dropped]
 
 
+def lesson(text: str) -> str:
+    return json.dumps({"lesson": text}, ensure_ascii=False)
+
+
+def screened(memory: Memory, run: Trajectory, *records: dict) -> tuple[list, list, list]:
+    """The citation screen the rule-based distiller's lessons go through."""
+    return screen(list(records), run, memory.settings, [])
+
+
 def test_a_copy_of_the_prompt_is_dropped(memory: Memory) -> None:
     prompt = distill_messages(PIP, memory.settings)[0]["content"]
-    sentence = "Do not write general advice, do not restate what a tool is for"
+    sentence = "Do not repeat the task or the user's words, do not recommend what failed"
     assert sentence in prompt
-    result, _ = reflect(
-        memory, PIP, answer(rec(sentence), rec("One actionable sentence of at most 50 characters."))
-    )
-    assert result.written == [] and len(result.dropped) == 2
-    assert all(r.startswith("copies the prompt") for r in reasons(result))
-    assert memory.list_records() == []
+    example = "Add -z to tar when extracting a .tgz file"  # the prompt's worked example
+    result, _ = reflect(memory, PIP, lesson(sentence), lesson(example))
+    assert all("copies the prompt" in r for r in reasons(result)[:2]), reasons(result)
+    assert [r["lesson"] for r in result.records] == ["When calling pip, always add --user"]
 
 
 def test_the_old_example_lesson_on_an_unrelated_run_is_dropped(memory: Memory) -> None:
     # what Qwen2.5-Coder 1.5B answered an unrelated run with (distill_v1's example)
-    result, _ = reflect(
-        memory, PIP, answer(rec("Check the extension before deleting dated files", steps=[2]))
-    )
-    assert result.written == []
-    assert reasons(result) == ["shares no content with the steps it cites (2)"]
+    old = lesson("Check the extension before deleting dated files")
+    result, _ = reflect(memory, PIP, old, old)
+    assert reasons(result)[0] == "does not name what changed (--user)"
+    assert [r["lesson"] for r in result.records] == ["When calling pip, always add --user"]
 
 
 @pytest.mark.parametrize(
     "record",
     [
         rec("Use the `ls` command to list files in a directory", steps=[1]),
-        rec("Use the `ls` command to list files in a directory", steps=None),
         rec("Be careful", steps=[1, 2]),
         rec("Summarise how many files ~/Documents holds", steps=[1, 2]),
     ],
-    ids=["ls", "ls-uncited", "careful", "uncited-learning"],
+    ids=["ls", "careful", "uncited-learning"],
 )
-def test_nothing_to_learn_gives_no_lesson_even_at_confidence_09(
-    memory: Memory, record: dict
-) -> None:
+def test_nothing_to_learn_asks_no_model(memory: Memory, record: dict) -> None:
     assert analyse(NOTHING).signals == []
-    result, _ = reflect(memory, NOTHING, answer(record))
-    assert result.written == [] and not result.skipped
-    (reason,) = reasons(result)
-    assert reason.startswith(("generic advice", "cites no step", "nothing new")), reason
+    result, llm = reflect(memory, NOTHING, answer(record))
+    assert llm.calls == [] and result.written == [] and not result.skipped
     assert memory.list_records() == []
 
 
-def test_a_clean_run_may_teach_what_a_step_showed(memory: Memory) -> None:
+def test_the_citation_screen_lets_a_clean_run_teach_what_a_step_showed(memory: Memory) -> None:
     run = Trajectory(
         goal="Report yesterday's orders",
         outcome="success",
@@ -156,18 +158,18 @@ def test_a_clean_run_may_teach_what_a_step_showed(memory: Memory) -> None:
     made_up = rec(
         "Convert orders_api prices from cents first", steps=[2], evidence="prices are in cents"
     )
-    result, _ = reflect(memory, run, answer(good, made_up))
-    assert [r["lesson"] for r in result.records] == [good["lesson"]]
-    assert reasons(result) == ["its evidence is not a quote of the steps it cites"]
+    kept, dropped, _ = screened(memory, run, good, made_up)
+    assert kept == [good]
+    assert [d["reason"] for d in dropped] == ["its evidence is not a quote of the steps it cites"]
 
 
 def test_opposite_of_the_run_chinese_lesson_is_dropped(memory: Memory) -> None:
-    bad = rec("检查依赖文件是否存在，如果存在则删除", steps=[1, 5])  # seen from a real model
-    good = rec("package-lock.json是依赖文件，不要删除", steps=[4, 5])
-    result, _ = reflect(memory, LOCKFILE, answer(bad, good))
-    assert [r["lesson"] for r in result.records] == [good["lesson"]]
+    bad = "检查依赖文件是否存在，如果存在则删除"  # seen from a real model
+    good = "package-lock.json是依赖文件，不要删除"
+    result, _ = reflect(memory, LOCKFILE, lesson(bad), lesson(good))
+    assert [r["lesson"] for r in result.records] == [good]
     (reason,) = reasons(result)
-    assert reason.startswith("recommends what the user said not to do in step 5")
+    assert reason.startswith("recommends what the user said not to do"), reason
 
 
 def test_repeating_the_failed_call_is_dropped(memory: Memory) -> None:
@@ -190,13 +192,11 @@ def test_repeating_the_failed_call_is_dropped(memory: Memory) -> None:
     result, _ = reflect(
         memory,
         run,
-        answer(
-            rec("Fetch intra reports with timeout 5", [1, 2]),
-            rec("Give intra reports a 60 s timeout", [2, 3]),
-        ),
+        lesson("Fetch intra reports with timeout 5"),
+        lesson("Give intra reports a 60 s timeout"),
     )
     assert [r["lesson"] for r in result.records] == ["Give intra reports a 60 s timeout"]
-    assert reasons(result) == ["recommends the failed call's arguments, not the correction's"]
+    assert reasons(result) == ["recommends what failed (5), not the fix"]
 
 
 @pytest.mark.parametrize(
@@ -209,26 +209,17 @@ def test_repeating_the_failed_call_is_dropped(memory: Memory) -> None:
     ],
 )
 def test_citations_are_checked(memory: Memory, steps: Any, why: str) -> None:
-    result, _ = reflect(
-        memory, PIP, answer(rec("Pass --user to pip install without root", steps=steps))
-    )
-    assert result.written == []
-    assert reasons(result)[0].startswith(why), reasons(result)
+    _, dropped, _ = screened(memory, PIP, rec("Pass --user to pip install without root", steps))
+    assert dropped[0]["reason"].startswith(why), dropped
 
 
 def test_citing_the_call_that_failed_counts_as_citing_its_failure(memory: Memory) -> None:
-    result, _ = reflect(
-        memory, PIP, answer(rec("Pass --user to pip install without root", steps=[1]))
-    )
-    assert len(result.written) == 1 and result.dropped == []
+    kept, dropped, _ = screened(memory, PIP, rec("Pass --user to pip install without root", [1]))
+    assert len(kept) == 1 and dropped == []
 
 
-def test_citations_as_strings_and_a_code_fence_are_accepted(memory: Memory) -> None:
-    text = (
-        "```json\n"
-        + answer(rec("Pass --user to pip install without root", steps=["step 2", "3"]))
-        + "\n```"
-    )
+def test_a_code_fence_is_accepted(memory: Memory) -> None:
+    text = "```json\n" + lesson("Pass --user to pip install without root") + "\n```"
     result, _ = reflect(memory, PIP, text)
     assert [w.status for w in result.written] == ["inserted"] and result.dropped == []
 
@@ -237,38 +228,29 @@ def test_over_long_chinese_lesson_counts_characters_and_is_asked_again(memory: M
     limit = memory.settings.lesson_max_chars
     at_limit = ("package-lock.json是npm ci需要的依赖锁文件，不要删除" + "它" * limit)[:limit]
     too_long = at_limit + "它"  # one CJK character over: counted as one, not as 3 bytes
-    fits = "不要删除package-lock.json"
-    result, llm = reflect(
-        memory,
-        LOCKFILE,
-        answer(rec(at_limit, steps=[4, 5]), rec(too_long, steps=[4, 5])),
-        answer({"lesson": fits}),
-    )
-    assert result.asked_again == 1 and result.dropped == []
-    assert [r["lesson"] for r in result.records] == [at_limit, fits]
+    result, llm = reflect(memory, LOCKFILE, lesson(too_long), lesson(at_limit))
+    assert result.asked_again == 1
+    assert [r["lesson"] for r in result.records] == [at_limit]
     fix = llm.calls[1]["messages"][-1]["content"]
-    assert f"is {limit + 1} characters: shorten it to ≤ {limit} characters" in fix
-    assert at_limit + "它" in fix and fix.count("Problem:") == 1
+    assert f"is {limit + 1} characters: shorten it to at most {limit} characters" in fix
+    assert too_long not in fix
 
 
 def test_wrong_language_is_asked_again_once_then_dropped(memory: Memory) -> None:
-    english = rec("Never delete package-lock.json", steps=[4, 5])
-    result, llm = reflect(memory, LOCKFILE, answer(english), answer(english))
+    english = lesson("Never delete package-lock.json")
+    result, llm = reflect(memory, LOCKFILE, english, english)
     assert len(llm.calls) == 2 and result.written == []
-    (reason,) = reasons(result)
-    assert reason == (
-        "after being asked again: the run is in Chinese: write the lesson in Chinese (asked once)"
+    assert reasons(result)[-1] == (
+        "after being asked again: the run is in Chinese: write the lesson in Chinese"
     )
     assert "write the lesson in Chinese" in llm.calls[1]["messages"][-1]["content"]
 
 
-def test_a_failed_rewrite_drops_the_lesson_and_keeps_the_rest(memory: Memory) -> None:
+def test_a_failed_rewrite_falls_back_to_the_rule_lesson(memory: Memory) -> None:
     long = "When pip install fails with permission denied, install it with --user instead"
-    ok = rec("Pass --user to pip install without root")
-    result, llm = reflect(memory, PIP, answer(rec(long), ok), "not json at all")
+    result, llm = reflect(memory, PIP, lesson(long), "not json at all")
     assert len(llm.calls) == 2  # asked again once, not a third time
-    assert [r["lesson"] for r in result.records] == [ok["lesson"]]
-    assert "unusable model answer" in reasons(result)[0]
+    assert [r["lesson"] for r in result.records] == ["When calling pip, always add --user"]
 
 
 def test_a_repeat_of_a_recalled_lesson_reinforces_it(memory: Memory) -> None:
@@ -280,11 +262,7 @@ def test_a_repeat_of_a_recalled_lesson_reinforces_it(memory: Memory) -> None:
         }
     )
     run = PIP.model_copy(update={"recalled": [shown.id]})
-    result, _ = reflect(
-        memory,
-        run,
-        answer(rec("Pass --user to pip install without root.", trigger="a brand new trigger text")),
-    )
+    result, _ = reflect(memory, run, lesson("Pass --user to pip install without root."))
     assert result.written == [] and result.records == []
     (again,) = result.reinforced
     assert again.id == shown.id and again.status == "merged" and again.similarity >= 0.92
@@ -309,10 +287,8 @@ def test_prompt_fragments_and_near_copies() -> None:
 
 async def test_async_reflector_screens_the_same(amemory: AsyncMemory, memory: Memory) -> None:
     script = [
-        answer(
-            rec("检查依赖文件是否存在，如果存在则删除", steps=[1, 5]),
-            rec("Use the `ls` command to list files", steps=[1]),
-        )
+        lesson("检查依赖文件是否存在，如果存在则删除"),
+        lesson("Use the `ls` command to list files"),
     ]
     a = await AsyncReflector(amemory, ScriptedLLM(script)).reflect(LOCKFILE)
     s = Reflector(memory, ScriptedLLM(script)).reflect(LOCKFILE)

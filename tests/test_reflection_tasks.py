@@ -102,7 +102,7 @@ GOOD = json.dumps(
         "records": [
             {
                 "trigger": "cleaning downloads",
-                "lesson": "Check the extension before deleting files",
+                "lesson": "Check for installers before deleting files",
                 "confidence": 0.9,
                 "steps": [1, 2],
                 "evidence": "I still need that installer",
@@ -147,7 +147,7 @@ def test_background_reflector(memory: Memory) -> None:
     late = bg.submit(RUN).result(0)
     assert late.skipped and "closed" in (late.error or "")
     assert [r.lesson for r in memory.list_records()] == [
-        "Check the extension before deleting files"
+        "Check for installers before deleting files"
     ]
 
 

@@ -45,15 +45,17 @@ could would will may might must do does did done doing have has had
 _GENERIC_CJK = """
 注意 小心 仔细 确保 检查 使用 命令 工具 文件 目录 列出 任务 执行 运行 调用 时候 之前 之后
 需要 应该 一定 确认 操作 结果 问题 可以 如果 那么 然后 进行 一下 相关 情况 是否 存在 时要
-不要 别 勿 没有 它 他 她 我们 你们
+不要 别 勿 没有 它 他 她 我们 你们 主机 端口 连接 正确 无误 确定
 """.split()
 _NEGATION_WORDS = frozenset("not no never dont don't avoid without stop nor cannot".split())
 _CJK_NEGATIONS = ("不要", "不该", "不能", "不可", "别", "勿", "禁止", "避免", "千万别", "不")
-_THANKS = re.compile(
-    r"^\W*(thanks?( you)?|thx|great|perfect|good job|nice|ok(ay)?|cool|谢谢|多谢|好的|很好|完美|"
-    r"不错|辛苦了)\W*$",
-    re.IGNORECASE,
+_THANK_WORD = (
+    r"(thanks?( you)?( so much| a lot)?|thank you|thx|great|perfect|good( job)?|nice|ok(ay)?|"
+    r"cool|awesome|excellent|looks good|that'?s (it|all|great|perfect)|"
+    r"谢谢|多谢|好的|很好|完美|不错|辛苦了|可以了|没问题)"
 )
+# "Perfect, thanks." is thanks too: a run of thanks words and nothing else.
+_THANKS = re.compile(rf"^\W*{_THANK_WORD}(\W+{_THANK_WORD})*\W*$", re.IGNORECASE)
 _FAILS = re.compile(
     r"(\b(error|errno|exception|traceback|failed|failure|fatal|denied|refused|timed out|"
     r"timeout|not found|no such|invalid|unauthori[sz]ed|forbidden|rejected|exit (code|status) "
@@ -65,7 +67,32 @@ _SPACE = re.compile(r"\s+")
 _PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
 
 
+# Irregular forms whose 5-letter stem would not meet the base form's ("built", "build").
+_IRREGULAR = {
+    "built": "build",
+    "ran": "run",
+    "sent": "send",
+    "wrote": "write",
+    "written": "write",
+    "made": "make",
+    "kept": "keep",
+    "left": "leave",
+    "took": "take",
+    "taken": "take",
+    "went": "go",
+    "gone": "go",
+    "began": "begin",
+    "begun": "begin",
+    "chose": "choose",
+    "chosen": "choose",
+    "broke": "break",
+    "broken": "break",
+    "found": "find",
+}
+
+
 def _stem(word: str) -> str:
+    word = _IRREGULAR.get(word, word)
     if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
         word = word[:-1]
     return word[:5]
@@ -260,16 +287,37 @@ def analyse(trajectory: Trajectory) -> Run:
     return run
 
 
+def _call_text(step: Step) -> str:
+    return f"{step.tool or ''} {json.dumps(step.args or {}, ensure_ascii=False)}"
+
+
 def changed_units(run: Run, trajectory: Trajectory) -> tuple[set[str], set[str]]:
-    """Units only the failed calls had, and units only their corrections have."""
-    calls = {n: s for n, s in enumerate(trajectory.steps, start=1) if s.kind == "tool_call"}
+    """Units only the failed calls had, and units only their corrections have.
+
+    Each correction is compared with the call that *failed* (the latest failed call
+    of the same tool before it), not with the call just before it: an unrelated
+    ``ssh staging-01`` between them would make "staging" a failed argument.
+    """
+    steps = trajectory.steps
     bad: set[str] = set()
     good: set[str] = set()
     for fix in run.corrected:
-        before = [n for n in calls if n < fix]
-        if not before:
+        tool = steps[fix - 1].tool
+        failed = [n for n in run.failed if n < fix and (steps[n - 1].tool in (None, tool))]
+        if not failed:
             continue
-        b, g = units(run.texts[before[-1]]), units(run.texts[fix])
+        n = failed[-1]
+        # a failure reported in one step carries its call; else the call it answers
+        culprit = (
+            n
+            if steps[n - 1].args
+            else next(
+                (m for m in run.context.get(n, [])[1:] if steps[m - 1].kind == "tool_call"), None
+            )
+        )
+        if culprit is None or (steps[culprit - 1].tool not in (None, tool)):
+            continue
+        b, g = units(_call_text(steps[culprit - 1])), units(_call_text(steps[fix - 1]))
         bad |= b - g
         good |= g - b
     return bad, good

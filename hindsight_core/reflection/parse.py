@@ -151,3 +151,29 @@ def parse_records(
             continue
         records.append(record)
     return records, dropped
+
+
+def parse_lesson(text: str) -> str:
+    """The lesson of a phrasing answer: ``{"lesson": "..."}`` (also the first record of
+    ``{"records": [...]}``); ``""`` for an empty one (``{"records": []}``, "none"),
+    which the screen then rejects like any other unusable lesson.
+
+    Raises:
+        ParseError: no lesson in the answer.
+    """
+    if isinstance(text, str) and _NO_LESSON.match(text.strip()):
+        return ""
+    data = extract_json(text)
+    if isinstance(data, dict) and not isinstance(data.get("lesson"), str):
+        for key in ("records", "lessons", "items"):
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+    if isinstance(data, list):
+        data = next((d for d in data if isinstance(d, dict)), {})
+    if data == {} or data == []:
+        return ""
+    lesson = data.get("lesson") if isinstance(data, dict) else None
+    if not isinstance(lesson, str):
+        raise ParseError('expected {"lesson": "..."}')
+    return lesson.strip()

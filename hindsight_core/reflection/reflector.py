@@ -1,11 +1,13 @@
 """``Reflector`` / ``AsyncReflector``: distill a finished run into lessons, review it.
 
-``reflect`` picks the distiller (the LLM when one is given, else the rule-based
-one), screens the candidates (``screen.py``: confidence, copies of the prompt,
-generic advice, grounding in the cited steps, "nothing new", length and language,
-validation), lets a candidate that repeats a lesson recalled during the run
-reinforce it (``reinforce.py``), and writes the rest with ``memory.write_many`` (so
-dedup applies: a lesson the store already holds merges into it).
+``reflect`` picks the distiller: with a model, the run's evidence is found first
+(``findings.py``; none: no model call) and the model phrases one lesson per piece,
+screened against it (``check.py``), else the rule-based one, whose lessons go through
+the citation screen (``screen.py``: confidence, copies, generic advice, grounding,
+"nothing new"). After validation, a candidate that repeats a lesson recalled during
+the run reinforces it (``reinforce.py``); the rest are written with
+``memory.write_many`` (so dedup applies: a lesson the store already holds merges
+into it).
 It never raises for a model failure: a failed call or unusable answer is retried
 once with the error, then the run is skipped and logged, and the result says so.
 Storage failures are reported the same way. Only bad arguments (a malformed
