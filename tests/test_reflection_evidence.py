@@ -186,7 +186,9 @@ def test_the_re_ask_is_fresh_and_says_what_was_wrong(memory: Memory) -> None:
 def test_the_users_words_restated_are_not_written(memory: Memory) -> None:
     copy = records("日报只发给我，不要抄送全组")
     res, _ = reflect(memory, CC, copy, copy)
-    assert res.records == [] and reasons(res)[0] == "restates the user's message in step 3"
+    assert reasons(res)[0] == "restates the user's message in step 3"
+    # the user's rule tied to the call corrected, worded by rule, not the user's message
+    assert lessons(res) == ["用 send_email 时不要抄送全组"]
 
 
 def test_one_lesson_twice_in_a_run_is_written_once(memory: Memory) -> None:

@@ -239,10 +239,12 @@ def test_over_long_chinese_lesson_counts_characters_and_is_asked_again(memory: M
 def test_wrong_language_is_asked_again_once_then_dropped(memory: Memory) -> None:
     english = lesson("Never delete package-lock.json")
     result, llm = reflect(memory, LOCKFILE, english, english)
-    assert len(llm.calls) == 2 and result.written == []
+    assert len(llm.calls) == 2
     assert reasons(result)[-1] == (
         "after being asked again: the run is in Chinese: write the lesson in Chinese"
     )
+    # the user's rule, worded by rule, not the English lesson
+    assert [r["lesson"] for r in result.records] == ["用 rm 时不要删除依赖文件"]
     assert "write the lesson in Chinese" in llm.calls[1]["messages"][-1]["content"]
 
 
@@ -292,4 +294,10 @@ async def test_async_reflector_screens_the_same(amemory: AsyncMemory, memory: Me
     ]
     a = await AsyncReflector(amemory, ScriptedLLM(script)).reflect(LOCKFILE)
     s = Reflector(memory, ScriptedLLM(script)).reflect(LOCKFILE)
-    assert reasons(a) == reasons(s) and len(reasons(a)) == 2 and a.written == s.written == []
+    assert reasons(a) == reasons(s) and len(reasons(a)) == 2
+    # both fall back to the user's rule, worded by rule
+    assert (
+        [r["lesson"] for r in a.records]
+        == [r["lesson"] for r in s.records]
+        == ["用 rm 时不要删除依赖文件"]
+    )

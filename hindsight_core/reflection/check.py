@@ -33,6 +33,8 @@ from .screen import _lead, _run_names, copies_prompt, language_problem
 from .trajectory import Trajectory
 
 _CJK = re.compile("[\u3400-\u9fff]")
+# words that say nothing of their own in an order-free comparison
+_STOP = frozenset("a an the to of in on for and or it is be".split())
 
 
 def mentions(lesson: str, term: str) -> bool:
@@ -59,11 +61,37 @@ def restates(lesson: str, text: str) -> bool:
     short, long_ = sorted((nl, nt), key=len)
     if len(short) >= 6 and short in long_ and len(short) >= 0.6 * len(long_):
         return True
-    # one of its sentences or clauses again ("Never send it to everyone, only to X")
+    if _same_bag(nl, nt):
+        return True
+    # one of its sentences or clauses again ("Never send it to everyone, only to X");
+    # a CJK character carries about a word, so a 4-character clause ("不要抄送") counts
     return any(
-        len(normalized(c)) >= 10 and near_equal(lesson, c, ratio=0.88)
+        len(nc) >= (4 if _CJK.search(nc) else 10)
+        and (near_equal(lesson, c, ratio=0.88) or _same_bag(nl, nc))
         for c in re.split(r"[,;.!?，。；！？\n]+", text)
+        if (nc := normalized(c))
     )
+
+
+def _bag(text: str) -> set[str]:
+    """CJK bigrams and other words: order-free, so a reordering
+    ("不要删除依赖文件" for "依赖文件不要删除") keeps nearly all of them."""
+    out = {w for w in re.findall(r"[^\W\u3400-\u9fff]+", text) if w not in _STOP}
+    for run in re.findall("[\u3400-\u9fff]+", text):
+        out.update({run} if len(run) == 1 else {run[i : i + 2] for i in range(len(run) - 1)})
+    return out
+
+
+def _same_bag(lesson: str, text: str) -> bool:
+    """Whether nearly all of a Chinese lesson's bag is the text's and it covers most
+    of it: the text's words again, in another order."""
+    if not _CJK.search(lesson):  # English advice reuses the user's words by nature
+        return False
+    mine, theirs = _bag(lesson), _bag(text)
+    if len(mine) < 3 or not theirs:
+        return False
+    shared = len(mine & theirs)
+    return shared >= 0.8 * len(mine) and shared >= 0.6 * len(theirs)
 
 
 def _user_messages(trajectory: Trajectory) -> list[tuple[int, str]]:

@@ -26,6 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .correction_rule import correction_lesson
 from .evidence import analyse, is_chinese, units
 from .rules import _EN, _ZH, RuleBasedDistiller, _Call, _calls
 from .trajectory import Trajectory
@@ -372,6 +373,12 @@ def _correction_findings(
         ):
             tool = _named(corrected).tool
             lesson = _swap_lesson(tool, added, removed, is_chinese(trajectory), max_chars)
+        if lesson is None and before:
+            # the user corrects what the agent did: the last call that went through
+            done = next((c for c in reversed(before) if not c.failed), before[-1])
+            lesson = correction_lesson(
+                user, _named(done).tool, chinese=is_chinese(trajectory), limit=max_chars
+            )
         steps = sorted(
             {n, *(corrected.steps if corrected else []), *(follow.steps if follow else [])}
         )
