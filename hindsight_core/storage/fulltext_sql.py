@@ -139,11 +139,14 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
     see :func:`common_terms_sql`) that way would read thousands of rows, most of them
     other namespaces', so its document frequency is, in this order:
 
-    - counted in the collection's own rows when it has at most ``DF_CAP`` of them: one
-      pass over them through ``key``'s index for all such terms (``kw_own``, read
-      only when a term needs it), at most the namespace's rows; exact, so that a small
+    - counted exactly when the collection has at most ``DF_CAP`` rows, so that a small
       collection's scores do not move with ANALYZE's statistics (they did when the
-      estimate below came first: bench/README.md, "Same data, same results");
+      estimate below came first: tests/test_reproducible_ranking.py): through the GIN
+      index where the collection is (nearly) the whole table (see the next case: few
+      rows of other namespaces hold the term), else in one pass over the collection's
+      own rows through ``key``'s index for all such terms (``kw_own``, read only when a
+      term needs it; materializing it for a lone tenant of 1,000 rows cost ~2 ms a
+      recall);
     - its share of the table times the collection's size, where the collection is
       (nearly) the whole table: the rows of other namespaces (``reltuples`` minus the
       collection's) are at most ``FOREIGN_SHARE`` of the term's (one tenant per
@@ -178,6 +181,13 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
     """
     floor_d = f"GREATEST(1, {MIN_MASS_SHARE} * t.n)"
     rows = "(SELECT rows FROM kw_tab)"
+    # The collection is (nearly) the whole table: other namespaces hold at most
+    # FOREIGN_SHARE of the term's rows, so the GIN index finds few rows not its own.
+    mostly_own = f"{rows} - st.n <= {FOREIGN_SHARE} * t.freq * {rows}"
+    gin_count = (
+        f"(SELECT count(*) FROM (SELECT 1 FROM {table} d"
+        f" WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)"
+    )
     return f"""kw_tab AS (
             SELECT GREATEST(c.reltuples, 0) AS rows FROM pg_class c
             WHERE c.oid = CAST('{table}' AS regclass)
@@ -198,14 +208,14 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
                     FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
                 ) st CROSS JOIN LATERAL (
                     SELECT t.q, CASE
+                        WHEN t.freq IS NOT NULL AND st.n <= {DF_CAP} AND {mostly_own}
+                        THEN {gin_count}
                         WHEN t.freq IS NOT NULL AND st.n <= {DF_CAP}
                         THEN (SELECT count(*) FROM kw_own o WHERE o.search_tsv @@ t.q)
-                        WHEN t.freq IS NOT NULL AND {rows} - st.n
-                            <= {FOREIGN_SHARE} * t.freq * {rows}
+                        WHEN t.freq IS NOT NULL AND {mostly_own}
                         THEN t.freq * st.n
                         WHEN t.freq IS NULL OR t.freq * {rows} <= {DF_CAP}
-                        THEN (SELECT count(*) FROM (SELECT 1 FROM {table} d
-                              WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)
+                        THEN {gin_count}
                         ELSE t.freq * st.n
                         END AS df
                     FROM unnest((SELECT CAST(:kw_tsq AS tsquery[])),
