@@ -149,6 +149,9 @@ async def test_context_round_trip(amemory: AsyncMemory, hmem: HindsightMemory) -
         await restored.aclose()
 
 
+CORRECTION = "No, don't delete the PDFs, keep report.pdf."
+
+
 async def test_end_task_reflects_with_a_llamaindex_llm(amemory: AsyncMemory) -> None:
     reply = json.dumps(
         {
@@ -171,6 +174,8 @@ async def test_end_task_reflects_with_a_llamaindex_llm(amemory: AsyncMemory) -> 
         llm = ScriptedChatLLM(agent_script)
         agent = FunctionAgent(tools=[FunctionTool.from_defaults(list_files)], llm=llm)
         await agent.run(user_msg=QUESTION, memory=mem)
+        # The evidence: the user's correction (a run with none asks no model).
+        await mem.aput(ChatMessage(role="user", content=CORRECTION))
         record = await mem.afeedback(old, helpful=True)
         assert record.use_count == 1 and mem.used_ids == [str(old)]
         before = await amemory.stats()
@@ -180,11 +185,12 @@ async def test_end_task_reflects_with_a_llamaindex_llm(amemory: AsyncMemory) -> 
         assert result.error is None and [w.status for w in result.written] == ["inserted"]
         assert result.distiller == "llm:scripted"
         prompt = prompt_text(reflection_llm.calls[0])
-        assert QUESTION in prompt and "list_files" in prompt
+        # the correction is the evidence; the goal is not sent (small models repeat it)
+        assert CORRECTION in prompt and QUESTION not in prompt
         hits = (await amemory.recall("cleaning the downloads folder", top_k=5)).hits
         assert "Keep PDFs when cleaning downloads" in [h.record.lesson for h in hits]
         assert (await amemory.stats()).llm_prompt_tokens > before.llm_prompt_tokens
-        assert mem.shown_ids == [] and mem.task_start == 4  # a new task begins
+        assert mem.shown_ids == [] and mem.task_start == 5  # a new task begins
     finally:
         await mem.aclose()
 

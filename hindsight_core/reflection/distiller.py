@@ -146,6 +146,7 @@ _KINDS = {
     "prerequisite": "a call failed; after another call, the same call worked",
     "retry": "a call failed; the same call, repeated, worked",
     "correction": "the user corrected the agent",
+    "cause": "a call failed and was not put right; its error names what an earlier call did",
 }
 
 
@@ -162,7 +163,11 @@ def render_finding(finding: Finding, number: int, total: int) -> str:
         lines.append(f"Failed call: {finding.failed}")
         if finding.error:
             lines.append(f"Error: {finding.error}")
-        label = {"prerequisite": "Call made before it worked", "retry": "Repeated call"}
+        label = {
+            "prerequisite": "Call made before it worked",
+            "retry": "Repeated call",
+            "cause": "Earlier call it names",
+        }
         lines.append(f"{label.get(finding.kind, 'Call that worked')}: {finding.fixed}")
     if finding.changed:
         lines.append("What changed: " + "; ".join(finding.changed[:4]))

@@ -23,6 +23,7 @@ lesson built by rule, the fallback when the model's lesson fails the screen.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,7 +33,7 @@ from .rules import _EN, _ZH, RuleBasedDistiller, _Call, _calls
 from .trajectory import Trajectory
 
 _NEGATIONS = frozenset({"don", "dont", "not", "never", "no"})
-FindingKind = Literal["fix", "prerequisite", "retry", "correction"]
+FindingKind = Literal["fix", "prerequisite", "retry", "correction", "cause"]
 MAX_FINDINGS = 3
 # Confidence per kind of evidence: a changed call that then worked is the surest.
 CONFIDENCE: dict[str, float] = {
@@ -41,6 +42,7 @@ CONFIDENCE: dict[str, float] = {
     "retry": 0.65,
     "correction": 0.8,
     "correction-unfollowed": 0.7,
+    "cause": 0.7,
 }
 
 
@@ -269,8 +271,11 @@ def _fix_findings(
                     )
                 )
             continue
-        if other is None:
-            continue  # never put right: noise
+        if other is None:  # never put right: noise, unless the error names its cause
+            cause = _cause(calls[:i], bad, error)
+            if cause is not None:
+                out.append(cause)
+            continue
         fix = calls[other]
         used.update(j for j, c in later if j <= other)
         added, removed = arg_changes(bad.args, fix.args)
@@ -293,6 +298,32 @@ def _fix_findings(
             )
         )
     return out
+
+
+def _cause(before: list[_Call], bad: _Call, error: str) -> Finding | None:
+    """A failure never put right whose error names what an earlier call of another tool
+    acted on (``delete_file {"name": X}``, then "X required by package.json is
+    missing"): that call is its cause, and a lesson names what the error names."""
+    text = bad.error.lower()
+    for cause in reversed(before):
+        if cause.failed or cause.tool == bad.tool:
+            continue
+        named = [v for v in _values(cause.args) if len(v) >= 4 and v.lower() in text]
+        if not named:
+            continue
+        rest = [t for t in re.findall(r"[\w.\-]+\.\w+|\w{4,}", error) if t not in named]
+        return Finding(
+            "cause",
+            sorted({*cause.steps, *bad.steps}),
+            _program(bad),
+            failed=_render(bad),
+            error=error,
+            fixed=_render(cause),
+            key=[t for t in rest if units(t)][:8],
+            confidence=CONFIDENCE["cause"],
+            changed=[f"{cause.tool} acted on {', '.join(named)}; the failure names it"],
+        )
+    return None
 
 
 def _error_terms(error: str) -> list[str]:

@@ -121,6 +121,9 @@ def _server(home: Path) -> Any:
             atexit.register(_release_all)
             _hooked = True
         home.mkdir(parents=True, exist_ok=True)
+        # The wheel creates it only if missing, not atomically: two processes starting
+        # on a fresh home both saw it missing and one failed (FileExistsError).
+        pgdata.mkdir(exist_ok=True)
         log.info("starting embedded PostgreSQL in %s", pgdata)
         try:
             with warnings.catch_warnings():
