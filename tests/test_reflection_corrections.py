@@ -97,3 +97,17 @@ def test_a_reordered_or_short_copy_of_the_users_chinese_is_not_written(memory: M
 def test_english_advice_in_the_users_words_is_not_a_restatement() -> None:
     said = "Never send release notes to the whole company, only to team-dev@company.example."
     assert not restates("Send release notes to team-dev only", said)
+
+
+def test_a_lesson_narrowing_what_the_user_forbade_to_other_people_is_kept(
+    memory: Memory,
+) -> None:
+    # the 1.5B's good lesson for "不要抄送全组" was dropped as recommending 抄送: it says to
+    # cc only the people named, which is what the user asked for
+    good = "邮件抄送时只抄送给指定的人"
+    res, llm = reflect(memory, CC, records(good))
+    assert lessons(res) == [good], reasons(res)
+    assert len(llm.calls) == 1
+    # the forbidden act itself, even with "only", is still the opposite of the rule
+    res, _ = reflect(memory, CC, records("只抄送全组"), records("只抄送全组"))
+    assert lessons(res) != ["只抄送全组"]

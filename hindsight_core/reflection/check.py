@@ -18,6 +18,7 @@ A lesson passes when it:
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from .evidence import (
     affirmed_units,
@@ -118,13 +119,39 @@ def _follows_instead(said: set[str], user: str, goal: set[str]) -> bool:
     return bool(said & instead) and not said & objects
 
 
+_ONLY = r"(?:只|仅|only\s+)"
+
+
+def _narrows(lesson: str, user: str) -> bool:
+    """Whether the lesson narrows an act the user forbade to other objects ("只抄送给指定的
+    人" for "不要抄送全组", "cc only the people named" for "don't cc everyone"): the act
+    right after "only" and never the forbidden span itself (the act with its object)."""
+    text = unicodedata.normalize("NFKC", lesson).lower()
+    spans = re.findall(r"(?:不要|别|勿|禁止)([^\s，。,.;；!！?？]{2,4})", user)
+    spans += [
+        m.group(1)
+        for m in re.finditer(r"\b(?:don'?t|do not|never)\s+(\w+(?:\s+\w+)?)", user.lower())
+    ]
+    for span in spans:
+        verb = span[:2] if re.match(r"[\u4e00-\u9fff]", span) else span.split()[0]
+        if span.lower() in text:
+            return False
+        if re.search(_ONLY + re.escape(verb.lower()), text) or re.search(
+            rf"\b{re.escape(verb.lower())}\s+only\b", text
+        ):
+            return True
+    return False
+
+
 def _opposite(lesson: str, finding: Finding, goal: set[str]) -> str | None:
     said = affirmed_units(lesson)
     # what the fix added (for a correction, also the user's words) outweighs a failed part
     named = [t for t in finding.added if mentions(lesson, t)]
     if finding.kind == "correction":
         named += [t for t in finding.key if mentions(lesson, t)]
-    if finding.kind == "correction" and not _follows_instead(said, finding.user, goal):
+    if finding.kind == "correction" and not (
+        _follows_instead(said, finding.user, goal) or _narrows(lesson, finding.user)
+    ):
         for forbidden, clause in prohibitions(finding.user):
             # the forbidden verb on the forbidden object, or as the lesson's own verb
             if forbidden & said and (not clause or clause & said or forbidden & _lead(lesson)):
