@@ -13,7 +13,10 @@ the run teaches:
 - ``correction``: the user corrected the agent after it acted (anything but thanks);
   with the call it corrected and the call that followed, if any.
 
-Failures that are never put right, repeated reads and other noise give nothing. A
+- ``cause``: a call failed, nothing put it right, and its error names what an earlier
+  call of another tool acted on (``delete_file`` X, then "X required by ... is missing").
+
+Other failures that are never put right, repeated reads and noise give nothing. A
 run without findings has nothing new to teach: the distiller makes no model call.
 Each finding carries its confidence (from the evidence, never from the model), the
 terms a lesson must name (``key``), the terms of what failed (``avoid``), and a
@@ -22,11 +25,21 @@ lesson built by rule, the fallback when the model's lesson fails the screen.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from .calls import (
+    COMMAND_KEYS,
+    arg_changes,
+    arg_values,
+    as_program,
+    changed_keys,
+    command_line,
+    describe_changes,
+    program,
+    render,
+)
 from .correction_rule import correction_lesson
 from .evidence import analyse, is_chinese, units
 from .rules import _EN, _ZH, RuleBasedDistiller, _Call, _calls
@@ -83,104 +96,6 @@ class Finding:
     changed: list[str] = field(default_factory=list)
 
 
-_SHELLS = frozenset("shell bash sh zsh run exec terminal cmd powershell run_command".split())
-_COMMAND_KEYS = ("cmd", "command", "script", "commandline", "command_line")
-
-
-def _command(call: _Call) -> str | None:
-    """The command line of a shell-like call, or None."""
-    for key in _COMMAND_KEYS:
-        value = call.args.get(key)
-        if isinstance(value, str) and value.split():
-            return value
-    if call.tool.lower() in _SHELLS:
-        return next((v for v in call.args.values() if isinstance(v, str) and v.split()), None)
-    return None
-
-
-def _program(call: _Call) -> str:
-    """The tool, with the program of a command line (``shell: git``)."""
-    command = _command(call)
-    return f"{call.tool}: {command.split()[0]}" if command else call.tool
-
-
-def _render(call: _Call) -> str:
-    return f"{call.tool} {json.dumps(call.args, ensure_ascii=False)}"[:400]
-
-
-def _flat(value: Any) -> list[str]:
-    """A value's parts: the words of a command line, the keys and values of a dict."""
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in (str(k), *_flat(v))]
-    if isinstance(value, list):
-        return [p for v in value for p in _flat(v)]
-    if isinstance(value, str):
-        return [w.strip(",;") for w in value.split()] or [value]
-    return [json.dumps(value)]
-
-
-def _values(args: dict[str, Any]) -> list[str]:
-    """The parts of a call's argument values (not its top-level keys)."""
-    return [p for v in args.values() for p in _flat(v)]
-
-
-def arg_changes(old: dict[str, Any], new: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """``(added, removed)``: the argument parts only ``new`` has, and only ``old`` has."""
-    added: list[str] = []
-    removed: list[str] = []
-    for key in sorted(set(old) | set(new), key=str):
-        a, b = old.get(key), new.get(key)
-        if a == b:
-            continue
-        pa = _flat(a) if a is not None else []
-        pb = _flat(b) if b is not None else []
-        if a is None:
-            pb = [key, *pb]
-        if b is None:
-            pa = [key, *pa]
-        gone = [p for p in pa if p not in pb]
-        come = [p for p in pb if p not in pa]
-        if not gone and not come and isinstance(a, str) and isinstance(b, str):
-            # same words, other spacing: name what the whitespace was
-            gone, come = _spacing(a), _spacing(b)
-        removed.extend(p for p in gone if p not in removed)
-        added.extend(p for p in come if p not in added)
-    return added, removed
-
-
-def describe_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``["port: 5433 -> 5432", "cmd: added --user"]``: what changed, per argument."""
-    out = []
-    for key in _changed_keys(old, new):
-        a, b = old.get(key), new.get(key)
-        if isinstance(a, str) and isinstance(b, str) and (len(a.split()) > 1 or len(b.split()) > 1):
-            added, removed = arg_changes({key: a}, {key: b})
-            parts = [f"added {' '.join(added)}"] * bool(added)
-            parts += [f"removed {' '.join(removed)}"] * bool(removed)
-            out.append(f"{key}: " + "; ".join(parts))
-        elif a is None:
-            out.append(f"{key}: added {json.dumps(b, ensure_ascii=False)}")
-        elif b is None:
-            out.append(f"{key}: removed {json.dumps(a, ensure_ascii=False)}")
-        else:
-            out.append(
-                f"{key}: {json.dumps(a, ensure_ascii=False)} -> {json.dumps(b, ensure_ascii=False)}"
-            )
-    return out
-
-
-def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    return [str(k) for k in sorted(set(old) | set(new), key=str) if old.get(k) != new.get(k)]
-
-
-def _named(call: _Call) -> _Call:
-    """The call under its program's name (``pip``, not ``shell``), for wording."""
-    command = _command(call)
-    if not command:
-        return call
-    return _Call(tool=command.split()[0], args=call.args, failed=call.failed, error=call.error)
-
-
 def _swap_lesson(
     tool: str, added: list[str], removed: list[str], chinese: bool, limit: int
 ) -> str | None:
@@ -194,15 +109,6 @@ def _swap_lesson(
         if len(lesson) <= limit:
             return lesson
     return None
-
-
-def _spacing(text: str) -> list[str]:
-    out = []
-    if "\t" in text:
-        out.append("tabs")
-    if "    " in text:
-        out.append("spaces")
-    return out
 
 
 def _first_line(text: str) -> str:
@@ -222,8 +128,8 @@ def _fix_findings(
     for i, bad in enumerate(calls):
         if not bad.failed or i in used:
             continue
-        me = _program(bad)
-        later = [(j, c) for j, c in enumerate(calls[i + 1 :], start=i + 1) if _program(c) == me]
+        me = program(bad)
+        later = [(j, c) for j, c in enumerate(calls[i + 1 :], start=i + 1) if program(c) == me]
         same = next((j for j, c in later if not c.failed and c.args == bad.args), None)
         other = next((j for j, c in later if not c.failed and c.args != bad.args), None)
         error = _first_line(bad.error)
@@ -234,19 +140,21 @@ def _fix_findings(
             if between:
                 pre = between[-1]
                 added = (
-                    arg_changes(bad.args, pre.args)[0] if _program(pre) == me else _values(pre.args)
+                    arg_changes(bad.args, pre.args)[0]
+                    if program(pre) == me
+                    else arg_values(pre.args)
                 )
                 key = _terms(added) + [pre.tool] * (pre.tool != bad.tool) + _error_terms(error)
                 lesson = _prerequisite_lesson(pre, bad, chinese, rule.max_chars)
-                first = _command(pre) or " ".join([pre.tool, *_values(pre.args)])
+                first = command_line(pre) or " ".join([pre.tool, *arg_values(pre.args)])
                 out.append(
                     Finding(
                         "prerequisite",
                         sorted({*bad.steps, *pre.steps, *fix.steps}),
                         me,
-                        failed=_render(bad),
+                        failed=render(bad),
                         error=error,
-                        fixed=_render(pre),
+                        fixed=render(pre),
                         added=added,
                         removed=[],
                         key=key,
@@ -261,9 +169,9 @@ def _fix_findings(
                         "retry",
                         sorted({*bad.steps, *fix.steps}),
                         me,
-                        failed=_render(bad),
+                        failed=render(bad),
                         error=error,
-                        fixed=_render(fix),
+                        fixed=render(fix),
                         key=["retry", "again", "重试", "再试", *_error_terms(error)],
                         confidence=CONFIDENCE["retry"],
                         changed=["nothing: the same call, repeated, worked"],
@@ -279,21 +187,21 @@ def _fix_findings(
         fix = calls[other]
         used.update(j for j, c in later if j <= other)
         added, removed = arg_changes(bad.args, fix.args)
-        names = [k for k in _changed_keys(bad.args, fix.args) if k not in _COMMAND_KEYS]
+        names = [k for k in changed_keys(bad.args, fix.args) if k not in COMMAND_KEYS]
         out.append(
             Finding(
                 "fix",
                 sorted({*bad.steps, *fix.steps}),
                 me,
-                failed=_render(bad),
+                failed=render(bad),
                 error=error,
-                fixed=_render(fix),
+                fixed=render(fix),
                 added=added,
                 removed=removed,
                 key=_terms(added) + names,
                 avoid=_terms(removed),
                 confidence=CONFIDENCE["fix"],
-                rule_lesson=rule._lesson(_named(bad), _named(fix), chinese),
+                rule_lesson=rule._lesson(as_program(bad), as_program(fix), chinese),
                 changed=describe_changes(bad.args, fix.args),
             )
         )
@@ -308,17 +216,17 @@ def _cause(before: list[_Call], bad: _Call, error: str) -> Finding | None:
     for cause in reversed(before):
         if cause.failed or cause.tool == bad.tool:
             continue
-        named = [v for v in _values(cause.args) if len(v) >= 4 and v.lower() in text]
+        named = [v for v in arg_values(cause.args) if len(v) >= 4 and v.lower() in text]
         if not named:
             continue
         rest = [t for t in re.findall(r"[\w.\-]+\.\w+|\w{4,}", error) if t not in named]
         return Finding(
             "cause",
             sorted({*cause.steps, *bad.steps}),
-            _program(bad),
-            failed=_render(bad),
+            program(bad),
+            failed=render(bad),
             error=error,
-            fixed=_render(cause),
+            fixed=render(cause),
             key=[t for t in rest if units(t)][:8],
             confidence=CONFIDENCE["cause"],
             changed=[f"{cause.tool} acted on {', '.join(named)}; the failure names it"],
@@ -336,8 +244,8 @@ def _error_terms(error: str) -> list[str]:
 
 
 def _prerequisite_lesson(pre: _Call, bad: _Call, chinese: bool, limit: int) -> str | None:
-    first = _command(pre) or " ".join([pre.tool, *_values(pre.args)])
-    command = _command(bad)
+    first = command_line(pre) or " ".join([pre.tool, *arg_values(pre.args)])
+    command = command_line(bad)
     then = " ".join(command.split()[:2]) if command else bad.tool
     for lesson in (
         (f"{then}前先运行{first}", f"先运行{first}再{then}")
@@ -352,7 +260,7 @@ def _prerequisite_lesson(pre: _Call, bad: _Call, chinese: bool, limit: int) -> s
 def _retry_lesson(bad: _Call, error: str, chinese: bool, limit: int) -> str | None:
     codes = _error_terms(error)
     what = codes[0] if codes else ""
-    name = _program(bad).split(": ")[-1]
+    name = program(bad).split(": ")[-1]
     for lesson in (
         (f"{name}遇到{what}时重试一次", f"{name}失败时重试一次")
         if chinese
@@ -390,7 +298,7 @@ def _correction_findings(
             if follow.tool != corrected.tool:
                 added.insert(0, follow.tool)
         elif follow is not None:
-            added = [follow.tool, *_values(follow.args)]
+            added = [follow.tool, *arg_values(follow.args)]
         # the user's words, minus the goal's and minus what the user ruled out ("not PDF")
         ruled_out = set().union(*(units(p) for p in removed)) if removed else set()
         said = sorted(u for u in units(user) - goal - _NEGATIONS - ruled_out if len(u) > 1)
@@ -400,15 +308,15 @@ def _correction_findings(
             follow is not None
             and corrected is not None
             and follow.tool == corrected.tool
-            and _command(corrected) is None
+            and command_line(corrected) is None
         ):
-            tool = _named(corrected).tool
+            tool = as_program(corrected).tool
             lesson = _swap_lesson(tool, added, removed, is_chinese(trajectory), max_chars)
         if lesson is None and before:
             # the user corrects what the agent did: the last call that went through
             done = next((c for c in reversed(before) if not c.failed), before[-1])
             lesson = correction_lesson(
-                user, _named(done).tool, chinese=is_chinese(trajectory), limit=max_chars
+                user, as_program(done).tool, chinese=is_chinese(trajectory), limit=max_chars
             )
         steps = sorted(
             {n, *(corrected.steps if corrected else []), *(follow.steps if follow else [])}
@@ -417,9 +325,9 @@ def _correction_findings(
             Finding(
                 "correction",
                 steps,
-                _program(corrected) if corrected else "",
-                failed=_render(corrected) if corrected else "",
-                fixed=_render(follow) if follow else "",
+                program(corrected) if corrected else "",
+                failed=render(corrected) if corrected else "",
+                fixed=render(follow) if follow else "",
                 added=added,
                 removed=removed,
                 user=user.strip()[:500],
