@@ -2,7 +2,7 @@
 
 A client starting ``hindsight mcp`` waits for the ``initialize`` answer (some give up
 after a few seconds), which needs only the MCP SDK and the tools' schemas. The
-engine (SQLAlchemy, psycopg, numpy and the core's flows) is imported by a background
+engine (the database stack, numpy and the core's flows) is imported by a background
 thread started once the server is serving; each tool call waits for it.
 """
 
