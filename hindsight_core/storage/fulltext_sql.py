@@ -145,8 +145,8 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
       index where the collection is (nearly) the whole table (see the next case: few
       rows of other namespaces hold the term), else in one pass over the collection's
       own rows through ``key``'s index for all such terms (``kw_own``, read only when a
-      term needs it; materializing it for a lone tenant of 1,000 rows cost ~2 ms a
-      recall);
+      term needs it: materializing a lone tenant's rows on every recall was the cost
+      of 1k-record recall in bench/README.md, "Recall latency");
     - its share of the table times the collection's size, where the collection is
       (nearly) the whole table: the rows of other namespaces (``reltuples`` minus the
       collection's) are at most ``FOREIGN_SHARE`` of the term's (one tenant per
