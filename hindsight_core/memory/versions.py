@@ -127,11 +127,11 @@ class VersionFlows(RecallFlows):
             old = yield from self._get_flow(rid, namespace)
             record = {k: getattr(old, k) for k in INHERITED} | dict(record)
         (rec,) = validate_records([record], self.settings)
-        self._warn_language([rec.lesson])
         text = embedding_text(rec, self.document_fields)
         if embedded is not None and embedded[0] == text:
-            vector = embedded[1]
+            vector = embedded[1]  # the caller embedded it, and warned about its language
         else:
+            self._warn_language([rec.lesson])
             (vector,) = yield from Embed([text])
         now = self.now()
         if not locked:
