@@ -270,7 +270,7 @@ def test_hybrid_search_full_text_scans_do_not_read_the_prefix_range(fresh_db: st
     Before, the plan held a ``BitmapAnd`` of the full-text index and the primary key."""
     import sqlalchemy as sa
 
-    from hindsight_core.runtime.connections import positional
+    from hindsight_core.runtime.cursors import positional
     from hindsight_core.storage import items_search_sql
 
     store = HindsightStore(

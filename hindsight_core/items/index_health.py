@@ -25,6 +25,7 @@ from typing import Any
 from ..runtime.flow import Flow, Sql
 from ..storage import experiences_sql as eq
 from ..storage import items_sql as q
+from ..storage.engine import NO_TIMEOUT, SET_LOCAL_TIMEOUT
 
 log = logging.getLogger("hindsight.items")
 
@@ -146,7 +147,7 @@ def rebuild_flow(now: datetime, force: bool = False) -> Flow[list[IndexHealth]]:
         if not (force or health.stale):
             continue
         if not rebuilt:
-            yield Sql(q.NO_STATEMENT_TIMEOUT, fetch="none")
+            yield Sql(SET_LOCAL_TIMEOUT, NO_TIMEOUT)  # the build takes as long as the data needs
         yield Sql(q.reindex_sql(health.name), fetch="none")
         rows = yield from record_build_flow(health.name, now)
         rebuilt.append(

@@ -44,6 +44,7 @@ from ..runtime.scan import ScanChoice
 from ..runtime.terms import CommonTerms
 from ..settings import Settings
 from ..storage import experiences_sql as q
+from ..storage.engine import NO_TIMEOUT, SET_LOCAL_TIMEOUT
 from ..storage.replicas import parse_urls
 from ..storage.vectors import QueryVector, vector_param
 from ..text import is_cjk_text
@@ -229,7 +230,7 @@ class MemoryBase:
     def _build_index_flow(self, dim: int) -> Flow[None]:
         """Create the HNSW index; over stored rows it takes ~20 s per 100k records, so
         not under a query's statement timeout."""
-        yield Sql(q.SET_LOCAL_TIMEOUT, {"ms": "0"})
+        yield Sql(SET_LOCAL_TIMEOUT, NO_TIMEOUT)
         yield Sql(q.ensure_index_sql(dim), fetch="none")
 
     def _vector_fields(self, text: str, vector: Any) -> dict[str, Any]:

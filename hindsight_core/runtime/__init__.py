@@ -11,6 +11,8 @@ results; the drivers here carry them out and hold all the I/O:
 - ``io_steps.py``: the drivers' I/O, one short method per step, called or awaited;
 - ``connections.py``: a pool's connections, with the warm autocommit ones kept for
   flows whose statements say they need no transaction;
+- ``cursors.py``: how a warm connection runs a statement (raw cursor, ``$n`` text
+  compiled once, its session's statement timeout);
 - ``host.py``: the typed protocols a flow's host (``Memory``, ``AsyncMemory``)
   implements, through which the other modules run flows on it;
 - ``scan.py``: exact scan or ANN index, decided per namespace and cached;

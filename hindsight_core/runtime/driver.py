@@ -28,13 +28,8 @@ from sqlalchemy import exc as sa_exc
 from ..embeddings import Embedder
 from ..errors import DatabaseBusyError, HindsightError
 from ..storage.engine import DB_ERRORS, busy, gave_up_waiting_for_lock, translate_db_error
-from .connections import (
-    AsyncConnections,
-    Connections,
-    broken,
-    cursor,
-    release,
-)
+from .connections import AsyncConnections, Connections
+from .cursors import broken, cursor, release
 from .flow import Embed, Flow, MakeFlow, Migrate, Pipelined, Rows, Sql, Unit
 from .io_steps import AsyncIO, SyncIO
 

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from ..embeddings import Embedder
-from ..storage.experiences_sql import SET_LOCAL_TIMEOUT
-from .connections import AsyncConnections, Connections, afetch, auntime, fetch, untime
+from ..storage.engine import SET_LOCAL_TIMEOUT
+from .connections import AsyncConnections, Connections
+from .cursors import afetch, auntime, fetch, untime
 from .flow import Embed, Flow, Rows, Sql, embed_async, embed_sync
 
 if TYPE_CHECKING:  # loads the ORM: imported with the first async engine (storage.engine)

@@ -240,10 +240,17 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else "unknown error"
 
 
-# A session's statement timeout, for the statements with ``flow.Sql.timeout_ms`` on a
-# warm connection (``runtime/connections.py``), and back to the start-up option's.
+# The statement timeout, set over the start-up option's (``-c statement_timeout``),
+# written here once (``:ms`` a string of milliseconds, "0": none):
+# - for the rest of a transaction: a statement with ``flow.Sql.timeout_ms`` in one, and
+#   a build that takes as long as the data needs (an index over every stored row);
+# - for a session: such statements on a warm connection (``runtime/cursors.py``), or a
+#   migration, and back to the start-up option's.
+SET_LOCAL_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, true)")
 SET_SESSION_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, false)")
 RESET_TIMEOUT = sa.text("RESET statement_timeout")
+NO_TIMEOUT = {"ms": "0"}
+"""The parameters of :data:`SET_LOCAL_TIMEOUT` / :data:`SET_SESSION_TIMEOUT` for no timeout."""
 
 DB_ERRORS = (sa_exc.SQLAlchemyError, psycopg.Error, OSError)
 

@@ -380,5 +380,3 @@ DEDUP_EF_SEARCH = 40
 # goes first (``runtime/driver.py``: ``Pipelined.again``, ``Unit.gives_up``).
 GIVE_UP_LOCK_MS = 200
 GIVE_UP_LOCKS = sa.text(f"SELECT set_config('lock_timeout', '{GIVE_UP_LOCK_MS}', true)")
-
-SET_LOCAL_TIMEOUT = sa.text("SELECT set_config('statement_timeout', :ms, true)")

@@ -100,8 +100,6 @@ ANN_INDEXES = sa.text(
 # Exact, one scan of the vectors (status, rebuild); at setup the planner's estimate.
 ROWS_BY_DIMS = sa.text(f"SELECT vector_dims(embedding) AS dims, count(*) AS n FROM {V} GROUP BY 1")
 ROWS_ESTIMATE = sa.text(f"SELECT reltuples AS n FROM pg_class WHERE oid = '{V}'::regclass")
-# A rebuild takes as long as the data needs (the statement timeout is for requests).
-NO_STATEMENT_TIMEOUT = sa.text("SET LOCAL statement_timeout = 0")
 
 
 def index_dims(name: str) -> int:

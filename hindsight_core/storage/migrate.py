@@ -16,7 +16,7 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from ..errors import DatabaseError, VectorExtensionMissingError
-from .engine import VECTOR_HELP
+from .engine import NO_TIMEOUT, RESET_TIMEOUT, SET_SESSION_TIMEOUT, VECTOR_HELP
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 _LOCK_KEY = 0x48494E44  # "HIND": one lock for every Hindsight schema change
@@ -94,12 +94,12 @@ def upgrade(connection: sa.Connection) -> None:
         if current != head_revision():
             # A migration may build an index over every stored row (0006: ~20 s per
             # 100k records): the configured statement timeout is for queries.
-            connection.execute(sa.text("SET statement_timeout = 0"))
+            connection.execute(SET_SESSION_TIMEOUT, NO_TIMEOUT)
             connection.commit()
             command.upgrade(alembic_config(connection), "head")
         connection.commit()
     finally:
         connection.rollback()
-        connection.execute(sa.text("RESET statement_timeout"))
+        connection.execute(RESET_TIMEOUT)
         connection.execute(sa.text("SELECT pg_advisory_unlock(:k)"), {"k": _LOCK_KEY})
         connection.commit()
