@@ -8,7 +8,8 @@ results; the drivers here carry them out and hold all the I/O:
 - ``flow.py``: the requests, with typed replies (``rows = yield from Sql(...)``);
 - ``driver.py``: the one sync and the one async driver, every decision written once
   (transaction or warm connection, pipelined writes, retries);
-- ``io_steps.py``: the drivers' I/O, one short method per step, called or awaited;
+- ``steps.py``: the drivers' steps (connect, execute, fetch, ...), typed objects;
+- ``io_steps.py``: the drivers' I/O, one short method per kind of step, called or awaited;
 - ``connections.py``: a pool's connections, with the warm autocommit ones kept for
   flows whose statements say they need no transaction;
 - ``cursors.py``: how a warm connection runs a statement (raw cursor, ``$n`` text

@@ -9,17 +9,23 @@ kept warm, invalidated or closed, how driver errors map to Hindsight's, and when
 whole flow runs once more (a kept connection found broken; the caller's ``retry``
 policy, e.g. items on a deadlock).
 
-A step is ``(operation, argument)``, an operation of :class:`SyncIO` (called) or of
-:class:`AsyncIO` (awaited); those two hold only I/O, one short method per thing to
-do. :func:`run_sync` and :func:`run_async` are the two loops that carry the steps
-out, and a failed step is thrown back into :func:`_drive` where it happened. This is
-httpx's ``Auth.auth_flow`` pattern one level down: the flows are written once, and so
-is the driver.
+A step is a small typed object (``steps.py``: :class:`~.steps.Connect`,
+:class:`~.steps.Execute`, ...) whose reply :func:`_drive` receives typed through
+``yield from``; :class:`SyncIO` carries it out by calling, :class:`AsyncIO` by awaiting
+(``io_steps.py``), and those two hold only I/O, one short method per kind of step.
+:func:`run_sync` and :func:`run_async` are the two loops that carry the steps out, and
+a failed step is thrown back into :func:`_drive` where it happened. This is httpx's
+``Auth.auth_flow`` pattern one level down: the flows are written once, and so is the
+driver.
+
+A run (:func:`_run`) matches each request of its flow on its class; the connection is
+taken at the first statement (:func:`_take`) and given back when the flow returns
+(:func:`_finish`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator
 from typing import Any, Generic, TypeVar
 
 import psycopg
@@ -32,12 +38,31 @@ from .connections import AsyncConnections, Connections
 from .cursors import broken, cursor, release
 from .flow import Embed, Flow, MakeFlow, Migrate, Pipelined, Rows, Sql, Unit
 from .io_steps import AsyncIO, SyncIO
+from .steps import (
+    Close,
+    Commit,
+    Compute,
+    Conn,
+    Connect,
+    EmbedTexts,
+    Execute,
+    Fetch,
+    Invalidate,
+    MigrateOn,
+    RunUnit,
+    Settle,
+    Side,
+    Start,
+    StartEach,
+    Started,
+    Step,
+    Wait,
+)
 
 __all__ = ["AsyncIO", "Plan", "Retry", "SyncIO", "run_async", "run_sync"]
 
 R = TypeVar("R")
 S = TypeVar("S")
-Step = tuple[Callable[[Any], Any], Any]
 Retry = Callable[[int, HindsightError], bool]
 """A retry policy: given the attempt (0 first) and its error, whether to run the flow
 again (on a new connection)."""
@@ -74,18 +99,24 @@ class _Broken(Exception):
     """A kept (warm) connection was found broken: run the flow again on a fresh one."""
 
 
+Conns = Connections | AsyncConnections
+Steps = Generator[Step[Any], Any, R]
+"""What the driver yields (steps, each carried out by ``SyncIO`` or ``AsyncIO``) and
+returns (the flow's result)."""
+
+
 def _drive(
-    flow: Flow[R] | MakeFlow[R], io: SyncIO | AsyncIO, retry: Retry | None, patient: bool = True
-) -> Generator[Step, Any, R]:
+    flow: Flow[R] | MakeFlow[R], conns: Conns, retry: Retry | None, patient: bool = True
+) -> Steps[R]:
     """Run ``flow`` (or ``flow()``, again when a kept connection broke or ``retry``
-    says so) as steps of ``io``; ``patient``: see :func:`_checkout`."""
+    says so) as steps on ``conns``; ``patient``: see :func:`_checkout`."""
     if not callable(flow):  # a flow already built cannot run twice: fresh connections
-        return (yield from _run(flow, io, reuse=False, patient=patient))
+        return (yield from _run(flow, conns, reuse=False, patient=patient))
     reuse, attempt = True, 0
     while True:
         built = flow()
         try:
-            return (yield from _run(built, io, reuse, patient))
+            return (yield from _run(built, conns, reuse, patient))
         except _Broken:
             reuse = False
         except HindsightError as exc:
@@ -96,78 +127,114 @@ def _drive(
             built.close()
 
 
-def _run(
-    flow: Flow[R], io: SyncIO | AsyncIO, reuse: bool, patient: bool = True
-) -> Generator[Step, Any, R]:
-    """One run of ``flow``: its requests as steps; the connection taken at the first
-    ``Sql`` (``reuse``: a warm one may be reused), given back when it ends.
+class _Held:
+    """The connection one run holds: none yet, a transaction's (``cur`` None), or a warm
+    autocommit one with its raw cursor (``warm``: kept from an earlier flow)."""
 
-    A :class:`Unit` that may give up, asked for while this run holds a connection, takes
-    its own without waiting on (``patient=False``): the connections it would wait for
-    may all be held by flows queued behind this one's lock (a write's namespace lock),
-    a cycle through the pool that only the pool timeout broke, failing every write
-    queued meanwhile."""
-    conn: Any = None
-    cur: Any = None  # the warm strategy's cursor; None: a transaction
-    warm = False  # conn was kept from an earlier flow
+    __slots__ = ("conn", "cur", "warm")
+
+    def __init__(self) -> None:
+        self.conn: Conn = None  # None: none yet
+        self.cur: Any = None
+        self.warm = False
+
+
+def _run(flow: Flow[R], conns: Conns, reuse: bool, patient: bool = True) -> Steps[R]:
+    """One run of ``flow``: each request as steps; the connection taken at the first
+    ``Sql`` or ``Pipelined`` (:func:`_take`; ``reuse``: a warm one may be reused) and
+    given back when the flow ends (:func:`_finish`) or fails (closed: rolled back)."""
+    held = _Held()
     reply: Any = None
     try:
         while True:
             try:
                 req = flow.send(reply)
             except StopIteration as stop:
-                result = stop.value
+                result: R = stop.value
                 break
-            kind = type(req)
-            if kind is Embed:
-                reply = yield io.embed, req
-            elif kind is Migrate:
-                reply = yield io.migrate, (yield from _checkout(io, False, patient))
-            elif kind is Unit:
-                gives_up: bool = req.gives_up  # type: ignore[union-attr]
-                try:
-                    reply = yield io.unit, (req.flow, conn is None or not gives_up)  # type: ignore[union-attr]
-                except HindsightError as exc:
-                    if not (gives_up and _gave_up(exc)):
-                        raise
+            match req:
+                case Sql():
+                    yield from _take(held, conns, req, reuse, patient)
+                    if held.cur is not None:
+                        reply = yield from _fetch(held, req)
+                    else:
+                        reply = yield from Execute(held.conn, req)
+                case Embed():
+                    reply = yield from EmbedTexts(req)
+                case Pipelined():
+                    yield from _take(held, conns, req, reuse, patient)
+                    if held.cur is not None:
+                        raise TypeError("a Pipelined request needs a transaction, not autocommit")
+                    yield from _pipelined(held.conn, req)
                     reply = None
-            else:
-                if conn is None and kind is Sql and req.autocommit:  # type: ignore[union-attr]
-                    conn, cur, cold = io.conns.take(req.timeout_ms) if reuse else (None, None, [])  # type: ignore[union-attr]
-                    yield from _each(io.close, cold)
-                    warm = conn is not None
-                    if conn is None:
-                        conn = yield from _checkout(io, True, patient)
-                        cur = cursor(conn)
-                elif conn is None:
-                    conn = yield from _checkout(io, False, patient)
-                if cur is not None and kind is Sql:
-                    reply = yield from _fetch(io, conn, cur, req, warm)  # type: ignore[arg-type]
-                elif cur is not None and kind is Pipelined:
-                    raise TypeError("a Pipelined request needs a transaction, not autocommit")
-                elif kind is Pipelined:
-                    yield from _pipelined(io, conn, req)  # type: ignore[arg-type]
+                case Unit():
+                    reply = yield from _unit(req, holding=held.conn is not None)
+                case Migrate():
+                    yield from MigrateOn((yield from _checkout(conns, False, patient)))
                     reply = None
-                else:
-                    reply = yield io.execute, (conn, req)
-        if cur is not None:
-            release(cur)
-            done, conn = conn, None
-            if not io.conns.keep(done, cur):
-                yield io.close, done
-        elif conn is not None:
-            yield io.commit, conn
-            done, conn = conn, None
-            yield io.close, done
-        return result  # type: ignore[no-any-return]
+                case _:
+                    raise TypeError(f"a flow yielded {req!r}, not a request of runtime.flow")
+        yield from _finish(held, conns)
+        return result
     except GeneratorExit:  # abandoned mid-way: nothing more can run
         raise
     except BaseException as exc:
-        if conn is not None:  # closing rolls back what was not committed
-            yield io.close, conn
+        if held.conn is not None:  # closing rolls back what was not committed
+            yield from Close(held.conn)
         if isinstance(exc, DB_ERRORS) and not isinstance(exc, HindsightError):
             raise translate_db_error(exc) from exc
         raise
+
+
+def _take(
+    held: _Held, conns: Conns, req: Sql | Pipelined, reuse: bool, patient: bool
+) -> Steps[None]:
+    """The run's connection, taken at its first statement, which decides how: a warm
+    autocommit connection when it is an ``Sql`` that says ``autocommit`` (a kept one
+    when ``reuse`` and one is free, else a new one with a raw cursor), else a pooled
+    connection in a transaction. A run that holds one keeps it."""
+    if held.conn is not None:
+        return
+    if not (isinstance(req, Sql) and req.autocommit):
+        held.conn = yield from _checkout(conns, False, patient)
+        return
+    conn, cur, cold = conns.take(req.timeout_ms) if reuse else (None, None, [])
+    for done in cold:
+        yield from Close(done)
+    if conn is not None:
+        held.conn, held.cur, held.warm = conn, cur, True
+        return
+    held.conn = yield from _checkout(conns, True, patient)
+    held.cur = cursor(held.conn)
+
+
+def _finish(held: _Held, conns: Conns) -> Steps[None]:
+    """The run's connection given back once the flow returned: a warm one kept (if
+    there is room, else closed), a transaction's committed and closed."""
+    if held.cur is not None:
+        release(held.cur)
+        done, held.conn = held.conn, None
+        if not conns.keep(done, held.cur):
+            yield from Close(done)
+    elif held.conn is not None:
+        yield from Commit(held.conn)
+        done, held.conn = held.conn, None
+        yield from Close(done)
+
+
+def _unit(req: Unit[Any], holding: bool) -> Steps[Any]:
+    """A :class:`Unit`'s result; None when it gave up (``gives_up``). A unit that may
+    give up, asked for while this run holds a connection (``holding``), takes its own
+    without waiting on (``patient=False``): the connections it would wait for may all
+    be held by flows queued behind this one's lock (a write's namespace lock), a cycle
+    through the pool that only the pool timeout broke, failing every write queued
+    meanwhile."""
+    try:
+        return (yield from RunUnit(req.flow, patient=not (holding and req.gives_up)))
+    except HindsightError as exc:
+        if not (req.gives_up and _gave_up(exc)):
+            raise
+        return None
 
 
 def _gave_up(exc: HindsightError) -> bool:
@@ -175,7 +242,7 @@ def _gave_up(exc: HindsightError) -> bool:
     return isinstance(exc, DatabaseBusyError) or gave_up_waiting_for_lock(exc)
 
 
-def _checkout(io: SyncIO | AsyncIO, autocommit: bool, patient: bool) -> Generator[Step, Any, Any]:
+def _checkout(conns: Conns, autocommit: bool, patient: bool) -> Steps[Conn]:
     """A pooled connection (``autocommit``: in autocommit mode).
 
     The pool's own wait is one slice (``storage.engine.CHECKOUT_SLICE``). After a slice
@@ -185,109 +252,100 @@ def _checkout(io: SyncIO | AsyncIO, autocommit: bool, patient: bool) -> Generato
     (``flow.DEADLINE``). Then, or after one slice when not ``patient``,
     :class:`~hindsight_core.errors.DatabaseBusyError`: busy, retry; not "unavailable".
     """
-    since = io.conns.clock()
+    since = conns.clock()
     while True:
         try:
-            return (yield io.connect, autocommit)
+            return (yield from Connect(autocommit))
         except sa_exc.TimeoutError:
-            yield from _each(io.close, io.conns.drain())
-            again, waited = io.conns.keep_waiting(since)
+            for warm in conns.drain():
+                yield from Close(warm)
+            again, waited = conns.keep_waiting(since)
             if not (patient and again):
                 raise busy(waited) from None
 
 
-def _fetch(
-    io: SyncIO | AsyncIO, conn: Any, cur: Any, req: Sql, warm: bool
-) -> Generator[Step, Any, Rows]:
+def _fetch(held: _Held, req: Sql) -> Steps[Rows]:
     """``req`` on a warm connection's cursor; a broken connection is invalidated (and,
     if it was kept from an earlier flow, the flow runs again)."""
     try:
-        rows: Rows = yield io.fetch, (cur, req)
+        return (yield from Fetch(held.cur, req))
     except psycopg.Error as exc:
         error = translate_db_error(exc)
-        if broken(exc, conn):
-            yield io.invalidate, conn
-            if warm:
+        if broken(exc, held.conn):
+            yield from Invalidate(held.conn)
+            if held.warm:
                 raise _Broken from exc
         raise error from exc
-    return rows
 
 
-def _pipelined(io: SyncIO | AsyncIO, conn: Any, req: Pipelined) -> Generator[Step, Any, None]:
+def _pipelined(conn: Conn, req: Pipelined) -> Steps[None]:
     """Stage ``k``'s write on ``conn`` while the later stages' reads run on a side
     connection and stage ``k + 1``'s step on the client. The side connection reads
     stages 1, 2, ... one after another from the start, ahead of the steps (reads do
     not depend on them), while ``conn``, idle until the first write, reads stage 0.
     With no side connection free, every read first, on ``conn`` (then only the steps
     overlap the writes)."""
-    side = (yield io.side, None) if any(r is not None for r in req.reads[1:]) else None
-    pending: Any = None  # the write in flight
-    queued: list[Any] = []  # the side connection's reads, started in stage order
+    side = (yield from Side()) if any(r is not None for r in req.reads[1:]) else None
+    pending: Started | None = None  # the write in flight
+    queued: list[Started | None] = []  # the side connection's reads, started in stage order
     try:
         ahead: list[Rows] | None = None
         if side is None:
             ahead = []
             for read in req.reads:
-                ahead.append([] if read is None else (yield io.execute, (conn, read)))
+                ahead.append([] if read is None else (yield from Execute(conn, read)))
         else:
-            queued = yield io.start_each, (side, (None, *req.reads[1:]))
+            queued = yield from StartEach(side, (None, *req.reads[1:]))
         for k, read in enumerate(req.reads):
             if ahead is not None:
                 rows = ahead[k]
             elif k == 0:
-                rows = [] if read is None else (yield io.execute, (conn, read))
+                rows = [] if read is None else (yield from Execute(conn, read))
             elif queued[k] is None:
                 rows = []
             else:
-                rows, pending = yield from _or_again(
-                    io, conn, req, k, pending, (io.wait, queued[k])
-                )
+                rows, pending = yield from _or_again(conn, req, k, pending, queued[k])
             if pending is None:  # nothing in flight: the step runs here, like the flow
                 write = req.step(k, rows)
             else:
-                write = yield io.compute, (req.step, k, rows)
+                write = yield from Compute(req.step, k, rows)
             if pending is not None:
                 done, pending = pending, None
-                yield io.wait, done
+                yield from Wait(done)
             if write is not None and k == len(req.reads) - 1:
-                yield io.execute, (conn, write)  # nothing left to overlap it with
+                yield from Execute(conn, write)  # nothing left to overlap it with
             elif write is not None:
-                pending = yield io.start, (conn, write)
+                pending = yield from Start(conn, write)
     except GeneratorExit:
         raise
     except BaseException:
         # Everything started finishes before its connection is closed.
-        for started in (pending, *queued):
-            if started is not None:
-                yield io.settle, started
+        for begun in (pending, *queued):
+            if begun is not None:
+                yield from Settle(begun)
         if side is not None:
-            yield io.close, side
+            yield from Close(side)
         raise
     if side is not None:
-        yield io.close, side
+        yield from Close(side)
 
 
 def _or_again(
-    io: SyncIO | AsyncIO, conn: Any, req: Pipelined, k: int, pending: Any, read: Step
-) -> Generator[Step, Any, tuple[Rows, Any]]:
-    """Stage ``k``'s side read (the step ``read``), or, when it gave up waiting for a
+    conn: Conn, req: Pipelined, k: int, pending: Started | None, read: Started
+) -> Steps[tuple[Rows, Started | None]]:
+    """Stage ``k``'s side read (started: ``read``), or, when it gave up waiting for a
     lock (DDL queued behind this transaction, which would wait for the read: a cycle
     the server cannot see), ``req.again[k]`` on ``conn``, once the write in flight
     (``pending``) is done. The rows, and the write still in flight."""
     try:
-        return (yield read), pending
+        return (yield from Wait(read)), pending
     except DB_ERRORS as exc:
         if not req.again or not gave_up_waiting_for_lock(exc):
             raise
     if pending is not None:
-        yield io.wait, pending
+        yield from Wait(pending)
     again = req.again[k]
-    return ([] if again is None else (yield io.execute, (conn, again))), None
-
-
-def _each(op: Callable[[Any], Any], args: Iterable[Any]) -> Generator[Step, Any, None]:
-    for arg in args:
-        yield op, arg
+    return ([] if again is None else (yield from Execute(conn, again))), None
 
 
 def run_sync(
@@ -302,10 +360,11 @@ def run_sync(
     may reuse a warm connection and run again on a broken one or as ``retry`` says.
     ``patient=False``: a connection not free within one pool wait is given up
     (``DatabaseBusyError``)."""
-    plan = Plan(_drive(flow, SyncIO(conns, embedder), retry, patient))
-    for op, arg in plan:
+    io = SyncIO(conns, embedder)
+    plan = Plan(_drive(flow, conns, retry, patient))
+    for step in plan:
         try:
-            plan.reply = op(arg)
+            plan.reply = step.on(io)
         except BaseException as exc:  # noqa: BLE001 - thrown into the plan, which decides
             plan.error = exc
     return plan.result
@@ -320,10 +379,11 @@ async def run_async(
     patient: bool = True,
 ) -> R:
     """:func:`run_sync` with asyncio I/O (psycopg's async driver)."""
-    plan = Plan(_drive(flow, AsyncIO(conns, embedder), retry, patient))
-    for op, arg in plan:
+    io = AsyncIO(conns, embedder)
+    plan = Plan(_drive(flow, conns, retry, patient))
+    for step in plan:
         try:
-            plan.reply = await op(arg)
+            plan.reply = await step.on(io)
         except BaseException as exc:  # noqa: BLE001 - thrown into the plan, which decides
             plan.error = exc
     return plan.result

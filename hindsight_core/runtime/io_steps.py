@@ -1,14 +1,13 @@
-"""The I/O of the two drivers (``driver.py``): one short method per step, blocking or awaited.
+"""The I/O of the two drivers (``driver.py``): one short method per kind of step.
 
-:func:`driver._drive` decides every step and its argument; :class:`SyncIO` carries a
-step out by calling, :class:`AsyncIO` by awaiting. Nothing here decides anything:
-the two classes differ only in how they wait.
+:func:`driver._drive` decides every step (``steps.py``); :class:`SyncIO` carries a step
+out by calling, :class:`AsyncIO` by awaiting, each method taking its step object.
+Nothing here decides anything: the two classes differ only in how they wait.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,24 @@ from ..embeddings import Embedder
 from ..storage.engine import SET_LOCAL_TIMEOUT
 from .connections import AsyncConnections, Connections
 from .cursors import afetch, auntime, fetch, untime
-from .flow import Embed, Flow, Rows, Sql, embed_async, embed_sync
+from .flow import Rows, Sql, embed_async, embed_sync
+from .steps import (
+    Close,
+    Commit,
+    Compute,
+    Connect,
+    EmbedTexts,
+    Execute,
+    Fetch,
+    Invalidate,
+    MigrateOn,
+    RunUnit,
+    Settle,
+    Side,
+    Start,
+    StartEach,
+    Wait,
+)
 
 if TYPE_CHECKING:  # loads the ORM: imported with the first async engine (storage.engine)
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -46,7 +62,7 @@ async def _aexecute(conn: AsyncConnection, req: Sql) -> Rows:
 
 
 class SyncIO:
-    """The blocking I/O of one run: each method is one step of :func:`_drive`."""
+    """The blocking I/O of one run: each method carries out one kind of :class:`Step`."""
 
     __slots__ = ("conns", "embedder")
 
@@ -54,81 +70,77 @@ class SyncIO:
         self.conns = conns
         self.embedder = embedder
 
-    def embed(self, req: Embed) -> list[list[float]]:
-        return embed_sync(self.embedder, req)
+    def embed(self, step: EmbedTexts) -> list[list[float]]:
+        return embed_sync(self.embedder, step.req)
 
-    def migrate(self, conn: sa.Connection) -> None:
+    def migrate(self, step: MigrateOn) -> None:
         from ..storage import migrate  # Alembic: loaded by set-up only
 
         try:
-            migrate.upgrade(conn)
+            migrate.upgrade(step.conn)
         finally:
-            conn.close()
+            step.conn.close()
 
-    def unit(self, arg: tuple[Flow[Any], bool]) -> Any:
+    def unit(self, step: RunUnit) -> Any:
         from .driver import run_sync  # the driver imports this module
 
-        flow, patient = arg
-        return run_sync(flow, self.conns, self.embedder, patient=patient)
+        return run_sync(step.flow, self.conns, self.embedder, patient=step.patient)
 
-    def connect(self, autocommit: bool) -> sa.Connection:
+    def connect(self, step: Connect) -> sa.Connection:
         conn = self.conns.engine.connect()
-        if autocommit:
+        if step.autocommit:
             conn.execution_options(isolation_level="AUTOCOMMIT")
         return conn
 
-    def execute(self, arg: tuple[sa.Connection, Sql]) -> Rows:
-        return _execute(*arg)
+    def execute(self, step: Execute) -> Rows:
+        return _execute(step.conn, step.req)
 
-    def fetch(self, arg: tuple[Any, Sql]) -> Rows:
-        return fetch(*arg)
+    def fetch(self, step: Fetch) -> Rows:
+        return fetch(step.cur, step.req)
 
-    def side(self, _: None) -> sa.Connection | None:
+    def side(self, step: Side) -> sa.Connection | None:
         engine = self.conns.side()
         try:
             return None if engine is None else engine.connect()
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             return None
 
-    def compute(self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]) -> Sql | None:
-        step, k, rows = arg
-        return step(k, rows)
+    def compute(self, step: Compute) -> Sql | None:
+        return step.make(step.k, step.rows)
 
-    def start(self, arg: tuple[sa.Connection, Sql]) -> Future[Rows]:
+    def start(self, step: Start) -> Future[Rows]:
         # A thread of its own: psycopg waits for the server without the GIL, so the
         # flow's next step runs meanwhile.
         pool = ThreadPoolExecutor(max_workers=1)
         try:
-            return pool.submit(_execute, *arg)
+            return pool.submit(_execute, step.conn, step.req)
         finally:
             pool.shutdown(wait=False)
 
-    def start_each(
-        self, arg: tuple[sa.Connection, Sequence[Sql | None]]
-    ) -> list[Future[Rows] | None]:
+    def start_each(self, step: StartEach) -> list[Future[Rows] | None]:
         # One thread runs the statements one after another, in order, on ``conn``.
-        conn, reqs = arg
         pool = ThreadPoolExecutor(max_workers=1)
         try:
-            return [None if req is None else pool.submit(_execute, conn, req) for req in reqs]
+            return [None if r is None else pool.submit(_execute, step.conn, r) for r in step.reqs]
         finally:
             pool.shutdown(wait=False)
 
-    def wait(self, started: Future[Rows]) -> Rows:
-        return started.result()
+    def wait(self, step: Wait) -> Rows:
+        rows: Rows = step.started.result()
+        return rows
 
-    def settle(self, started: Future[Rows]) -> None:
-        wait_futures([started])
+    def settle(self, step: Settle) -> None:
+        wait_futures([step.started])
 
-    def commit(self, conn: sa.Connection) -> None:
-        conn.commit()
+    def commit(self, step: Commit) -> None:
+        step.conn.commit()
 
-    def invalidate(self, conn: sa.Connection) -> None:
-        conn.invalidate()
+    def invalidate(self, step: Invalidate) -> None:
+        step.conn.invalidate()
 
-    def close(self, conn: sa.Connection) -> None:
-        untime(conn)
-        conn.close()
+    def close(self, step: Close) -> None:
+        untime(step.conn)
+        step.conn.close()
 
 
 class AsyncIO:
@@ -140,80 +152,76 @@ class AsyncIO:
         self.conns = conns
         self.embedder = embedder
 
-    async def embed(self, req: Embed) -> list[list[float]]:
-        return await embed_async(self.embedder, req)
+    async def embed(self, step: EmbedTexts) -> list[list[float]]:
+        return await embed_async(self.embedder, step.req)
 
-    async def migrate(self, conn: AsyncConnection) -> None:
+    async def migrate(self, step: MigrateOn) -> None:
         from ..storage import migrate  # Alembic: loaded by set-up only
 
         try:
-            await conn.run_sync(migrate.upgrade)
+            await step.conn.run_sync(migrate.upgrade)
         finally:
-            await conn.close()
+            await step.conn.close()
 
-    async def unit(self, arg: tuple[Flow[Any], bool]) -> Any:
+    async def unit(self, step: RunUnit) -> Any:
         from .driver import run_async  # the driver imports this module
 
-        flow, patient = arg
-        return await run_async(flow, self.conns, self.embedder, patient=patient)
+        return await run_async(step.flow, self.conns, self.embedder, patient=step.patient)
 
-    async def connect(self, autocommit: bool) -> AsyncConnection:
+    async def connect(self, step: Connect) -> AsyncConnection:
         conn = await self.conns.engine.connect()
         try:
-            if autocommit:
+            if step.autocommit:
                 await conn.execution_options(isolation_level="AUTOCOMMIT")
         except BaseException:
             await conn.close()
             raise
         return conn
 
-    async def execute(self, arg: tuple[AsyncConnection, Sql]) -> Rows:
-        return await _aexecute(*arg)
+    async def execute(self, step: Execute) -> Rows:
+        return await _aexecute(step.conn, step.req)
 
-    async def fetch(self, arg: tuple[Any, Sql]) -> Rows:
-        return await afetch(*arg)
+    async def fetch(self, step: Fetch) -> Rows:
+        return await afetch(step.cur, step.req)
 
-    async def side(self, _: None) -> AsyncConnection | None:
+    async def side(self, step: Side) -> AsyncConnection | None:
         engine = self.conns.side()
         try:
             return None if engine is None else await engine.connect()
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             return None
 
-    async def compute(self, arg: tuple[Callable[[int, Rows], Sql | None], int, Rows]) -> Sql | None:
+    async def compute(self, step: Compute) -> Sql | None:
         # On a thread, so that the event loop keeps sending and awaiting the write
         # in flight meanwhile.
-        step, k, rows = arg
-        return await asyncio.to_thread(step, k, rows)
+        return await asyncio.to_thread(step.make, step.k, step.rows)
 
-    async def start(self, arg: tuple[AsyncConnection, Sql]) -> asyncio.Task[Rows]:
-        return asyncio.ensure_future(_aexecute(*arg))
+    async def start(self, step: Start) -> asyncio.Task[Rows]:
+        return asyncio.ensure_future(_aexecute(step.conn, step.req))
 
-    async def start_each(
-        self, arg: tuple[AsyncConnection, Sequence[Sql | None]]
-    ) -> list[asyncio.Task[Rows] | None]:
+    async def start_each(self, step: StartEach) -> list[asyncio.Task[Rows] | None]:
         # A lock (FIFO) keeps the statements one after another, in order, on ``conn``.
-        conn, reqs = arg
         turn = asyncio.Lock()
 
         async def one(req: Sql) -> Rows:
             async with turn:
-                return await _aexecute(conn, req)
+                return await _aexecute(step.conn, req)
 
-        return [None if req is None else asyncio.ensure_future(one(req)) for req in reqs]
+        return [None if r is None else asyncio.ensure_future(one(r)) for r in step.reqs]
 
-    async def wait(self, started: asyncio.Task[Rows]) -> Rows:
-        return await started
+    async def wait(self, step: Wait) -> Rows:
+        rows: Rows = await step.started
+        return rows
 
-    async def settle(self, started: asyncio.Task[Rows]) -> None:
-        await asyncio.wait([started])
+    async def settle(self, step: Settle) -> None:
+        await asyncio.wait([step.started])
 
-    async def commit(self, conn: AsyncConnection) -> None:
-        await conn.commit()
+    async def commit(self, step: Commit) -> None:
+        await step.conn.commit()
 
-    async def invalidate(self, conn: AsyncConnection) -> None:
-        await conn.invalidate()
+    async def invalidate(self, step: Invalidate) -> None:
+        await step.conn.invalidate()
 
-    async def close(self, conn: AsyncConnection) -> None:
-        await auntime(conn)
-        await conn.close()
+    async def close(self, step: Close) -> None:
+        await auntime(step.conn)
+        await step.conn.close()
