@@ -187,6 +187,15 @@ class HindsightCheckpointer(BaseCheckpointSaver[str]):
         """The core's sync checkpoint storage (bytes and JSON)."""
         return self._backends.sync
 
+    @property
+    def memory(self) -> Memory:
+        """The core :class:`~hindsight_core.Memory` the blocking checkpoints run on: the
+        one given, or the checkpointer's own on the same database (where
+        ``reflect_thread`` stores a thread's lessons by default)."""
+        host = self._backends.sync.memory
+        assert isinstance(host, Memory)  # _Backends builds the sync side on a Memory
+        return host
+
     def get_next_version(self, current: str | None, channel: None = None) -> str:
         """``<int + 1, 32 digits>.<random>``, the same scheme as ``PostgresSaver``."""
         if current is None:

@@ -39,6 +39,7 @@ from hindsight_core.reflection import (
 )
 
 from ._messages import message_text
+from .checkpoint import HindsightCheckpointer
 from .recall import RECALLED_KEY, is_memory_message
 
 __all__ = [
@@ -194,10 +195,9 @@ def _options(thread_id: str, options: dict[str, Any]) -> dict[str, Any]:
 def _memory_of(checkpointer: Any, memory: Memory | None) -> Memory:
     if memory is not None:
         return memory
-    backends = getattr(checkpointer, "_backends", None)
-    if backends is None:
+    if not isinstance(checkpointer, HindsightCheckpointer):
         raise ValueError("pass memory=: the checkpointer is not a HindsightCheckpointer")
-    return backends.sync.memory  # type: ignore[no-any-return]
+    return checkpointer.memory
 
 
 def reflect_thread(
