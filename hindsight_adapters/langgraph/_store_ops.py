@@ -107,7 +107,8 @@ def _result(res: Any) -> Result:
             for h in res
         ]
         return hits
-    return res  # type: ignore[no-any-return]
+    other: Result = res  # a put's None, a list of namespaces, an empty search
+    return other
 
 
 # LangGraph's namespace checks, remembered for the namespaces that passed them (tuples
@@ -133,9 +134,10 @@ class DirectAsyncCalls:
         self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
     ) -> Item | None:
         _check_labels(namespace)
-        return await self._enqueue(  # type: ignore[no-any-return]
+        item: Item | None = await self._enqueue(
             ("get", tuple(namespace), str(key), _ensure_refresh(self.ttl_config, refresh_ttl))
         )
+        return item
 
     async def asearch(
         self,
@@ -149,7 +151,7 @@ class DirectAsyncCalls:
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
         _check_labels(namespace_prefix)
-        return await self._enqueue(  # type: ignore[no-any-return]
+        hits: list[SearchItem] = await self._enqueue(
             (
                 "search",
                 tuple(namespace_prefix),
@@ -160,6 +162,7 @@ class DirectAsyncCalls:
                 _ensure_refresh(self.ttl_config, refresh_ttl),
             )
         )
+        return hits
 
     async def alist_namespaces(
         self,
@@ -177,9 +180,10 @@ class DirectAsyncCalls:
         if suffix:
             _check_labels(suffix)
             conds = (*conds, ("suffix", tuple(suffix)))
-        return await self._enqueue(  # type: ignore[no-any-return]
+        found: list[tuple[str, ...]] = await self._enqueue(
             ("list", conds, max_depth, limit, offset)
         )
+        return found
 
     async def aput(
         self,

@@ -79,7 +79,8 @@ def as_embedder(embed: Any, dims: int) -> Embedder:
     ``texts -> vectors`` (sync or async), or a ``"provider:model"`` string.
     """
     if is_embedder(embed):  # ours: a LangChain Embeddings has no embed_queries
-        return embed  # type: ignore[no-any-return]
+        ours: Embedder = embed
+        return ours
     if hasattr(embed, "embed") and hasattr(embed, "model_name"):
         return ensure_embedder(embed)  # ours, of the earlier one-method protocol
     from langgraph.store.base.embed import ensure_embeddings

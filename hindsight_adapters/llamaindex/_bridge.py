@@ -33,7 +33,13 @@ from hindsight_core.memory.results import degraded
 from hindsight_core.models import Experience, Namespace
 
 if TYPE_CHECKING:
-    from hindsight_core.reflection import ReflectionResult, Trajectory
+    from hindsight_core.reflection import (
+        AsyncReflector,
+        BackgroundReflector,
+        ReflectionResult,
+        Reflector,
+        Trajectory,
+    )
 
 log = logging.getLogger("hindsight.llamaindex")
 
@@ -65,8 +71,8 @@ class CoreBridge:
             with contextlib.suppress(RuntimeError):  # no loop yet: the first user's
                 self._home = weakref.ref(asyncio.get_running_loop())
         self._lock = threading.RLock()
-        self._areflector: Any = None
-        self._background: Any = None
+        self._areflector: AsyncReflector | None = None
+        self._background: BackgroundReflector | None = None
         self.pending: set[asyncio.Task[Any] | concurrent.futures.Future[Any]] = set()
         self.submitted = 0
         """How many trajectories were handed to background reflection."""
@@ -165,14 +171,15 @@ class CoreBridge:
 
     # ------------------------------------------------------------------ reflection
 
-    def _async_reflector(self) -> Any:
+    def _async_reflector(self) -> AsyncReflector:
         if self._areflector is None or self._areflector.llm is not self.llm:
             from hindsight_core.reflection import AsyncReflector
 
-            self._areflector = AsyncReflector(self._amemory, self.llm)  # type: ignore[arg-type]
+            assert self._amemory is not None  # native(): an AsyncMemory
+            self._areflector = AsyncReflector(self._amemory, self.llm)
         return self._areflector
 
-    def _sync_reflector(self) -> Any:
+    def _sync_reflector(self) -> Reflector:
         from hindsight_core.reflection import Reflector
 
         return Reflector(self.sync_memory(), self.llm)
@@ -182,7 +189,8 @@ class CoreBridge:
     ) -> asyncio.Task[ReflectionResult] | concurrent.futures.Future[ReflectionResult]:
         """Reflect in the background; returns the task or future (never blocks)."""
         if self.native():
-            job: Any = self._async_reflector().submit(trajectory, namespace=namespace)
+            job: asyncio.Task[ReflectionResult] | concurrent.futures.Future[ReflectionResult]
+            job = self._async_reflector().submit(trajectory, namespace=namespace)
         else:
             with self._lock:
                 if self._background is None:
@@ -193,20 +201,18 @@ class CoreBridge:
         self.submitted += 1
         self.pending.add(job)
         job.add_done_callback(self.pending.discard)
-        return job  # type: ignore[no-any-return]
+        return job
 
     async def areflect(
         self, trajectory: Trajectory, *, namespace: Namespace | None
     ) -> ReflectionResult:
         """Reflect now and return what was written."""
         if self.native():
-            return await self._async_reflector().reflect(  # type: ignore[no-any-return]
-                trajectory, namespace=namespace
-            )
+            return await self._async_reflector().reflect(trajectory, namespace=namespace)
         return await self._in_thread(self.reflect, trajectory, namespace=namespace)
 
     def reflect(self, trajectory: Trajectory, *, namespace: Namespace | None) -> ReflectionResult:
-        return self._sync_reflector().reflect(trajectory, namespace=namespace)  # type: ignore[no-any-return]
+        return self._sync_reflector().reflect(trajectory, namespace=namespace)
 
     async def wait(self, timeout: float | None = None) -> None:
         """Wait for background reflections submitted so far (tests, shutdown)."""

@@ -63,7 +63,8 @@ def _choice(
 
 def _state(request: Request) -> UIState:
     """The inspector's shared state (``create_app`` puts it on the application)."""
-    return request.app.state.ui  # type: ignore[no-any-return]
+    state: UIState = request.app.state.ui
+    return state
 
 
 def _ui(request: Request) -> tuple[UIState, AsyncMemory]:

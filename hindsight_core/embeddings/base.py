@@ -109,13 +109,15 @@ class SymmetricEmbedder:
         return getattr(self.inner, "languages", frozenset({"en"}))
 
     def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.inner.embed(texts)  # type: ignore[no-any-return]
+        vectors: list[list[float]] = self.inner.embed(texts)
+        return vectors
 
     embed_queries = embed = embed_documents
 
     async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if hasattr(self.inner, "aembed"):
-            return await self.inner.aembed(texts)  # type: ignore[no-any-return]
+            vectors: list[list[float]] = await self.inner.aembed(texts)
+            return vectors
         return await asyncio.get_running_loop().run_in_executor(None, self.inner.embed, list(texts))
 
     aembed_queries = aembed = aembed_documents
@@ -159,7 +161,8 @@ def ensure_embedder(embedder: Any) -> Embedder:
     # Not isinstance(embedder, Embedder): on Python 3.11 it reads every member with
     # hasattr, so a lazy ``dim`` probed the endpoint or loaded the model right here.
     if is_embedder(embedder):
-        return embedder  # type: ignore[no-any-return]
+        found: Embedder = embedder  # every member there, read statically
+        return found
     if all(_has(embedder, a) for a in ("embed", "model_name", "dim")):
         return SymmetricEmbedder(embedder)
     raise TypeError(

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import ConfigurationError
 from ..text import is_cjk_text
@@ -161,7 +161,7 @@ def profile_for(model_name: str) -> ModelProfile:
 @lru_cache(maxsize=64)
 def _profile_for(model_name: str) -> ModelProfile:
     path = Path(model_name).expanduser()
-    card_languages: frozenset[str] | None | bool = False  # False: no card read
+    card_languages: frozenset[str] | None | Literal[False] = False  # False: no card read
     names = [model_name]
     if path.is_dir():
         card_languages = _card_languages(path / "README.md")
@@ -175,14 +175,14 @@ def _profile_for(model_name: str) -> ModelProfile:
                 if profile.dim is None and short.startswith("bge") and "zh" in short:
                     profile = replace(profile, dim=_BGE_ZH_DIMS[m.group(1)])
                 if card_languages is not False:
-                    profile = replace(profile, languages=card_languages)  # type: ignore[arg-type]
+                    profile = replace(profile, languages=card_languages)
                 return profile
     if card_languages is not False:
-        return ModelProfile(languages=card_languages)  # type: ignore[arg-type]
+        return ModelProfile(languages=card_languages)
     return ModelProfile()
 
 
-def _card_languages(card: Path) -> frozenset[str] | None | bool:
+def _card_languages(card: Path) -> frozenset[str] | None | Literal[False]:
     """Languages a Hugging Face model card declares (``language: en`` or a list);
     ``None`` for ``multilingual`` or more than three; ``False`` when it says nothing."""
     try:

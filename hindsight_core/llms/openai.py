@@ -138,7 +138,8 @@ class OpenAICompatibleLLM:
                     resp = client.post(f"{self.base_url}/chat/completions", json=body)
                     body = attempts.send(resp)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            response: LLMResponse = done.value
+            return response
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc
 
@@ -154,6 +155,7 @@ class OpenAICompatibleLLM:
                     resp = await client.post(f"{self.base_url}/chat/completions", json=body)
                     body = attempts.send(resp)
         except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
+            response: LLMResponse = done.value
+            return response
         except httpx.HTTPError as exc:
             raise self._unreachable(exc) from exc

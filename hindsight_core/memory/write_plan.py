@@ -68,14 +68,14 @@ def write_stages(n: int, first: int, size: int) -> list[tuple[int, int]]:
 
 
 def by_record(
-    rows: Sequence[Mapping[str, Any]], stage: Sequence[int]
+    rows: Sequence[dict[str, Any]], stage: Sequence[int]
 ) -> dict[int, list[dict[str, Any]]]:
     """The rows of ``experiences_sql.nearest_many`` for the batch's records ``stage``
     (batch indexes, in the order looked up), by batch index (its ``i`` counts from
     1), most similar first."""
     neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        neighbours[stage[r["i"] - 1]].append(r)  # type: ignore[arg-type]
+        neighbours[stage[r["i"] - 1]].append(r)
     return neighbours
 
 

@@ -23,6 +23,7 @@ Each check drops a candidate with a reason that :class:`ReflectionResult` report
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from ..dedup_veto import merge_veto
@@ -273,7 +274,7 @@ def screen_merge(
     originals: list[str],
     prompts: list[str],
     settings: Settings,
-    triggers: list[str] = (),  # type: ignore[assignment]
+    triggers: Sequence[str] = (),
 ) -> tuple[str | None, str | None]:
     """Check a merged lesson against the lessons it replaces.
 
