@@ -19,9 +19,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Coroutine
 from types import MethodType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
 
-from ..embeddings import Embedder
+from ..embeddings.base import NoEmbedder
 from ..runtime.connections import AsyncConnections, Connections
 from ..runtime.driver import run_async, run_sync
 from ..runtime.flow import Flow, MakeFlow, Migrate
@@ -53,7 +53,7 @@ __all__ = [
 if TYPE_CHECKING:
     from ..runtime.host import AsyncFlowHost, FlowHost
 
-_NO_EMBEDDER = cast(Embedder, None)  # checkpoint flows never embed
+_NO_EMBEDDER = NoEmbedder("checkpoints are not embedded")  # checkpoint flows never embed
 CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's checkpoints
 P = ParamSpec("P")
 R = TypeVar("R")

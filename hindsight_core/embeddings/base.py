@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import EmbeddingError
+from ..errors import ConfigurationError, EmbeddingError
+
+if TYPE_CHECKING:
+    from .profiles import ModelProfile
 
 
 @runtime_checkable
@@ -53,6 +56,62 @@ class Embedder(Protocol):
     async def aembed_queries(self, texts: Sequence[str]) -> list[list[float]]:
         """Async variant of :meth:`embed_queries`."""
         ...
+
+
+class Profiled:
+    """A provider's model profile and what it says, as attributes: ``languages``, and
+    the dedup calibration (``dedup_threshold``, ``cosine_floor``) the memory reads."""
+
+    def _take_profile(self, profile: ModelProfile) -> None:
+        self.profile = profile
+        self.languages = profile.languages
+        self.dedup_threshold = profile.dedup_threshold
+        self.cosine_floor = profile.cosine_floor
+
+
+class LazyDim:
+    """A dimension known up front (``_dim``: the profile's, or the caller's), taken from
+    the database (:meth:`adopt_dim`: opening it then loads no model and calls no
+    endpoint), or else found on first need (:meth:`_probe_dim`)."""
+
+    _dim: int | None = None
+
+    def adopt_dim(self, dim: int) -> None:
+        """Take the dimension recorded in the database, if not known yet (no probe)."""
+        if self._dim is None:
+            self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = self._probe_dim()
+        return self._dim
+
+    def _probe_dim(self) -> int:
+        raise NotImplementedError  # pragma: no cover - per provider
+
+
+class NoEmbedder:
+    """Stands in where nothing may be embedded (checkpoints, replica probes, items with
+    no index): every call raises :class:`~hindsight_core.errors.ConfigurationError`
+    saying ``why``."""
+
+    model_name = "none"
+    dim = 0
+    languages: frozenset[str] | None = None
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        raise ConfigurationError(self.why)
+
+    embed_queries = embed_documents
+
+    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.embed_documents(texts)
+
+    aembed_queries = aembed_documents
 
 
 class SyncEmbedderMixin:

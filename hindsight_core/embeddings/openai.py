@@ -12,11 +12,11 @@ from typing import Any
 import httpx
 
 from ..errors import EmbeddingError
-from .base import normalize
+from .base import LazyDim, Profiled, normalize
 from .profiles import ModelProfile, prefixed, profile_for
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(Profiled, LazyDim):
     """Embeds through an OpenAI-compatible HTTP API.
 
     Args:
@@ -43,10 +43,7 @@ class OpenAIEmbedder:
         self.base_url = base_url.rstrip("/")
         self.model_name = model
         self.batch_size = batch_size
-        self.profile = profile or profile_for(model)
-        self.languages = self.profile.languages
-        self.dedup_threshold = self.profile.dedup_threshold
-        self.cosine_floor = self.profile.cosine_floor
+        self._take_profile(profile or profile_for(model))
         self._dim = dimensions
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client_args: dict[str, Any] = {"headers": headers, "timeout": timeout}
@@ -60,16 +57,8 @@ class OpenAIEmbedder:
             self._tls = httpx.create_ssl_context()
         return {**self._client_args, "verify": self._tls}
 
-    def adopt_dim(self, dim: int) -> None:
-        """Take the dimension recorded in the database, if not known yet (no probe)."""
-        if self._dim is None:
-            self._dim = dim
-
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            self._dim = len(self.embed_documents(["dimension probe"])[0])
-        return self._dim
+    def _probe_dim(self) -> int:
+        return len(self.embed_documents(["dimension probe"])[0])
 
     def _payload(self, batch: Sequence[str]) -> dict[str, Any]:
         return {"model": self.model_name, "input": list(batch)}

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import EmbeddingError, missing_embedder
-from .base import SyncEmbedderMixin, normalize
+from .base import LazyDim, Profiled, SyncEmbedderMixin, normalize
 from .profiles import ModelProfile, prefixed, profile_for
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ SMALL_BATCH = 16
 _light: dict[str, Any] = {}  # model name -> NumpyBert, or None when it cannot run it
 
 
-class SentenceTransformerEmbedder(SyncEmbedderMixin):
+class SentenceTransformerEmbedder(SyncEmbedderMixin, Profiled, LazyDim):
     """Embeds with a local sentence-transformers model, loaded on first use.
 
     Args:
@@ -54,26 +54,15 @@ class SentenceTransformerEmbedder(SyncEmbedderMixin):
     ) -> None:
         self.model_name = model_name
         self.batch_size = batch_size
-        self.profile = profile or profile_for(model_name)
-        self.languages = self.profile.languages
-        self.dedup_threshold = self.profile.dedup_threshold
-        self.cosine_floor = self.profile.cosine_floor
+        self._take_profile(profile or profile_for(model_name))
         # Known dimensions, so that opening a database does not need to load the model.
         self._dim = self.profile.dim
 
-    def adopt_dim(self, dim: int) -> None:
-        """Take the dimension recorded in the database, if not known yet (no probe)."""
-        if self._dim is None:
-            self._dim = dim
-
-    @property
-    def dim(self) -> int:
-        if self._dim is None:
-            dim = self._model().get_sentence_embedding_dimension()
-            if dim is None:
-                raise EmbeddingError(f"cannot tell the dimension of {self.model_name}")
-            self._dim = int(dim)
-        return self._dim
+    def _probe_dim(self) -> int:
+        dim = self._model().get_sentence_embedding_dimension()
+        if dim is None:
+            raise EmbeddingError(f"cannot tell the dimension of {self.model_name}")
+        return int(dim)
 
     def _model(self) -> Any:
         with _models_lock:

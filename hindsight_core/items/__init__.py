@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from ..embeddings import Embedder, ensure_embedder
+from ..embeddings.base import NoEmbedder
 from ..errors import ConfigurationError, HindsightError
 from ..models import Item, ItemHit, Namespace
 from ..runtime.connections import AsyncConnections, Connections
@@ -84,25 +85,7 @@ def deadlock_retry(attempt: int, exc: HindsightError) -> bool:
     return attempt < _RETRIES - 1 and _retryable(exc)
 
 
-class _NoEmbedder:
-    """Stands in when items have no index: nothing is ever embedded."""
-
-    model_name = "none"
-    dim = 0
-    languages = None
-
-    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        raise ConfigurationError("items have no index configured; nothing can be embedded")
-
-    embed_queries = embed_documents
-
-    async def aembed_documents(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embed_documents(texts)
-
-    aembed_queries = aembed_documents
-
-
-_NO_EMBEDDER: Any = _NoEmbedder()
+_NO_EMBEDDER = NoEmbedder("items have no index configured; nothing can be embedded")
 
 
 class _ItemsBase(ItemFlows):

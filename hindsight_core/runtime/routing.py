@@ -29,7 +29,6 @@ __all__ = ["AsyncReplicaReads", "ReplicaReads", "write_lsn_flow"]
 
 R = TypeVar("R")
 P = TypeVar("P", Connections, AsyncConnections)
-_NO_EMBEDDER = cast(Embedder, None)  # probes embed nothing
 
 
 def write_lsn_flow() -> Flow[int]:
