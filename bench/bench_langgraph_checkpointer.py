@@ -44,7 +44,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.base.id import uuid6
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import abba  # noqa: E402
+from _common import abba
 
 OPS = ("put", "put_writes", "get_latest", "get_by_id", "list10")
 

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import abba, fresh_database, write_results  # noqa: E402
+from _common import abba, fresh_database, write_results
 
 DIMS = 384
 WORDS = (

@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
+import _common as c
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = c.DATA_DIR / "locomo_dev5.json.gz"

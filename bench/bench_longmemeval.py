@@ -31,11 +31,11 @@ import numpy as np
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
-import _lme_cache as cache  # noqa: E402
+import _common as c
+import _lme_cache as cache
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.items import ItemIndex, Items, PutItem  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.items import ItemIndex, Items, PutItem
 
 RESULTS = Path(__file__).parent / "results"
 DB = "hindsight_bench_lme"  # + "_all" for user and assistant turns

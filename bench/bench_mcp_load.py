@@ -75,7 +75,7 @@ class SlowEmbeddings(FakeEmbeddings):
     that waited on it reach the database at once, a queue of merges on purpose.
     """
 
-    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+    def do_POST(self) -> None:  # the http.server API
         answer_late()
         super().do_POST()
 

@@ -39,7 +39,7 @@ TOKEN = "bench-token"
 class FakeEmbeddings(BaseHTTPRequestHandler):
     """An OpenAI-compatible ``/embeddings`` endpoint: a hash-seeded unit vector per text."""
 
-    def do_POST(self) -> None:  # noqa: N802 - the http.server API
+    def do_POST(self) -> None:  # the http.server API
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = []

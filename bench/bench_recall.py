@@ -28,14 +28,14 @@ import psycopg
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
+import _common as c
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
-from hindsight_core.memory.inputs import embedding_text  # noqa: E402
-from hindsight_core.models import ExperienceIn  # noqa: E402
-from hindsight_core.storage import experiences_sql as q  # noqa: E402
-from hindsight_core.storage.vectors import vectors_param  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.embeddings.callable import CallableEmbedder
+from hindsight_core.memory.inputs import embedding_text
+from hindsight_core.models import ExperienceIn
+from hindsight_core.storage import experiences_sql as q
+from hindsight_core.storage.vectors import vectors_param
 
 RESULTS = Path(__file__).parent / "results"
 TABLE = "hindsight_experiences"

@@ -44,19 +44,19 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
+import _common as c
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.reflection import (  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.reflection import (
     LLMResponse,
     OpenAICompatibleLLM,
     Reflector,
     Trajectory,
 )
-from hindsight_core.reflection.check import restates  # noqa: E402
-from hindsight_core.reflection.distiller import distill_messages  # noqa: E402
-from hindsight_core.reflection.evidence import is_chinese  # noqa: E402
-from hindsight_core.reflection.screen import (  # noqa: E402
+from hindsight_core.reflection.check import restates
+from hindsight_core.reflection.distiller import distill_messages
+from hindsight_core.reflection.evidence import is_chinese
+from hindsight_core.reflection.screen import (
     copies_prompt,
     language_problem,
     prompt_fragments,

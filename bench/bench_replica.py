@@ -34,15 +34,15 @@ import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
-import _common as c  # noqa: E402
-from _replica_util import Standby, wait_for  # noqa: E402
-from bench_recall import Workload  # noqa: E402
+import _common as c
+from _replica_util import Standby, wait_for
+from bench_recall import Workload
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
-from hindsight_core.memory.inputs import embedding_text  # noqa: E402
-from hindsight_core.models import ExperienceIn  # noqa: E402
-from hindsight_core.storage import embedded  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.embeddings.callable import CallableEmbedder
+from hindsight_core.memory.inputs import embedding_text
+from hindsight_core.models import ExperienceIn
+from hindsight_core.storage import embedded
 
 RESULTS = Path(__file__).parent / "results"
 HOME = Path("/tmp/hindsight-bench-replica")

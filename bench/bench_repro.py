@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
-import bench_locomo as lc  # noqa: E402
+import _common as c
+import bench_locomo as lc
 
 Ranking = list[list[str]]
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import abba, fresh_database, write_results  # noqa: E402
+from _common import abba, fresh_database, write_results
 
 
 def coroutines(store: Any, n: int, m_count: int) -> list[Any]:

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
+import _common as c
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.reflection import OpenAICompatibleLLM, Reflector, Trajectory  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.reflection import OpenAICompatibleLLM, Reflector, Trajectory
 
 DATA = Path(__file__).parent / "data" / "versions_runs.json"
 RESULTS = Path(__file__).parent / "results"

@@ -28,11 +28,11 @@ import psutil
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
-import bench_recall as br  # noqa: E402
+import _common as c
+import bench_recall as br
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.embeddings.callable import CallableEmbedder
 
 DB = "hindsight_bench_writes_ab"
 NS = ("bench", "writes-ab")

@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
-import _common as c  # noqa: E402
+import _common as c
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.embeddings import SymmetricEmbedder, embedder_from_settings  # noqa: E402
-from hindsight_core.text import search_document, tokens  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.embeddings import SymmetricEmbedder, embedder_from_settings
+from hindsight_core.text import search_document, tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = c.DATA_DIR / "zh_lessons_dev.json"

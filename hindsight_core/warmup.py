@@ -105,7 +105,7 @@ class Warmup:
         except HindsightError as exc:  # e.g. the database was embedded with another model
             self.database.error = str(exc)
             log.error("database set-up failed: %s", exc)
-        except Exception as exc:  # noqa: BLE001 - a background thread must log, not vanish
+        except Exception as exc:  # a background thread must log, not vanish
             self.database.error = str(exc)
             log.exception("database set-up failed")
         finally:

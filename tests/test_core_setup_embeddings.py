@@ -104,7 +104,7 @@ def test_migration_0006_rebuilds_the_vector_index_in_half_precision(
 class _Embeddings(BaseHTTPRequestHandler):
     """A tiny OpenAI-compatible /embeddings endpoint on loopback."""
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:  # http.server's naming
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if body["model"] == "broken":
             self.send_response(500)

@@ -171,39 +171,39 @@ def test_write_many_is_faster_per_record_than_single_writes(memory: Memory, embe
             "Check the extension before deleting files",
             "Check file extensions before deleting files",
             True,
-        ),  # noqa: E501
+        ),
         (
             "Retry flaky API calls with exponential backoff",
             "Retry flaky API calls using exponential backoff",
             True,
-        ),  # noqa: E501
+        ),
         (
             "Restart the worker after changing its config",
             "Restart the worker after its config changes",
             True,
-        ),  # noqa: E501
+        ),
         # English lessons that differ in meaning never merge, however close the vectors
         (
             "Increase the timeout when the API is slow",
             "Decrease the timeout when the API is slow",
             False,
-        ),  # noqa: E501
+        ),
         ("Back up the database before migrating", "Back up the database after migrating", False),
         (
             "Check the extension before deleting files",
             "Do not check the extension before deleting files",
             False,
-        ),  # noqa: E501
+        ),
         (
             "Retry 3 times when the upload times out",
             "Retry 5 times when the upload times out",
             False,
-        ),  # noqa: E501
+        ),
         (
             "Run the full test suite before deploying",
             "Check monitoring alerts after deploying",
             False,
-        ),  # noqa: E501
+        ),
         # Chinese rewordings merge
         ("调用接口失败时使用指数退避重试", "接口调用失败时用指数退避重试", True),
         ("删除文件前先检查扩展名", "删除文件之前先检查扩展名", True),

@@ -65,12 +65,12 @@ def test_python_tour_runs(
 
     monkeypatch.setattr(base, "embedder_from_settings", lambda settings: embedder)
     namespace: dict[str, object] = {}
-    exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102
+    exec(compile(block, "README.md", "exec"), namespace)
     first = namespace["result"]
     assert first.status == "inserted"  # type: ignore[attr-defined]  # a fresh database
     # the reflection example continues with the same `mem`
     reflection = README.split("## Reflection", 1)[1].split("```python", 1)[1].split("```")[0]
-    exec(compile(reflection, "README.md", "exec"), namespace)  # noqa: S102
+    exec(compile(reflection, "README.md", "exec"), namespace)
     written = namespace["result"].written  # type: ignore[attr-defined]
     assert written and written[0].status == "inserted"
     mem = namespace["mem"]

@@ -14,11 +14,11 @@ pytest.importorskip(
     reason="langgraph-checkpoint-conformance (the dev extra) is not installed",
 )
 
-from _lg_checkpoint_util import async_saver  # noqa: E402
-from langgraph.checkpoint.conformance import checkpointer_test, validate  # noqa: E402
-from langgraph.checkpoint.conformance.report import ProgressCallbacks  # noqa: E402
+from _lg_checkpoint_util import async_saver
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.report import ProgressCallbacks
 
-from hindsight_core import Settings  # noqa: E402
+from hindsight_core import Settings
 
 ALL_CAPABILITIES = {
     "put",

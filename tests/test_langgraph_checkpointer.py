@@ -11,16 +11,16 @@ import pytest
 
 pytest.importorskip("langgraph", reason="needs the langgraph extra")
 
-from _lg_checkpoint_util import async_saver, sync_saver  # noqa: E402
-from _pool import checkouts  # noqa: E402
-from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
-from langgraph.checkpoint.base.id import uuid6  # noqa: E402
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.types import Command, interrupt  # noqa: E402
+from _lg_checkpoint_util import async_saver, sync_saver
+from _pool import checkouts
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import Command, interrupt
 
-from hindsight_adapters.langgraph import HindsightCheckpointer  # noqa: E402
-from hindsight_core import AsyncMemory, Memory, Settings  # noqa: E402
+from hindsight_adapters.langgraph import HindsightCheckpointer
+from hindsight_core import AsyncMemory, Memory, Settings
 
 
 class State(TypedDict):

@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("langgraph.prebuilt", reason="needs the langgraph extra")
 
-from hindsight_adapters.langgraph import HindsightCheckpointer  # noqa: E402
-from hindsight_core import Memory  # noqa: E402
+from hindsight_adapters.langgraph import HindsightCheckpointer
+from hindsight_core import Memory
 
 EXAMPLE = Path(__file__).parent.parent / "integrations" / "langgraph" / "file_cleanup_agent.py"
 

@@ -10,19 +10,19 @@ import pytest
 
 pytest.importorskip("langgraph.prebuilt", reason="needs the langgraph extra")
 
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
-from langchain_core.messages import (  # noqa: E402
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import (
     AIMessage,
     BaseMessage,
     HumanMessage,
     SystemMessage,
 )
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.graph import END, START, StateGraph  # noqa: E402
-from langgraph.graph.message import add_messages  # noqa: E402
-from langgraph.prebuilt import ToolNode  # noqa: E402
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
 
-from hindsight_adapters.langgraph import (  # noqa: E402
+from hindsight_adapters.langgraph import (
     MEMORY_HEADER,
     HindsightCheckpointer,
     LangChainLLM,
@@ -32,8 +32,8 @@ from hindsight_adapters.langgraph import (  # noqa: E402
     reflection_node,
     thread_trajectory,
 )
-from hindsight_core import AsyncMemory, Memory, Settings  # noqa: E402
-from hindsight_core.reflection import ScriptedLLM  # noqa: E402
+from hindsight_core import AsyncMemory, Memory, Settings
+from hindsight_core.reflection import ScriptedLLM
 
 
 class State(TypedDict):

@@ -12,15 +12,15 @@ import pytest
 
 pytest.importorskip("llama_index.core", reason="needs the llamaindex extra")
 
-from llama_index.core.async_utils import asyncio_run  # noqa: E402
-from llama_index.core.chat_engine import SimpleChatEngine  # noqa: E402
-from llama_index.core.llms import ChatMessage  # noqa: E402
-from llama_index.core.memory import Memory as ChatMemory  # noqa: E402
-from sqlalchemy.ext.asyncio import create_async_engine  # noqa: E402
+from llama_index.core.async_utils import asyncio_run
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import ChatMessage
+from llama_index.core.memory import Memory as ChatMemory
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from hindsight_adapters.llamaindex import HindsightMemoryBlock  # noqa: E402
-from hindsight_adapters.llamaindex.testing import ScriptedChatLLM, prompt_text  # noqa: E402
-from hindsight_core import AsyncMemory, Memory, Settings  # noqa: E402
+from hindsight_adapters.llamaindex import HindsightMemoryBlock
+from hindsight_adapters.llamaindex.testing import ScriptedChatLLM, prompt_text
+from hindsight_core import AsyncMemory, Memory, Settings
 
 LESSON = {
     "scene": "file-cleanup",

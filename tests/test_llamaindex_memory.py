@@ -11,25 +11,25 @@ import pytest
 
 pytest.importorskip("llama_index.core", reason="needs the llamaindex extra")
 
-from llama_index.core.agent.workflow import FunctionAgent  # noqa: E402
-from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
-from llama_index.core.bridge.pydantic import PrivateAttr  # noqa: E402
-from llama_index.core.chat_engine import SimpleChatEngine  # noqa: E402
-from llama_index.core.llms import ChatMessage  # noqa: E402
-from llama_index.core.tools import FunctionTool  # noqa: E402
-from llama_index.core.workflow import Context  # noqa: E402
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.bridge.pydantic import PrivateAttr
+from llama_index.core.chat_engine import SimpleChatEngine
+from llama_index.core.llms import ChatMessage
+from llama_index.core.tools import FunctionTool
+from llama_index.core.workflow import Context
 
-from hindsight_adapters.llamaindex import (  # noqa: E402
+from hindsight_adapters.llamaindex import (
     HindsightMemory,
     LlamaIndexEmbedder,
     LlamaIndexLLM,
 )
-from hindsight_adapters.llamaindex.testing import (  # noqa: E402
+from hindsight_adapters.llamaindex.testing import (
     ScriptedChatLLM,
     prompt_text,
     tool_call,
 )
-from hindsight_core import AsyncMemory, Memory  # noqa: E402
+from hindsight_core import AsyncMemory, Memory
 
 # Building or running any Workflow (FunctionAgent) makes llama-index-workflows call
 # inspect.getmembers on pydantic models, which touches deprecated pydantic attributes.

@@ -97,7 +97,7 @@ def _args(lesson: str) -> dict[str, str]:
     }
 
 
-async def test_three_servers_concurrent_writers(cluster, settings: Settings) -> None:  # noqa: ANN001
+async def test_three_servers_concurrent_writers(cluster, settings: Settings) -> None:
     urls, tokens = cluster
     (token_a, ns_a), (token_b, ns_b) = tokens.items()
 
@@ -153,7 +153,7 @@ async def test_three_servers_concurrent_writers(cluster, settings: Settings) -> 
 
 async def test_one_client_session_spread_over_all_servers(
     cluster,
-    settings: Settings,  # noqa: ANN001
+    settings: Settings,
 ) -> None:
     """The servers keep no session state: one MCP session whose every request goes to
     another server (initialize on one, calls on the others) works."""

@@ -157,7 +157,7 @@ async def test_near_duplicate_write_reports_merge(server: Server, core: Memory) 
 
 
 async def test_wrong_or_missing_token_is_rejected(server: Server) -> None:
-    with pytest.raises(BaseException) as excinfo:  # noqa: B017 - an ExceptionGroup
+    with pytest.raises(BaseException) as excinfo:  # an ExceptionGroup
         async with http_client(server.url, "not-a-token") as client:
             await client.list_tools()
     assert (

@@ -55,7 +55,7 @@ def test_bad_replica_url_names_the_setting() -> None:
 
 def test_reads_served_by_the_replica_and_read_your_writes(
     database_url: str, standby: Standby, embedder, namespace
-) -> None:  # noqa: ANN001
+) -> None:
     writer = Memory(namespace, settings=_settings(database_url, standby), embedder=embedder)
     reader = Memory(namespace, settings=_settings(database_url, standby), embedder=embedder)
     hasty = Memory(
@@ -130,7 +130,7 @@ class _paused:
 
 def test_replica_down_mid_run_then_back(
     database_url: str, standby: Standby, embedder, namespace
-) -> None:  # noqa: ANN001
+) -> None:
     settings = _settings(database_url, standby, replica_retry_interval=0.0, connect_timeout=2)
     mem = Memory(namespace, settings=settings, embedder=embedder)
     written: list[uuid.UUID] = []
@@ -171,7 +171,7 @@ def test_replica_down_mid_run_then_back(
 
 async def test_async_memory_store_and_checkpoints_on_the_replica(
     database_url: str, standby: Standby, embedder, namespace
-) -> None:  # noqa: ANN001
+) -> None:
     from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
 
     settings = _settings(database_url, standby)
@@ -202,7 +202,7 @@ async def test_async_memory_store_and_checkpoints_on_the_replica(
         mem.close()
 
 
-def _drive(plan, replies):  # noqa: ANN001, ANN202
+def _drive(plan, replies):
     """Drive a router plan: ``replies`` maps a step type to a value or an exception."""
     steps, reply, error = [], None, None
     while True:
@@ -271,7 +271,7 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
 
 def test_langgraph_store_and_checkpointer_read_on_the_replica(
     database_url: str, standby: Standby, embedder, namespace
-) -> None:  # noqa: ANN001
+) -> None:
     from langgraph.checkpoint.base import empty_checkpoint
 
     from hindsight_adapters.langgraph import HindsightCheckpointer, HindsightStore
@@ -294,7 +294,7 @@ def test_langgraph_store_and_checkpointer_read_on_the_replica(
 
 async def test_mcp_server_reads_on_the_replica(
     database_url: str, standby: Standby, tmp_path
-) -> None:  # noqa: ANN001
+) -> None:
     import secrets
 
     from _mcp_util import SIGTERM_EXIT, free_port, http_client, start_cli, stop, wait_healthy

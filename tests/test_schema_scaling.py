@@ -56,7 +56,7 @@ def distribution_column(table: str) -> str:
 
 
 @pytest.fixture
-def catalog(fresh_db: str, embedder) -> sa.Connection:  # noqa: ANN001
+def catalog(fresh_db: str, embedder) -> sa.Connection:
     with Memory(settings=Settings(database_url=fresh_db), embedder=embedder) as mem:
         mem.setup()
     engine = sa.create_engine(fresh_db, poolclass=sa.pool.NullPool)

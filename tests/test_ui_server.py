@@ -21,10 +21,10 @@ from hindsight_core import Memory, Settings
 from hindsight_core.errors import ConfigurationError
 
 pytest.importorskip("starlette", reason="the ui extra is not installed")
-import uvicorn  # noqa: E402
-from _mcp_util import free_port  # noqa: E402
+import uvicorn
+from _mcp_util import free_port
 
-from hindsight_adapters.ui import create_app  # noqa: E402
+from hindsight_adapters.ui import create_app
 
 TOKEN = "ui-server-test-token-0123456789"
 CLI = [

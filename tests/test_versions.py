@@ -239,7 +239,7 @@ def test_concurrent_superseders_make_one_chain(fresh_db: str, embedder: Any, wri
         try:
             lesson = {**OLD, "lesson": f"Correction number {k} of the cleanup lesson"}
             results[k] = mems[k].supersede(root.id, lesson, actor=f"agent-{k}")
-        except BaseException as exc:  # reported below
+        except BaseException as exc:  # noqa: BLE001 - reported below
             results[k] = exc
 
     threads = [threading.Thread(target=race, args=(k,)) for k in range(writers)]
@@ -275,7 +275,7 @@ def test_the_versions_page_runs_and_its_commands_exist(
     monkeypatch.setattr(base, "embedder_from_settings", lambda settings: embedder)
     block = DOC.split("```python", 1)[1].split("```", 1)[0]
     scope: dict[str, Any] = {}
-    exec(compile(block, "docs/versions.md", "exec"), scope)  # noqa: S102
+    exec(compile(block, "docs/versions.md", "exec"), scope)
     try:
         assert len(scope["everything"]) == 2
     finally:

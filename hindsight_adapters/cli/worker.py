@@ -94,7 +94,7 @@ def worker(
         min=0,
         help="Reflect on ended tasks only this many seconds after they ended.",
     ),
-    as_json: bool = typer.Option(  # noqa: ARG001 - the output is JSON lines either way
+    as_json: bool = typer.Option(  # the output is JSON lines either way
         False, "--json", help="One JSON line per sweep (the output is that either way)."
     ),
 ) -> None:

@@ -296,7 +296,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
                     n = self.sweep_ttl()
                     if n:
                         log.debug("swept %d expired items", n)
-                except Exception:  # noqa: BLE001 - keep sweeping; the error is logged
+                except Exception:  # keep sweeping; the error is logged
                     log.exception("TTL sweep failed")
             done.set_result(None)
 
@@ -328,7 +328,7 @@ class HindsightStore(DirectAsyncCalls, BaseStore):
                 await asyncio.sleep(interval)
                 try:
                     await self.asweep_ttl()
-                except Exception:  # noqa: BLE001 - keep sweeping; the error is logged
+                except Exception:  # keep sweeping; the error is logged
                     log.exception("TTL sweep failed")
 
         if not self.ttl_config:

@@ -195,14 +195,14 @@ def create_memory_tools(
             {"id": str(rec.id), "score": round(rec.decayed_score, 4), "use_count": rec.use_count}
         )
 
-    def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:  # noqa: A002
+    def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:
         try:
             s = _store(runtime, store)
             return _usage(s.memory.mark_used(id, helpful, namespace=_ns(runtime)))
         except HindsightError as exc:
             return _error(exc)
 
-    async def ausage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:  # noqa: A002
+    async def ausage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:
         try:
             s = _store(runtime, store)
             return _usage(await s.amemory.mark_used(id, helpful, namespace=_ns(runtime)))
@@ -218,7 +218,7 @@ def create_memory_tools(
         return _dump({"id": str(res.id), "supersedes": str(res.supersedes)})
 
     def supersede(
-        id: str,  # noqa: A002
+        id: str,
         lesson: str,
         reason: str,
         runtime: ToolRuntime,
@@ -231,7 +231,7 @@ def create_memory_tools(
             return _error(exc)
 
     async def asupersede(
-        id: str,  # noqa: A002
+        id: str,
         lesson: str,
         reason: str,
         runtime: ToolRuntime,
@@ -256,13 +256,13 @@ def create_memory_tools(
             }
         )
 
-    def history(id: str, runtime: ToolRuntime) -> str:  # noqa: A002
+    def history(id: str, runtime: ToolRuntime) -> str:
         try:
             return _chain(_store(runtime, store).memory.history(id, namespace=_ns(runtime)))
         except HindsightError as exc:
             return _error(exc)
 
-    async def ahistory(id: str, runtime: ToolRuntime) -> str:  # noqa: A002
+    async def ahistory(id: str, runtime: ToolRuntime) -> str:
         try:
             s = _store(runtime, store)
             return _chain(await s.amemory.history(id, namespace=_ns(runtime)))

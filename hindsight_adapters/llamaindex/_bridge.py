@@ -141,7 +141,7 @@ class CoreBridge:
                 ),
                 memory.settings.recall_timeout + memory.settings.connect_timeout,
             )
-        except Exception as exc:  # degrade, don't block: the chat goes on without lessons
+        except Exception as exc:  # noqa: BLE001 - degrade, don't block: no lessons, the chat goes on
             return degraded(exc)
 
     def recall(
@@ -150,7 +150,7 @@ class CoreBridge:
         """Sync recall (through the sync ``Memory``); never raises."""
         try:
             return self.sync_memory().recall(query, namespace=namespace, scene=scene, top_k=top_k)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - degrade, don't block (as arecall)
             return degraded(exc)
 
     async def amark_used(

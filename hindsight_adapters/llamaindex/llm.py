@@ -110,5 +110,5 @@ def _to_chat(messages: list[dict[str, str]]) -> list[ChatMessage]:
 def _metadata_name(llm: LlamaIndexBaseLLM) -> str:
     try:
         return str(llm.metadata.model_name or type(llm).__name__)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a model's metadata may fail any way: only a label
         return type(llm).__name__

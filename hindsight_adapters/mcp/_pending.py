@@ -55,7 +55,7 @@ class PendingMemory:
             self._memory.set_result(self._build())
         except HindsightError as exc:  # the tool calls report it
             self._memory.set_exception(exc)
-        except BaseException as exc:  # noqa: BLE001 - a background thread must log, not vanish
+        except BaseException as exc:  # a background thread must log, not vanish
             log.exception("the memory could not be built")
             self._memory.set_exception(exc)
 

@@ -208,7 +208,7 @@ def build_server(
         return WriteOutcome(id=str(result.id), status=result.status, similarity=result.similarity)
 
     @tool(annotations=ToolAnnotations(idempotent_hint=False, open_world_hint=False))
-    async def update_memory_usage(id: RecordId, helpful: bool = True) -> UsageOutcome:  # noqa: A002
+    async def update_memory_usage(id: RecordId, helpful: bool = True) -> UsageOutcome:
         """Give feedback on a recalled lesson after you used it: helpful=true reinforces it,
         helpful=false lets it fade. Call once per lesson per task, with the id from
         search_memory."""
@@ -220,7 +220,7 @@ def build_server(
 
     @tool(annotations=ToolAnnotations(idempotent_hint=False, open_world_hint=False))
     async def supersede_memory(
-        id: RecordId,  # noqa: A002
+        id: RecordId,
         lesson: Annotated[Text, Field(description="The corrected lesson, one sentence.")],
         reason: Annotated[Text, Field(description="Why the old lesson was wrong.")],
         trigger: Annotated[Text | None, Field(description="Default: the old one's.")] = None,
@@ -238,7 +238,7 @@ def build_server(
         return SupersedeOutcome(id=str(result.id), supersedes=str(result.supersedes))
 
     @tool(annotations=read_only)
-    async def memory_history(id: RecordId) -> HistoryOut:  # noqa: A002
+    async def memory_history(id: RecordId) -> HistoryOut:
         """Call to see how a lesson changed: every version, oldest first, from the id of any of
         them, and when, why and by whom each version was replaced."""
         mem = await _call(ready())
@@ -260,7 +260,7 @@ def build_server(
         )
 
     @tool(annotations=ToolAnnotations(destructive_hint=True, open_world_hint=False))
-    async def forget_memory(id: RecordId) -> ForgetOutcome:  # noqa: A002
+    async def forget_memory(id: RecordId) -> ForgetOutcome:
         """Delete a lesson for good. Call only when a lesson is wrong or the user asks to
         forget it; for lessons that merely did not help, use update_memory_usage(helpful=false)."""
         mem = await _call(ready())

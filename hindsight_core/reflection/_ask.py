@@ -68,7 +68,7 @@ def ask_json(
     for attempt in range(1, attempts + 1):
         try:
             reply = yield from Ask(msgs, schema, purpose)
-        except Exception as exc:  # the model call failed (network, provider, script)
+        except Exception as exc:  # noqa: BLE001 - the model call failed (network, provider, script)
             error = f"model call failed: {type(exc).__name__}: {exc}"
             log.warning("%s (attempt %d of %d, purpose %s)", error, attempt, attempts, purpose)
             continue

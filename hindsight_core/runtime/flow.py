@@ -188,7 +188,7 @@ def embedding_errors(embedder: Embedder) -> Iterator[None]:
         yield
     except HindsightError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure of the embedder is one
+    except Exception as exc:  # any failure of the embedder is one
         raise EmbeddingError(
             f"the embedder {getattr(embedder, 'model_name', type(embedder).__name__)} "
             f"failed: {type(exc).__name__}: {exc}"

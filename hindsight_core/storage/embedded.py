@@ -177,7 +177,7 @@ def _release_all() -> None:
         for server in servers:
             try:
                 _release(server)
-            except Exception:  # noqa: BLE001 - at exit: log it, release the others
+            except Exception:  # at exit: log it, release the others
                 log.exception("embedded PostgreSQL in %s: release failed", server.pgdata)
 
 
