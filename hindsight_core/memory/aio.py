@@ -42,6 +42,8 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     """
 
     def __init__(self, *args: Any, engine: AsyncEngine | None = None, **kwargs: Any) -> None:
+        """Arguments as :class:`~hindsight_core.Memory`'s; ``engine``: an async engine to share (not
+        disposed of by :meth:`aclose`)."""
         super().__init__(*args, **kwargs)
         self._engine = engine
         self._owns_engine = engine is None
@@ -78,6 +80,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return await run_async(flow, await self._connections(), self.embedder)
 
     async def _connections(self) -> AsyncConnections:
+        """The driver's connections of the current engine (the same object while the engine is)."""
         self._conns = AsyncConnections.of(
             self._conns, await self.get_engine(), self._side_engine if self._owns_engine else None
         )
@@ -131,17 +134,21 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
             self._engine = None
 
     async def __aenter__(self) -> AsyncMemory:
+        """This memory, for ``async with``."""
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        """Close it (:meth:`aclose`)."""
         await self.aclose()
 
     async def setup(self) -> None:
+        """Apply migrations and check the embedding model (also done on first use)."""
         await self.run_flow(self.ready_flow())
 
     async def write(
         self, record: RecordInput, *, namespace: Namespace | str | None = None
     ) -> WriteResult:
+        """Validate and store one record, or merge it into a near-duplicate."""
         return (
             await self._run_write(
                 self.write_flow([record], namespace), self.namespace_key(namespace)
@@ -151,6 +158,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def write_many(
         self, records: Sequence[RecordInput], *, namespace: Namespace | str | None = None
     ) -> list[WriteResult]:
+        """Write many records in one transaction (all or nothing), deduplicated."""
         return await self._run_write(
             self.write_flow(records, namespace), self.namespace_key(namespace)
         )
@@ -165,6 +173,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         filters: Mapping[str, Any] | None = None,
         include_superseded: bool = False,
     ) -> list[SearchHit]:
+        """Hybrid recall: semantic + keyword, bent by the decayed score."""
         check_search(query, scene, top_k, filters)  # before connecting: see check_search
         return await self._run_read(
             lambda: self._search_flow(
@@ -181,6 +190,8 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         scene: str | None = None,
         top_k: int = 5,
     ) -> RecallResult:
+        """Like :meth:`search`, but never fails the agent: on an error or past
+        ``settings.recall_timeout``, no hits and a warning."""
         check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
         timeout = self.settings.recall_timeout
         key = self.namespace_key(namespace)
@@ -209,6 +220,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def get(
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> Experience:
+        """One record by id (archived ones too)."""
         return await self._run_read(
             lambda: self._get_flow(record_id, namespace), self.namespace_key(namespace)
         )
@@ -216,17 +228,21 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def list_records(
         self, *, namespace: Namespace | str | None = None, **options: Any
     ) -> list[Experience]:
+        """Records of a namespace, filtered, ordered and paged as :meth:`Memory.list_records`'s."""
         key = None if options.get("all_namespaces") else self.namespace_key(namespace)
         return await self._run_read(lambda: self._list_flow(namespace, **options), key)
 
     async def mark_used(
         self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
     ) -> Experience:
+        """Feedback on a recalled record: helpful raises its score and resets its decay clock;
+        unhelpful lowers it."""
         return await self._run_write(
             self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
         )
 
     async def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
+        """Delete a record for good."""
         await self._run_write(
             self._change_flow(record_id, "forget", namespace), self.namespace_key(namespace)
         )
@@ -234,6 +250,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def archive(
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> Experience:
+        """Stop recalling a record (restorable)."""
         return await self._run_write(
             self._curate_flow(record_id, "archive", namespace), self.namespace_key(namespace)
         )
@@ -241,6 +258,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def restore(
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> Experience:
+        """Bring an archived record back (its score is lifted to the eviction line)."""
         return await self._run_write(
             self._curate_flow(
                 record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1
@@ -251,6 +269,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def set_critical(
         self, record_id: object, critical: bool = True, *, namespace: Namespace | str | None = None
     ) -> Experience:
+        """Mark a record critical (never decays, never evicted) or not."""
         return await self._run_write(
             self._curate_flow(record_id, "critical", namespace, critical=bool(critical)),
             self.namespace_key(namespace),
@@ -259,6 +278,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def edit(
         self, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
     ) -> Experience:
+        """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
         return await self._run_write(
             self._edit_flow(record_id, changes, namespace), self.namespace_key(namespace)
         )
@@ -270,6 +290,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         *,
         namespace: Namespace | str | None = None,
     ) -> Experience:
+        """Replace records by one more general lesson; the sources are archived and linked."""
         return await self._run_write(
             self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
         )
@@ -283,6 +304,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         actor: str | None = None,
         namespace: Namespace | str | None = None,
     ) -> WriteResult:
+        """Write ``new_record`` as the new version of a lesson (docs/versions.md)."""
         return await self._run_write(
             self.supersede_flow(
                 old_id, new_record, reason=reason, actor=actor, namespace=namespace
@@ -293,20 +315,26 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def history(
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> list[Experience]:
+        """Every version of a lesson, oldest first, from any of its ids."""
         return await self._run_read(
             lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
+        """Archive records decayed below ``evict_below`` (never critical ones), sweep expired items
+        and abandoned task logs."""
         return await self._run_write(
             self._maintain_flow(namespace, namespace is None),
             None if namespace is None else self.namespace_key(namespace),
         )
 
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
+        """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
         return self._with_reads(await self.run_flow(self._stats_flow(namespace)))
 
     async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
+        """Delete everything stored in ``namespace`` (exactly it, not those under it): records,
+        their history, items and task logs."""
         return await self.run_flow(self._drop_namespace_flow(namespace))
 
     async def export(
@@ -316,6 +344,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         namespace: Namespace | str | None = None,
         all_namespaces: bool = False,
     ) -> int:
+        """Write records (archived too) as JSON lines; returns how many."""
         records = await self.run_flow(self._export_flow(namespace, all_namespaces))
         return write_export(target, records)
 
@@ -326,6 +355,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         skip_invalid: bool = False,
         progress: Progress | None = None,
     ) -> dict[str, Any]:
+        """Import JSON lines: written by :meth:`export`, or one new record per line."""
         return await self._run_write(
             self._import_flow(
                 read_import_lines(source), skip_invalid=skip_invalid, progress=progress
@@ -336,4 +366,6 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def reindex(
         self, *, force: bool = False, progress: Progress | None = None
     ) -> ReindexReport:
+        """Re-embed with the configured model the records whose vector came from another model or
+        from other text (``force``: every record), record the model and build the index."""
         return await self._run_write(self._reindex_flow(progress, force), None)
