@@ -69,7 +69,7 @@ def remember_passed(check: Callable[[Any], R], max_size: int = 4096) -> Callable
 
     For checks of immutable values that give the same answer every time (a namespace's
     labels): 60,000 gathered calls of LangGraph's store test use a handful of
-    namespaces, each checked label by label before (~0.5-0.7 us a call). Only values
+    namespaces, each otherwise checked label by label on every call. Only values
     of type ``tuple`` are remembered (a list could change after its check); an
     unhashable one (a list label) and one that fails are checked every time, so the
     check says what is wrong. At most ``max_size`` answers are kept (then forgotten

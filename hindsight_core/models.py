@@ -118,7 +118,7 @@ def reject_nul(value: Any, path: str) -> None:
     """Raise ``ValueError`` naming the first string under ``value`` (keys included)
     that holds a NUL byte: PostgreSQL cannot store one in text or jsonb, and would
     report it as a database failure."""
-    if isinstance(value, str):  # first: the Mapping check is an ABC's (~2 us)
+    if isinstance(value, str):  # first: the Mapping check is an ABC's (slow)
         if "\x00" in value:
             raise ValueError(f"{path} contains a NUL byte, which cannot be stored")
         return

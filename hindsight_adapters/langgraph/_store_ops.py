@@ -6,8 +6,8 @@
 going through ``BaseStore``'s default ``await self.abatch([op])``: under LangGraph's
 ``test_large_batches_async`` (60,000 coroutines in one ``asyncio.gather``) every frame
 and object a pending call holds is traced by each garbage collection, and those
-collections took most of the time (the store ran 1.45-1.7x AsyncPostgresStore's
-time). So a call holds as little as it can: its future and its op (a read's as a
+collections took most of the time (the store ran well behind AsyncPostgresStore). So a call
+holds as little as it can: its future and its op (a read's as a
 plain tuple, ``_store_util.Call``); the namespace checks are remembered per namespace.
 """
 
@@ -113,7 +113,7 @@ def _result(res: Any) -> Result:
 
 # LangGraph's namespace checks, remembered for the namespaces that passed them (tuples
 # of strings: the same answer every time). 60,000 gathered calls of LangGraph's store
-# test use a handful of namespaces, each checked label by label before (~0.5 us a call).
+# test use a handful of namespaces, each otherwise checked label by label every call.
 _check_labels = remember_passed(_validate_namespace_labels)
 """LangGraph's ``_validate_namespace_labels``, once per namespace."""
 _check_namespace = remember_passed(_validate_namespace)

@@ -138,7 +138,7 @@ class Coalescer:
         for entry in entries:
             at = len(unique)
             if not isinstance(entry, PutItem):
-                # (try, not contextlib.suppress: a context manager per op cost ~0.4 us)
+                # (try, not contextlib.suppress: a context manager per op is not free)
                 try:
                     at = first.setdefault(entry, at)
                 except TypeError:  # holds a dict (a search filter): not deduplicated

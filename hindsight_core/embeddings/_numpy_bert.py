@@ -1,13 +1,13 @@
 """A BERT sentence encoder in numpy: the local model without importing torch.
 
 Importing sentence-transformers (torch, transformers, scikit-learn, scipy) takes
-5-6 s on a laptop-class CPU, ten times what the query itself costs; a CLI search
+seconds, many times what the query itself costs; a CLI search
 paid it every time. For the models it can run exactly -- a sentence-transformers
 directory whose modules are ``Transformer`` (a ``BertModel``), mean ``Pooling``
 and, optionally, ``Normalize``, such as all-MiniLM-L6-v2 -- this module computes
 the same forward pass with numpy, the weights read from ``model.safetensors`` and
-the text tokenized by ``tokenizers`` (both come with sentence-transformers), in
-~0.2 s of imports. Vectors agree with sentence-transformers' to float32 rounding
+the text tokenized by ``tokenizers`` (both come with sentence-transformers), with a
+small fraction of those imports. Vectors agree with sentence-transformers' to float32 rounding
 (cosine > 0.99999, checked in the tests). Any other model loads sentence-transformers.
 """
 

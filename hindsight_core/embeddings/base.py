@@ -233,7 +233,7 @@ def ensure_embedder(embedder: Any) -> Embedder:
 class Vectors(list[list[float]]):
     """Unit-length vectors as lists (what :meth:`Embedder.embed` returns) that keep
     their float32 matrix: statement parameters and the dedup check use the matrix
-    instead of converting 384 Python floats per vector back (~7 us each)."""
+    instead of converting 384 Python floats per vector back on every use."""
 
     __slots__ = ("matrix",)
 

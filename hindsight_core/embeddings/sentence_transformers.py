@@ -29,8 +29,8 @@ _BUNDLED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 _models: dict[str, Any] = {}
 _models_lock = threading.Lock()
 # Up to this many texts per call, a model that _numpy_bert runs exactly is run there:
-# a query or a single write then never imports torch (5-6 s); bigger batches, where
-# torch's kernels are ~3x faster, load sentence-transformers. Same vectors either way.
+# a query or a single write then never imports torch (seconds); bigger batches, where
+# torch's kernels are faster, load sentence-transformers. Same vectors either way.
 SMALL_BATCH = 16
 _light: dict[str, Any] = {}  # model name -> NumpyBert, or None when it cannot run it
 

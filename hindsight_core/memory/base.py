@@ -228,8 +228,8 @@ class MemoryBase:
         return not empty
 
     def _build_index_flow(self, dim: int) -> Flow[None]:
-        """Create the HNSW index; over stored rows it takes ~20 s per 100k records, so
-        not under a query's statement timeout."""
+        """Create the HNSW index; over stored rows it takes as long as the data needs,
+        so not under a query's statement timeout."""
         yield Sql(SET_LOCAL_TIMEOUT, NO_TIMEOUT)
         yield Sql(q.ensure_index_sql(dim), fetch="none")
 

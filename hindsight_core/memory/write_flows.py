@@ -29,16 +29,16 @@ DEDUP_NEIGHBOURS = 3
 # The dedup lookup compares a namespace exactly (``scan_sql.DEDUP_VECTORS``) when it
 # holds at most EXACT_DEDUP_PER_RECORD records per batch record, or, under a fifth of
 # the table, EXACT_DEDUP_SMALL_PER_RECORD (at most EXACT_DEDUP_MAX records in all).
-# Reading and comparing a stored record costs ~50 us per 1,000 batch records, an HNSW
-# lookup ~0.15 ms in a large namespace and ~1.5 ms in a small one of a large table.
+# Reading and comparing a stored record costs far less than an HNSW lookup, which in
+# a small namespace of a large table is a filtered scan, slower again.
 EXACT_DEDUP_PER_RECORD = 2
 EXACT_DEDUP_SMALL_PER_RECORD = 20
 EXACT_DEDUP_MAX = 10_000
 # A batch is looked up, planned and inserted in stages (``write_plan.write_stages``, in
 # ``Planner.order``): a first small one, so that inserting starts soon, then
 # STAGE_RECORDS at a time.
-# Each stage's inserts (an HNSW insert each, ~1 ms at 10k records: three quarters of
-# the batch's server time) run while the next stages are looked up and planned.
+# Each stage's inserts (an HNSW insert each: most of the batch's server time) run while the
+# next stages are looked up and planned.
 FIRST_STAGE_RECORDS = 100
 STAGE_RECORDS = 250
 
@@ -109,7 +109,7 @@ class WriteFlows(MemoryBase):
         matrix = as_matrix(vectors)
         # A namespace small next to the batch (``scan_sql.DEDUP_VECTORS``) is read whole
         # and compared exactly, in numpy: one statement, no approximate-search miss, and
-        # in a small namespace of a large table 10x cheaper than the HNSW lookups (each
+        # in a small namespace of a large table much cheaper than the HNSW lookups (each
         # a filtered scan). Otherwise one HNSW lookup per record, a stage at a time.
         # More than lesson and trigger embedded: a repeated lesson and trigger merges at
         # any cosine (``write_plan.Planner``), found by its text.

@@ -158,7 +158,7 @@ class Planner:
         self._same_meaning, self._new_id = same_meaning, new_id
         # Earlier records of the batch at the threshold, per record, found at once: most
         # records have none, and picking a row's inserts one record at a time
-        # (``sims[i, inserts]``) cost ~20 ms per 1,000-record batch.
+        # (``sims[i, inserts]``) was a numpy call per record.
         self._earlier: dict[int, list[int]] = defaultdict(list)
         self._last_later: dict[int, int] = {}  # record -> its last later record at it
         later, earlier = np.nonzero(sims >= threshold)
@@ -186,12 +186,11 @@ class Planner:
 
     def chained(self, rows: Sequence[int]) -> list[int]:
         """``rows`` (batch indexes) in a chain of near neighbours: from the first, each
-        next the most similar not taken yet (greedy; ~1 ms for 1,000).
+        next the most similar not taken yet (greedy, in numpy).
 
         Inserted one after another in this order, the HNSW inserts walk one part of the
-        graph after another instead of all of it in turn: in one 600-row INSERT into a
-        10k-record index, 334 ms of backend CPU against 796 ms in batch order (medians
-        of 6); the lookups of a stage in this order likewise.
+        graph after another instead of all of it in turn (less than half the backend
+        CPU of batch order); the lookups of a stage in this order likewise.
         """
         if len(rows) < 3:
             return list(rows)

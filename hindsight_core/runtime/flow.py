@@ -125,7 +125,8 @@ class Pipelined:
     Stage ``k`` reads ``reads[k]`` (``None``: nothing to read, the rows are ``[]``);
     ``step(k, rows)`` turns those rows into the statement stage ``k`` writes (``None``:
     nothing). Stage ``k + 1``'s read and step run while stage ``k``'s write does: a
-    batch's inserts (each an HNSW insert, ~1 ms) hide the next slice's dedup lookups
+    batch's inserts (each an HNSW insert, the batch's costliest step) hide the next slice's
+    dedup lookups
     and planning.
 
     Every read sees the database as it was before the first write: on a side

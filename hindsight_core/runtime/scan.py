@@ -3,7 +3,8 @@
 A namespace of at most 2,000 rows is ranked exactly (``storage.scan_sql`` decides with
 a bounded count of its rows, so that the same data gets the same answer); everything
 else goes through the HNSW index. The answer is cached per namespace (and scene) for a minute:
-counting up to 2,000 rows on every search cost up to 1 ms, and with the answer known
+counting up to 2,000 rows on every search would cost more than some searches, and with the
+answer known
 the search statement needs no branch on it. A namespace that grows or shrinks past
 the bound is decided again within the minute: until then it is scanned exactly a
 little longer (a bounded cost), or through the index (pgvector's iterative scan

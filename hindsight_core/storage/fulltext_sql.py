@@ -37,10 +37,10 @@ MIN_MASS_SHARE = 0.1
 # A term found in more than this share of a table's rows does not generate keyword
 # candidates either (Elasticsearch's common-terms ``cutoff_frequency`` rule): it says
 # little about which row is meant, and ranking its matches was most of a small store's
-# recall (1,000 records: 0.25 ms of 0.75). Below ~10,000 rows this cut, not
+# recall. Below ~10,000 rows this cut, not
 # ``keyword_scan_limit``, decides. LongMemEval with each question's ~500 turns alone in
 # the table: hybrid and vector-only metrics identical, keyword-only identical but one
-# (session recall_all@10 0.883 -> 0.900); hybrid p50 12.6 -> 10.1 ms.
+# (session recall_all@10 0.883 -> 0.900), and hybrid search faster (bench/README).
 COMMON_TERM_SHARE = 0.02
 
 # Document frequencies of the query's uncommon terms are counted up to this many rows
@@ -168,8 +168,8 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
     The term arrays reach the planner as InitPlan parameters: as values, ``unnest``'s
     row estimate was the query's number of terms (5 or so) in a custom plan but 10 in
     the generic one, whose counting sub-plans then looked twice as costly, so
-    PostgreSQL planned every recall anew (~0.9 ms of backend CPU per call at 100k
-    records, ~1.4 ms of wall time at every size). ``OFFSET 0`` keeps the per-term
+    PostgreSQL planned every recall anew (more backend CPU than the statement's own
+    run). ``OFFSET 0`` keeps the per-term
     counts in their sub-select: pulled up, the count was copied into each of the
     expressions that use ``df`` and ran once per copy.
 
@@ -301,7 +301,7 @@ def bm25_params(
     """``:kw_tsq`` / ``:kw_freq`` / ``:kw_whole`` for :func:`bm25_ctes`.
 
     The two term arrays are array literals, one string each: psycopg dumped Python
-    lists element by element (~20 µs of a recall's client time); a float's ``repr``
+    lists element by element, on every recall; a float's ``repr``
     reads back as the same double.
 
     ``whole_query``: the keyword score is the share of the whole query's IDF, terms

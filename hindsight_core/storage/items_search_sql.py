@@ -61,8 +61,8 @@ def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool, ns: st
 
 # The full-text scans (keyword candidates, document-frequency counts) test the prefix in
 # a form no index serves: in the generic plan PostgreSQL otherwise ANDs each full-text
-# bitmap with the bitmap of the prefix's whole primary-key range (0.07 ms per scan at
-# 2,000 items, one scan per query term; linear in the prefix's size), as recall's keyword
+# bitmap with the bitmap of the prefix's whole primary-key range (one scan per query
+# term, linear in the prefix's size), as recall's keyword
 # scan does too (``recall_sql``). ``ns`` is never NULL.
 UNINDEXED_NS = "COALESCE({}, '')"
 
@@ -143,14 +143,14 @@ def hybrid_search_sql(
     field at 1.0 (LangGraph's ``test_embed_with_path``).
 
     The scan bound keeps search fast when a query word occurs in most items: ranking
-    every full-text match made hybrid search 3x slower than a vector search at
-    2,000 items and grew linearly with the table. ``exact`` (decided by
+    every full-text match made hybrid search several times slower than a vector
+    search, and grew linearly with the table. ``exact`` (decided by
     ``scan_sql.items_exact_scan_sql``, cached by ``runtime.scan.ScanChoice``): the semantic
     candidates come from an exact scan of the prefix, without the ANN index (``+ 0``
     keeps the planner off it), as a filtered HNSW scan (iterative, ``strict_order``)
     would walk most of the index to find ``:cand`` rows of a small prefix, and stop
-    short at ``hnsw.max_scan_tuples`` (LongMemEval, top 100 in a ~500-turn namespace
-    of a 29k-row table: p95 49 ms instead of 12).
+    short at ``hnsw.max_scan_tuples`` (LongMemEval: a ~500-turn namespace of a 29k-row
+    table).
     """
     source = _vectors_from(n_labels, filters, omit_expired)
     kw_source = _vectors_from(n_labels, filters, omit_expired, UNINDEXED_NS.format("v.ns"))

@@ -92,8 +92,8 @@ def upgrade(connection: sa.Connection) -> None:
                 "before that upgrade (hindsight db restore)"
             )
         if current != head_revision():
-            # A migration may build an index over every stored row (0006: ~20 s per
-            # 100k records): the configured statement timeout is for queries.
+            # A migration may build an index over every stored row (0006), as long as
+            # the data needs: the configured statement timeout is for queries.
             connection.execute(SET_SESSION_TIMEOUT, NO_TIMEOUT)
             connection.commit()
             command.upgrade(alembic_config(connection), "head")

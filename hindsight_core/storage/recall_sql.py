@@ -36,13 +36,12 @@ def search_sql(
     else ordered by the half-precision distance the HNSW index serves. Either way the
     scores are computed only for the rows the ``LIMIT`` keeps, and the query vector is
     converted from its ``real[]`` parameter once per statement, in an InitPlan: in
-    PostgreSQL's generic plan the cast of a parameter is not folded and ran per row (an
-    exact scan of 1,000 rows took 7.8 ms, now 1.3). The keyword
-    candidates' tsquery is a sub-select, whose selectivity the planner does not
+    PostgreSQL's generic plan the cast of a parameter is not folded and ran per row. The
+    keyword candidates' tsquery is a sub-select, whose selectivity the planner does not
     estimate from the value: a custom plan for rare terms looked cheaper than the
-    generic one, so PostgreSQL planned every call (~0.3 ms of a 1.3 ms recall at 100k
-    records); now it can keep one generic plan when the namespace's estimate does
-    not change the plan either (one namespace, or namespaces of similar sizes).
+    generic one, so PostgreSQL planned every call (a large share of a recall); now it
+    can keep one generic plan when the namespace's estimate does not change the plan
+    either (one namespace, or namespaces of similar sizes).
 
     Candidates are the ``candidates`` nearest by vector plus the best
     ``candidates`` by BM25 among at most ``scan_limit`` records matching
@@ -56,17 +55,16 @@ def search_sql(
     ``min_relevance``: hits whose fused relevance is below ``:min_relevance`` are
     left out (``Settings.min_relevance``).
 
-    The scan bound keeps recall in milliseconds when a query term occurs in tens of
-    thousands of records: ranking every match of "how" or "file" cost 35 ms at 10k
-    records and grew linearly.
+    The scan bound keeps recall fast when a query term occurs in tens of thousands of
+    records: ranking every match of "how" or "file" grew linearly with the table.
     """
     # Namespace and scene reach the planner as InitPlan parameters, not as values: with
     # namespaces of different sizes in the table, their estimated selectivity made every
     # custom plan look cheaper than the generic one, so PostgreSQL planned each call
-    # (~0.4 ms; at 100k records with two small tenants beside: 1.07 -> 0.53 ms per
-    # statement). The keyword scan tests the namespace in a form no index serves
-    # (``COALESCE``): the generic plan would otherwise AND the full-text bitmap with the
-    # namespace's whole index range (5 ms in a 100k-record namespace).
+    # (about as long as the statement ran). The keyword scan tests the namespace in a
+    # form no index serves (``COALESCE``): the generic plan would otherwise AND the
+    # full-text bitmap with the
+    # namespace's whole index range (linear in the namespace's size).
     ns = "(SELECT CAST(:ns AS text))"
     where = [f"e.ns = {ns}", "e.archived_at IS NULL"]
     # current versions only, unless ``:include_superseded`` (docs/versions.md)
@@ -84,7 +82,7 @@ def search_sql(
         keyword_candidates = keyword
     # Both scores are computed where a candidate's row is read: semantic candidates
     # straight from the HNSW scan, keyword candidates from the full-text scan that
-    # found them (re-joining every candidate to the table cost ~0.1-0.2 ms per recall),
+    # found them (re-joining every candidate to the table read each row twice),
     # by the same expressions: a record found by both comes out of both arms with
     # the same scores, and ``DISTINCT ON`` keeps one (an anti-join against the
     # semantic arm needed it as a CTE, materialized, and a hashed sub-plan).

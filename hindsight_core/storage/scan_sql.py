@@ -67,7 +67,7 @@ def items_exact_scan_sql(n_labels: int) -> sa.TextClause:
 # (pgvector's binary form: a 4-byte header, then big-endian float4s, concatenated), to
 # compare in numpy, when ``exact``: at most ``:cap`` records, or at most ``:cap_small``
 # records under ``EXACT_SCAN_SHARE`` of the table (there, each HNSW lookup is a filtered
-# scan that skips other namespaces' rows: ~1.5 ms instead of ~0.2). Otherwise only
+# scan that skips other namespaces' rows, several times a lookup elsewhere). Otherwise only
 # ``n`` and ``exact`` (false) come back, and the batch is looked up in the HNSW index,
 # with the search effort this statement sets for the rest of the transaction.
 # ``unanalyzed``: the table has no statistics yet (never analyzed: :data:`ANALYZE`).
@@ -96,7 +96,7 @@ DEDUP_VECTORS = sa.text(
 
 # Statistics for a table that has none yet. Before its first (auto)analyze, the
 # planner puts a namespace at 0.5 % of the table and answers each dedup lookup by
-# sorting the namespace's rows (its b-tree, then a top-N sort): 37 ms per lookup at
-# 6,000 records, so a 1,000-record batch of a bulk load into a new database ran into
-# the statement timeout. With statistics, the lookups take the HNSW index.
+# sorting the namespace's rows (its b-tree, then a top-N sort), so a 1,000-record
+# batch of a bulk load into a new database ran into the statement timeout. With statistics, the
+# lookups take the HNSW index.
 ANALYZE = sa.text(f"ANALYZE {T}")

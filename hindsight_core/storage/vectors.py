@@ -2,8 +2,8 @@
 
 A vector travels as a one-dimensional float4 array, built with numpy and cast to
 ``vector`` in SQL (pgvector casts ``real[]`` to ``vector``). Formatting 384 numbers
-as pgvector's text literal cost ~0.09 ms in Python and as much again to parse on the
-server: 0.1 s of a 1,000-record ``write_many`` and ~7 % of a recall. The array's
+as pgvector's text literal cost as much in Python as the server then spent parsing it,
+for every vector of a ``write_many`` and every recall. The array's
 type (``float4[]``) is built into PostgreSQL, so its OID is fixed, unlike pgvector's
 own types, whose OIDs differ from one database to the next.
 
@@ -89,8 +89,8 @@ _JSON = json.JSONDecoder()
 
 def _json_loads(data: str | bytes) -> Any:
     # json/jsonb text from the server: UTF-8, no surrounding whitespace. ``json.loads``
-    # of bytes first detects their encoding: 3-5 µs per small document (a record's
-    # ``source``, five or more per recall) against ~1 µs here.
+    # of bytes first detects their encoding, for every small document (a record's
+    # ``source``, five or more per recall), which costs more than the decoding itself.
     return _JSON.raw_decode(data if isinstance(data, str) else data.decode())[0]
 
 
