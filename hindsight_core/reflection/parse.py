@@ -53,6 +53,21 @@ def extract_json(text: str) -> Any:
     raise ParseError("the answer contains no JSON object")
 
 
+def flagged_json(text: str, flag: str, true_words: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON object of a model's yes/no answer, its ``flag`` made a bool (a small
+    model writes ``"true"`` or ``"yes"`` as a string: true when one of ``true_words``).
+
+    Raises:
+        ParseError: no JSON object with ``flag`` in the answer.
+    """
+    data = extract_json(text)
+    if not isinstance(data, dict) or flag not in data:
+        raise ParseError(f'expected {{"{flag}": true|false, ...}}')
+    said = data[flag]
+    data[flag] = said.strip().lower() in true_words if isinstance(said, str) else bool(said)
+    return data
+
+
 def coerce_number(value: Any, field: str) -> float:
     """A number from ``0.8``, ``"0.8"``, ``"80%"`` or ``80`` (read as a percentage).
 

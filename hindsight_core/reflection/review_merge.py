@@ -23,7 +23,7 @@ from ..storage import experiences_sql as q
 from ..storage import review_sql
 from ._ask import ask_json, load_prompt
 from ._driver import RFlow, Store
-from .parse import ParseError, coerce_number, extract_json
+from .parse import ParseError, coerce_number, flagged_json
 from .review_results import ReviewDecision, ReviewResult
 from .screen import screen_merge
 
@@ -89,13 +89,7 @@ def clusters_flow(
 
 
 def _parse_merge(text: str) -> dict[str, Any]:
-    data = extract_json(text)
-    if not isinstance(data, dict) or "merge" not in data:
-        raise ParseError('expected {"merge": true|false, ...}')
-    merge = data["merge"]
-    if isinstance(merge, str):
-        merge = merge.strip().lower() in ("true", "yes", "1")
-    data["merge"] = bool(merge)
+    data = flagged_json(text, "merge", ("true", "yes", "1"))
     if data["merge"]:
         record = data.get("record")
         if not isinstance(record, dict) or not str(record.get("lesson") or "").strip():

@@ -22,7 +22,7 @@ from ..storage import experiences_sql as q
 from ._ask import ask_json
 from ._driver import RFlow, Store
 from .evidence import Run, near_equal, units
-from .parse import ParseError, extract_json
+from .parse import ParseError, flagged_json
 from .review_results import ReviewDecision, ReviewResult
 from .rules import RuleBasedDistiller
 from .trajectory import Trajectory
@@ -109,13 +109,7 @@ def _grounded(lesson: str, row: dict[str, Any], evidence: str) -> str | None:
 
 
 def _parse_supersede(text: str) -> dict[str, Any]:
-    data = extract_json(text)
-    if not isinstance(data, dict) or "supersede" not in data:
-        raise ParseError('expected {"supersede": true|false, ...}')
-    flag = data["supersede"]
-    data["supersede"] = (
-        flag.strip().lower() in ("true", "yes") if isinstance(flag, str) else bool(flag)
-    )
+    data = flagged_json(text, "supersede", ("true", "yes"))
     if data["supersede"] and not str(data.get("lesson") or "").strip():
         raise ParseError('"supersede": true needs a "lesson"')
     return data
