@@ -26,13 +26,13 @@ from typing import Any, Literal, TypeVar
 from ..embeddings import Embedder, ensure_embedder
 from ..embeddings.base import NoEmbedder
 from ..errors import ConfigurationError, HindsightError
+from ..memory.scan import ScanChoice
 from ..models import Item, ItemHit, Namespace
 from ..runtime.connections import AsyncConnections, Connections
 from ..runtime.driver import Retry, run_async, run_sync
 from ..runtime.flow import Flow, MakeFlow, Sql
 from ..runtime.host import AsyncFlowHost, FlowHost
 from ..runtime.routing import AsyncReplicaReads, ReplicaReads
-from ..runtime.scan import ScanChoice
 from .flows import ItemFlows, Result, parse_filter
 from .index_health import IndexHealth
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems

@@ -16,10 +16,10 @@ from typing import Any
 
 from ..embeddings.profiles import covers, keyword_weight
 from ..errors import ValidationError
+from ..memory.scan import ScanChoice
+from ..memory.terms import CommonTerms
 from ..models import NS_SEPARATOR, Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..runtime.flow import Embed, Flow, Migrate, Sql, Unit
-from ..runtime.scan import ScanChoice
-from ..runtime.terms import CommonTerms
 from ..storage import experiences_sql as eq
 from ..storage import fulltext_sql as fts
 from ..storage import items_search_sql as qs

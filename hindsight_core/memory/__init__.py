@@ -2,7 +2,9 @@
 
 Each operation is a flow (``write_flows``, ``read_flows``, ``curation``,
 ``lifecycle``, ``inspection``) run by the drivers of ``hindsight_core.runtime``;
-that is how the two front ends share one implementation.
+that is how the two front ends share one implementation. Recall's caches sit beside
+it (used by item search too): ``scan`` (exact scan or ANN index, per namespace) and
+``terms`` (query terms too common to generate keyword candidates).
 """
 
 from typing import TYPE_CHECKING

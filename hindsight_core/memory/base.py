@@ -40,8 +40,6 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Migrate, Sql, Unit
-from ..runtime.scan import ScanChoice
-from ..runtime.terms import CommonTerms
 from ..settings import Settings
 from ..storage import experiences_sql as q
 from ..storage.engine import NO_TIMEOUT, SET_LOCAL_TIMEOUT
@@ -49,6 +47,8 @@ from ..storage.replicas import parse_urls
 from ..storage.vectors import QueryVector, vector_param
 from ..text import is_cjk_text
 from .inputs import embed_key
+from .scan import ScanChoice
+from .terms import CommonTerms
 
 log = logging.getLogger("hindsight")
 

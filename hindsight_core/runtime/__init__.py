@@ -16,7 +16,5 @@ results; the drivers here carry them out and hold all the I/O:
   compiled once, its session's statement timeout);
 - ``host.py``: the typed protocols a flow's host (``Memory``, ``AsyncMemory``)
   implements, through which the other modules run flows on it;
-- ``scan.py``: exact scan or ANN index, decided per namespace and cached;
-- ``terms.py``: query terms too common to generate keyword candidates, cached;
 - ``routing.py``: reads sent to read replicas (``HINDSIGHT_READ_DATABASE_URLS``).
 """

@@ -62,7 +62,7 @@ def common_terms_sql(table: str) -> sa.TextClause:
     recall and item search leave them out of keyword candidate generation (they still
     count in the score, with a document frequency :func:`bm25_ctes` counts in small
     namespaces and takes from that share in a namespace that is nearly the whole
-    table). Shared through ``runtime.terms.CommonTerms``."""
+    table). Shared through ``memory.terms.CommonTerms``."""
     return sa.text(
         f"""
         SELECT m.term, m.freq FROM pg_stats s,

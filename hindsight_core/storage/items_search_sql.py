@@ -145,7 +145,7 @@ def hybrid_search_sql(
     The scan bound keeps search fast when a query word occurs in most items: ranking
     every full-text match made hybrid search several times slower than a vector
     search, and grew linearly with the table. ``exact`` (decided by
-    ``scan_sql.items_exact_scan_sql``, cached by ``runtime.scan.ScanChoice``): the semantic
+    ``scan_sql.items_exact_scan_sql``, cached by ``memory.scan.ScanChoice``): the semantic
     candidates come from an exact scan of the prefix, without the ANN index (``+ 0``
     keeps the planner off it), as a filtered HNSW scan (iterative, ``strict_order``)
     would walk most of the index to find ``:cand`` rows of a small prefix, and stop

@@ -17,8 +17,8 @@ import time
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from ..runtime.flow import Flow, Sql
 from ..storage.fulltext_sql import common_terms_sql
-from .flow import Flow, Sql
 
 
 class CommonTerms:

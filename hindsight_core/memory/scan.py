@@ -21,7 +21,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from .flow import Flow, Sql
+from ..runtime.flow import Flow, Sql
 
 MAX_ENTRIES = 4096
 
