@@ -28,6 +28,7 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql, Unit
+from ..runtime.runner import Call, Run
 from ..storage import batch_sql, namespace_sql, tasks_sql, versions_sql
 from ..storage import experiences_sql as q
 from .base import MemoryBase
@@ -142,6 +143,13 @@ class LifecycleFlows(MemoryBase):
         model = meta[0]["value"] if meta else {}
         return Stats(**row, embedding_model=model.get("model"), embedding_dim=model.get("dim"))
 
+    def _stats_call(self, namespace: Namespace | str | None) -> Call[Stats]:
+        """``stats``, with how this memory's reads were routed (when replicas are set)."""
+        stats = yield from Run(self._stats_flow(namespace))
+        if self._reads is None:
+            return stats
+        return stats.model_copy(update={"reads": self._reads.router.counts()})
+
     def _drop_namespace_flow(self, namespace: Namespace | str) -> Flow[dict[str, int]]:
         ns = ns_key(validate_namespace(namespace))
         yield from self.ready_flow(check_model=False)
@@ -169,6 +177,12 @@ class LifecycleFlows(MemoryBase):
             if len(batch) < page:
                 return out
             offset += page
+
+    def _export_call(
+        self, target: str | Path | IO[str], namespace: Namespace | str | None, all_namespaces: bool
+    ) -> Call[int]:
+        """``export``: the records (archived too) written to ``target``; how many."""
+        return write_export(target, (yield from Run(self._export_flow(namespace, all_namespaces))))
 
     def _import_flow(
         self,

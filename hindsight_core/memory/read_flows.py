@@ -9,9 +9,10 @@ from pydantic import TypeAdapter
 
 from ..arguments import parse_id
 from ..embeddings.profiles import covers
-from ..errors import NotFoundError, ValidationError
+from ..errors import HindsightError, NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, show_namespace
-from ..runtime.flow import Flow, Sql
+from ..runtime.flow import Embed, Flow, Sql
+from ..runtime.runner import Call, Read, Run
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import recall_sql, scan_sql
@@ -19,6 +20,7 @@ from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .inputs import check_page, check_scene, check_search
+from .results import RecallResult, degraded
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
 # 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records
@@ -32,6 +34,39 @@ class RecallFlows(MemoryBase):
     """Search, get and list experience records (flows; see ``runtime/flow.py``)."""
 
     # ------------------------------------------------------------------ search
+
+    def _recall_call(
+        self, query: str, namespace: Namespace | str | None, scene: str | None, top_k: int
+    ) -> Call[RecallResult]:
+        """``recall``: a search bounded by ``settings.recall_timeout`` that never fails
+        the agent: a database or embedding error, or the timeout, is no hits and a
+        warning (``results.degraded``); a bad argument is its own error."""
+        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
+        timeout = self.settings.recall_timeout
+        key = self.namespace_key(namespace)
+        try:
+            if not self._model_loaded and isinstance(query, str) and query.strip():
+                # Loading a local model takes seconds: the first recall of a process
+                # embeds its query outside the bound (the flow then finds it cached),
+                # or it would always come back empty.
+                yield from Run(self._load_model_flow(query))
+                self._model_loaded = True
+            hits = yield from Read(
+                lambda: self._search_flow(
+                    query, namespace, scene, top_k, None, int(timeout * 1000)
+                ),
+                key,
+                within=timeout,
+            )
+            return RecallResult(hits=hits)
+        except ValidationError:
+            raise
+        except (HindsightError, TimeoutError) as exc:
+            return degraded(exc)
+
+    def _load_model_flow(self, query: str) -> Flow[None]:
+        """Embed ``query`` (the first, loading the model) into the query cache."""
+        self._cache_query(query, (yield from Embed([query], query=True)))
 
     def _search_flow(
         self,
