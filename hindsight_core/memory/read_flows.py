@@ -16,7 +16,7 @@ from ..runtime.runner import Call, Read, Run
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import recall_sql, scan_sql
-from ..storage.vectors import vector_param
+from ..storage.hybrid_params import recall_params
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .inputs import check_page, check_scene, check_search
@@ -105,22 +105,21 @@ class RecallFlows(MemoryBase):
             min_relevance=self.settings.min_relevance > 0,
             exact=exact,
         )
-        params: dict[str, Any] = {
-            "ns": ns,
-            "scene": scene,
-            "qvec": vector_param(vector),
-            "tsq_cand": fts.tsquery_literal(rare),
-            **fts.bm25_params(terms, common, whole_query=covers(self.embedder.languages, query)),
-            "top_k": top_k,
-            "w_sem": self.settings.semantic_weight,
-            "w_kw": self.keyword_weight,
-            "score_weight": self.settings.score_weight,
-            **self.decay_params(self.now()),
-            "min_relevance": self.settings.min_relevance,
-            "include_superseded": bool(include_superseded),  # docs/versions.md
-        }
-        for i, (_, value) in enumerate(filter_items):
-            params[f"f{i}"] = value
+        params = recall_params(
+            self.settings,
+            ns=ns,
+            scene=scene,
+            vector=vector,
+            terms=terms,
+            common=common,
+            rare=rare,
+            whole_query=covers(self.embedder.languages, query),
+            keyword_weight=self.keyword_weight,
+            top_k=top_k,
+            now=self.now(),
+            filters=[value for _, value in filter_items],
+            include_superseded=include_superseded,
+        )
         rows = yield from Sql(stmt, params, autocommit=True, timeout_ms=timeout_ms)
         scan = "exact" if exact else "index"
         # One validation for all hits (nested dicts): a third cheaper than building the
