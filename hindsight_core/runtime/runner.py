@@ -124,6 +124,11 @@ def _method(runner: SyncRunner | AsyncRunner, req: Run[Any] | Read[Any] | Write[
     raise TypeError(f"a call yields Run, Read or Write, not {type(req).__name__}")
 
 
+def _never() -> bool:
+    """A front end that never counts as set up: its reads stay on the primary."""
+    return False
+
+
 @contextmanager
 def _answering(plan: Plan[Any, Any]) -> Iterator[None]:
     """A failed run goes back into the call (``plan.error``), which decides."""
@@ -141,7 +146,7 @@ class _Runner:
         self,
         embedder: Callable[[], Embedder],
         *,
-        ready: Callable[[], bool],
+        ready: Callable[[], bool] = _never,
         setup: MakeFlow[None] | None = None,
     ) -> None:
         self._embedder = embedder
@@ -158,7 +163,8 @@ class SyncRunner(_Runner):
     Args:
         host: the memory whose pool, settings and replicas the flows use.
         embedder: returns the embedder of the front end's flows.
-        ready: whether the front end is set up (reads go to replicas only then).
+        ready: whether the front end is set up (reads go to replicas only then;
+            default: never, every read on the primary).
         setup: the front end's set-up flow, run on the primary before a flow while
             not ``ready`` (checkpoints' migration); ``None``: the flows set up themselves.
         side: builds the side pool of ``flow.Pipelined`` reads (``Memory``'s).
@@ -169,7 +175,7 @@ class SyncRunner(_Runner):
         host: FlowHost,
         embedder: Callable[[], Embedder],
         *,
-        ready: Callable[[], bool],
+        ready: Callable[[], bool] = _never,
         setup: MakeFlow[None] | None = None,
         side: Callable[[], sa.Engine] | None = None,
     ) -> None:
@@ -263,7 +269,7 @@ class AsyncRunner(_Runner):
         host: AsyncFlowHost,
         embedder: Callable[[], Embedder],
         *,
-        ready: Callable[[], bool],
+        ready: Callable[[], bool] = _never,
         setup: MakeFlow[None] | None = None,
         side: Callable[[], AsyncEngine] | None = None,
     ) -> None:
