@@ -22,9 +22,10 @@ from ..runtime.runner import AsyncRunner
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
+from .export_file import read_import_lines
 from .inputs import check_search
 from .inspection import AsyncInspectMethods
-from .lifecycle import LifecycleFlows, Progress, read_import_lines
+from .lifecycle import LifecycleFlows, Progress
 from .results import RecallResult
 from .write_flows import RecordFlows, RecordInput
 

@@ -24,9 +24,10 @@ from ..runtime.routing import ReplicaReads
 from ..runtime.runner import SyncRunner
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
+from .export_file import read_import_lines
 from .inputs import check_search
 from .inspection import InspectMethods
-from .lifecycle import LifecycleFlows, Progress, read_import_lines
+from .lifecycle import LifecycleFlows, Progress
 from .results import RecallResult
 from .write_flows import RecordFlows, RecordInput
 

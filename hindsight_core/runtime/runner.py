@@ -45,7 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from .connections import AsyncConnections, Connections
 from .driver import Plan, Retry, run_async, run_sync
@@ -64,21 +64,24 @@ __all__ = ["AsyncRunner", "Call", "Read", "Run", "SyncRunner", "Write"]
 R = TypeVar("R")
 
 
-@dataclass(frozen=True)
-class Run(Generic[R]):
-    """Run ``flow`` on the primary (``retry``: ``driver.Retry``); nothing is noted."""
+class _Request(Generic[R]):
+    """A request of a :data:`Call`; ``result = yield from request``: the flow's result."""
 
-    flow: Flow[R] | MakeFlow[R]
-    retry: Retry | None = None
-
-    def __iter__(self) -> Generator[Run[R], Any, R]:
-        """``result = yield from Run(flow)``: the flow's result."""
+    def __iter__(self) -> Generator[Self, Any, R]:
         result: R = yield self
         return result
 
 
 @dataclass(frozen=True)
-class Read(Generic[R]):
+class Run(_Request[R]):
+    """Run ``flow`` on the primary (``retry``: ``driver.Retry``); nothing is noted."""
+
+    flow: Flow[R] | MakeFlow[R]
+    retry: Retry | None = None
+
+
+@dataclass(frozen=True)
+class Read(_Request[R]):
     """Run ``make()``'s read flow on a replica fresh enough for ``key``, else the
     primary; ``within``: give up after so many seconds (``TimeoutError``)."""
 
@@ -86,24 +89,14 @@ class Read(Generic[R]):
     key: str | None
     within: float | None = None
 
-    def __iter__(self) -> Generator[Read[R], Any, R]:
-        """``result = yield from Read(make, key)``: the flow's result."""
-        result: R = yield self
-        return result
-
 
 @dataclass(frozen=True)
-class Write(Generic[R]):
+class Write(_Request[R]):
     """Run ``flow`` on the primary, then note the WAL position for ``key``."""
 
     flow: Flow[R] | MakeFlow[R]
     key: str | None
     retry: Retry | None = None
-
-    def __iter__(self) -> Generator[Write[R], Any, R]:
-        """``result = yield from Write(flow, key)``: the flow's result."""
-        result: R = yield self
-        return result
 
 
 Call = Generator[Run[Any] | Read[Any] | Write[Any], Any, R]
