@@ -11,10 +11,12 @@ LangMem memories, usable on its own::
     hits = items.search(("users",), query="answer style")
 
 :class:`Items` (blocking) and :class:`AsyncItems` (asyncio) run the same flows
-(``flows.py``) with the same drivers' strategies (batches of single-statement units
-on warm autocommit connections, others in a transaction retried on a deadlock) on
-the connection pool of the :class:`Memory` / :class:`AsyncMemory` they are given,
-embedding with ``embedder`` (default: the memory's).
+(``flows.py``) through their runner (``runtime/runner.py``; a batch is one call,
+:meth:`_ItemsBase._batch_call`, written once: reads on a read replica when
+configured, others in a transaction retried on a deadlock; batches of
+single-statement units on warm autocommit connections) on the connection pool of
+the :class:`Memory` / :class:`AsyncMemory` they are given, embedding with
+``embedder`` (default: the memory's).
 """
 
 from __future__ import annotations

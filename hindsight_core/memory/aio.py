@@ -1,4 +1,8 @@
-"""The asyncio front end: :class:`AsyncMemory` (same API as ``Memory``, awaited)."""
+"""The asyncio front end: :class:`AsyncMemory` (same API as ``Memory``, awaited).
+
+The same flows as ``Memory``'s, bound in one line each through an
+:class:`~hindsight_core.runtime.runner.AsyncRunner`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""The synchronous front end: :class:`Memory`."""
+"""The synchronous front end: :class:`Memory`.
+
+Each operation is a flow of the mixins (``write_flows.py``, ``read_flows.py``, ...)
+bound in one line through the memory's runner (``runtime/runner.py``);
+``aio.py``'s :class:`AsyncMemory` binds the same flows the same way, awaited.
+"""
 
 from __future__ import annotations
 
