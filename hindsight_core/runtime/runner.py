@@ -45,23 +45,30 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from .connections import AsyncConnections, Connections
 from .driver import Plan, Retry, run_async, run_sync
 from .flow import Flow, MakeFlow, run_sync_within
+from .host import AsyncFlowHost, FlowHost
 from .routing import write_lsn_flow
 
 if TYPE_CHECKING:
-    import sqlalchemy as sa
-    from sqlalchemy.ext.asyncio import AsyncEngine
-
     from ..embeddings import Embedder
-    from .host import AsyncFlowHost, FlowHost
 
 __all__ = ["AsyncRunner", "Call", "Read", "Run", "SyncRunner", "Write"]
 
 R = TypeVar("R")
+C = TypeVar("C")  # the connections of the host's engine
+
+
+class _Host(Protocol):
+    """What a runner asks its host besides its pool: the read replicas."""
+
+    def replica_reads(self) -> object | None: ...
+
+
+H = TypeVar("H", bound=_Host)  # FlowHost or AsyncFlowHost
 
 
 class _Request(Generic[R]):
@@ -131,27 +138,10 @@ def _answering(plan: Plan[Any, Any]) -> Iterator[None]:
         plan.error = exc
 
 
-class _Runner:
-    """What both runners hold: how the front end embeds, whether it is set up (reads
-    go to replicas only then), its set-up flow, and its connections."""
-
-    def __init__(
-        self,
-        embedder: Callable[[], Embedder],
-        *,
-        ready: Callable[[], bool] = _never,
-        setup: MakeFlow[None] | None = None,
-    ) -> None:
-        self._embedder = embedder
-        self._ready = ready
-        self._setup = setup
-
-    def _needs_setup(self) -> bool:
-        return self._setup is not None and not self._ready()
-
-
-class SyncRunner(_Runner):
-    """Runs a front end's flows with blocking I/O on ``host``'s pool.
+class _Runner(Generic[H, C]):
+    """What both runners hold: the host (whose pool, settings and replicas the flows
+    use), how the front end embeds, whether it is set up (reads go to replicas only
+    then), its set-up flow, the side pool, and its connections.
 
     Args:
         host: the memory whose pool, settings and replicas the flows use.
@@ -165,19 +155,33 @@ class SyncRunner(_Runner):
 
     def __init__(
         self,
-        host: FlowHost,
+        host: H,
         embedder: Callable[[], Embedder],
         *,
         ready: Callable[[], bool] = _never,
         setup: MakeFlow[None] | None = None,
-        side: Callable[[], sa.Engine] | None = None,
+        side: Callable[[], Any] | None = None,
     ) -> None:
-        super().__init__(embedder, ready=ready, setup=setup)
         self._host = host
+        self._embedder = embedder
+        self._ready = ready
+        self._setup = setup
         self._side = side
-        self._conns: Connections | None = None
+        self._conns: C | None = None
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None  # bounded reads (recall)
+
+    def _needs_setup(self) -> bool:
+        return self._setup is not None and not self._ready()
+
+    def routes(self) -> bool:
+        """Whether reads go to read replicas now (configured, and set up)."""
+        return self._ready() and self._host.replica_reads() is not None
+
+
+class SyncRunner(_Runner[FlowHost, Connections]):
+    """Runs a front end's flows with blocking I/O on ``host``'s pool (arguments: see
+    :class:`_Runner`)."""
 
     def _connections(self) -> Connections:
         self._conns = Connections.of(self._conns, self._host.engine, self._side)
@@ -187,10 +191,6 @@ class SyncRunner(_Runner):
         """Run the set-up flow on the primary now."""
         if self._setup is not None:
             run_sync(self._setup(), self._connections(), self._embedder())
-
-    def routes(self) -> bool:
-        """Whether reads go to read replicas now (configured, and set up)."""
-        return self._ready() and self._host.replica_reads() is not None
 
     def run(self, flow: Flow[R] | MakeFlow[R], retry: Retry | None = None) -> R:
         """Run ``flow`` on the primary (``retry``: see ``driver.Retry``)."""
@@ -254,22 +254,8 @@ class SyncRunner(_Runner):
             self._executor = None
 
 
-class AsyncRunner(_Runner):
+class AsyncRunner(_Runner[AsyncFlowHost, AsyncConnections]):
     """:class:`SyncRunner` with asyncio I/O, on an :class:`AsyncFlowHost`'s pool."""
-
-    def __init__(
-        self,
-        host: AsyncFlowHost,
-        embedder: Callable[[], Embedder],
-        *,
-        ready: Callable[[], bool] = _never,
-        setup: MakeFlow[None] | None = None,
-        side: Callable[[], AsyncEngine] | None = None,
-    ) -> None:
-        super().__init__(embedder, ready=ready, setup=setup)
-        self._host = host
-        self._side = side
-        self._conns: AsyncConnections | None = None
 
     async def _connections(self) -> AsyncConnections:
         engine = await self._host.get_engine()
@@ -280,10 +266,6 @@ class AsyncRunner(_Runner):
         """:meth:`SyncRunner.prepare`, awaited."""
         if self._setup is not None:
             await run_async(self._setup(), await self._connections(), self._embedder())
-
-    def routes(self) -> bool:
-        """:meth:`SyncRunner.routes`."""
-        return self._ready() and self._host.replica_reads() is not None
 
     async def run(self, flow: Flow[R] | MakeFlow[R], retry: Retry | None = None) -> R:
         """:meth:`SyncRunner.run`, awaited."""
