@@ -40,11 +40,9 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from .connections import AsyncConnections, Connections
@@ -79,15 +77,19 @@ class _Request(Generic[R]):
         return result
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Run(_Request[R]):
     """Run ``flow`` on the primary (``retry``: ``driver.Retry``); nothing is noted."""
 
     flow: Flow[R] | MakeFlow[R]
     retry: Retry | None = None
 
+    def carry(self, runner: SyncRunner | AsyncRunner) -> Any:
+        """Carry the request out with ``runner`` (its result, or the awaitable of it)."""
+        return runner.run(self.flow, self.retry)
 
-@dataclass(frozen=True)
+
+@dataclass(slots=True)
 class Read(_Request[R]):
     """Run ``make()``'s read flow on a replica fresh enough for ``key``, else the
     primary; ``within``: give up after so many seconds (``TimeoutError``)."""
@@ -96,8 +98,14 @@ class Read(_Request[R]):
     key: str | None
     within: float | None = None
 
+    def carry(self, runner: SyncRunner | AsyncRunner) -> Any:
+        """:meth:`Run.carry`."""
+        if self.within is None:
+            return runner.run_read(self.make, self.key)
+        return runner.run_within(self.within, self.make, self.key)
 
-@dataclass(frozen=True)
+
+@dataclass(slots=True)
 class Write(_Request[R]):
     """Run ``flow`` on the primary, then note the WAL position for ``key``."""
 
@@ -105,37 +113,35 @@ class Write(_Request[R]):
     key: str | None
     retry: Retry | None = None
 
+    def carry(self, runner: SyncRunner | AsyncRunner) -> Any:
+        """:meth:`Run.carry`."""
+        return runner.run_write(self.flow, self.key, self.retry)
+
 
 Call = Generator[Run[Any] | Read[Any] | Write[Any], Any, R]
 """An operation of several runs, written once; a run's error is thrown back in at its
 ``yield`` (so the call may turn it into a result: recall's degradation)."""
 
 
-def _method(runner: SyncRunner | AsyncRunner, req: Run[Any] | Read[Any] | Write[Any]) -> Any:
-    """The runner's method that carries out ``req``, with its arguments bound."""
-    if isinstance(req, Read):
-        if req.within is None:
-            return partial(runner.run_read, req.make, req.key)
-        return partial(runner.run_within, req.within, req.make, req.key)
-    if isinstance(req, Write):
-        return partial(runner.run_write, req.flow, req.key, req.retry)
-    if isinstance(req, Run):
-        return partial(runner.run, req.flow, req.retry)
-    raise TypeError(f"a call yields Run, Read or Write, not {type(req).__name__}")
+class _Steps(Plan[Any, R]):
+    """A call's :class:`~.driver.Plan`; ``with steps:`` around carrying out a request
+    sends its failure back into the call (``steps.error``), which decides."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, Exception):
+            self.error = exc
+            return True
+        return False
 
 
 def _never() -> bool:
     """A front end that never counts as set up: its reads stay on the primary."""
     return False
-
-
-@contextmanager
-def _answering(plan: Plan[Any, Any]) -> Iterator[None]:
-    """A failed run goes back into the call (``plan.error``), which decides."""
-    try:
-        yield
-    except Exception as exc:  # noqa: BLE001 - thrown into the call, which decides
-        plan.error = exc
 
 
 class _Runner(Generic[H, C]):
@@ -229,11 +235,11 @@ class SyncRunner(_Runner[FlowHost, Connections]):
 
     def call(self, call: Call[R]) -> R:
         """Carry out an operation of several runs (see :data:`Call`)."""
-        plan: Plan[Any, R] = Plan(call)
-        for req in plan:
-            with _answering(plan):
-                plan.reply = _method(self, req)()
-        return plan.result
+        steps = _Steps(call)
+        for req in steps:
+            with steps:
+                steps.reply = req.carry(self)
+        return steps.result
 
     def _threads(self) -> ThreadPoolExecutor:
         """The threads bounded reads run on (built on first need; as many as the pool
@@ -300,11 +306,11 @@ class AsyncRunner(_Runner[AsyncFlowHost, AsyncConnections]):
 
     async def call(self, call: Call[R]) -> R:
         """:meth:`SyncRunner.call`, awaited."""
-        plan: Plan[Any, R] = Plan(call)
-        for req in plan:
-            with _answering(plan):
-                plan.reply = await _method(self, req)()
-        return plan.result
+        steps = _Steps(call)
+        for req in steps:
+            with steps:
+                steps.reply = await req.carry(self)
+        return steps.result
 
     async def aclose(self) -> None:
         """Give the warm connections back to the pool."""
