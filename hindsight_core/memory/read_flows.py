@@ -11,8 +11,8 @@ from ..arguments import parse_id
 from ..embeddings.profiles import covers
 from ..errors import HindsightError, NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, show_namespace
-from ..runtime.flow import Embed, Flow, Sql
-from ..runtime.runner import Call, Read, Run
+from ..runtime.flow import Flow, Sql
+from ..runtime.runner import Call, Read, Vectors
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import recall_sql, scan_sql
@@ -49,7 +49,7 @@ class RecallFlows(MemoryBase):
                 # Loading a local model takes seconds: the first recall of a process
                 # embeds its query outside the bound (the flow then finds it cached),
                 # or it would always come back empty.
-                yield from Run(self._load_model_flow(query))
+                self._cache_query(query, (yield from Vectors([query], query=True)))
                 self._model_loaded = True
             hits = yield from Read(
                 lambda: self._search_flow(
@@ -63,10 +63,6 @@ class RecallFlows(MemoryBase):
             raise
         except (HindsightError, TimeoutError) as exc:
             return degraded(exc)
-
-    def _load_model_flow(self, query: str) -> Flow[None]:
-        """Embed ``query`` (the first, loading the model) into the query cache."""
-        self._cache_query(query, (yield from Embed([query], query=True)))
 
     def _search_flow(
         self,

@@ -22,8 +22,8 @@ that decides where a flow runs, each with the driver of its I/O style
   WAL position is noted for ``key``, so that ``key``'s next reads wait for it;
 - :meth:`~SyncRunner.call`: an operation of several runs (an item batch whose TTL
   refresh follows a replica read, a recall bounded in time that degrades to no hits),
-  written once as a generator of :class:`Run` / :class:`Read` / :class:`Write`
-  requests and stepped here with the driver's :class:`~.driver.Plan`.
+  written once as a generator of :class:`Run` / :class:`Read` / :class:`Write` /
+  :class:`Vectors` requests and stepped here with the driver's :class:`~.driver.Plan`.
 
 A new operation gets its sync and async method by writing its flow once (or its
 call, for several runs) and adding the two one-line methods above to the front ends.
@@ -40,21 +40,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Protocol, Self, TypeVar
 
 from .connections import AsyncConnections, Connections
 from .driver import Plan, Retry, run_async, run_sync
-from .flow import Flow, MakeFlow, run_sync_within
+from .flow import Embed, Flow, MakeFlow, embed_async, embed_sync, run_sync_within
 from .host import AsyncFlowHost, FlowHost
 from .routing import write_lsn_flow
 
 if TYPE_CHECKING:
     from ..embeddings import Embedder
 
-__all__ = ["AsyncRunner", "Call", "Read", "Run", "SyncRunner", "Write"]
+__all__ = ["AsyncRunner", "Call", "Read", "Run", "SyncRunner", "Vectors", "Write"]
 
 R = TypeVar("R")
 C = TypeVar("C")  # the connections of the host's engine
@@ -118,7 +118,20 @@ class Write(_Request[R]):
         return runner.run_write(self.flow, self.key, self.retry)
 
 
-Call = Generator[Run[Any] | Read[Any] | Write[Any], Any, R]
+@dataclass(slots=True)
+class Vectors(_Request[list[list[float]]]):
+    """Embed ``texts`` with the front end's embedder (search queries when ``query``),
+    holding no connection: ``vectors = yield from Vectors([query], query=True)``."""
+
+    texts: Sequence[str]
+    query: bool = False
+
+    def carry(self, runner: SyncRunner | AsyncRunner) -> Any:
+        """:meth:`Run.carry`."""
+        return runner.embed(Embed(self.texts, self.query))
+
+
+Call = Generator[Run[Any] | Read[Any] | Write[Any] | Vectors, Any, R]
 """An operation of several runs, written once; a run's error is thrown back in at its
 ``yield`` (so the call may turn it into a result: recall's degradation)."""
 
@@ -204,6 +217,11 @@ class SyncRunner(_Runner[FlowHost, Connections]):
             self.prepare()
         return run_sync(flow, self._connections(), self._embedder(), retry)
 
+    def embed(self, req: Embed) -> list[list[float]]:
+        """``req``'s vectors from the front end's embedder (an embedder's failure is an
+        ``EmbeddingError``), on no connection."""
+        return embed_sync(self._embedder(), req)
+
     def run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """Run ``make()``'s read flow on a replica fresh enough for ``key`` (``None``:
         any), else on the primary."""
@@ -278,6 +296,10 @@ class AsyncRunner(_Runner[AsyncFlowHost, AsyncConnections]):
         if self._needs_setup():
             await self.prepare()
         return await run_async(flow, await self._connections(), self._embedder(), retry)
+
+    async def embed(self, req: Embed) -> list[list[float]]:
+        """:meth:`SyncRunner.embed`, awaited."""
+        return await embed_async(self._embedder(), req)
 
     async def run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """:meth:`SyncRunner.run_read`, awaited."""
