@@ -1,8 +1,13 @@
-"""One object that calls either front end (``Memory`` or ``AsyncMemory``) the same way,
-so that one async test body exercises both, and a transcript to compare their results."""
+"""One object that calls either front end the same way, so that one async test body
+exercises both, and a transcript to compare their results.
+
+A front end is ``Memory`` / ``AsyncMemory``, or one on a memory's pool of the same I/O
+style (:func:`beside`): ``Items`` / ``AsyncItems``, ``Checkpoints`` /
+``AsyncCheckpoints``, ``TaskLog`` / ``AsyncTaskLog``."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import uuid
 from collections.abc import Awaitable, Callable
@@ -11,20 +16,19 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from hindsight_core import AsyncMemory, Memory
-
 
 class Front:
-    """``await front.write(...)`` calls ``Memory.write`` or awaits ``AsyncMemory.write``.
+    """``await front.write(...)`` calls ``Memory.write`` or awaits ``AsyncMemory.write``
+    (likewise any other front end: ``Items.put`` or ``AsyncItems.put``, ...).
 
     The sync front end is called directly on the test's event loop thread (it does no
     asyncio); the async one is awaited on that loop, which its connection pool is bound
     to. Attributes that are not methods (``namespace``, ``settings``) pass through.
     """
 
-    def __init__(self, memory: Memory | AsyncMemory) -> None:
-        self.memory = memory
-        self.kind = "async" if isinstance(memory, AsyncMemory) else "sync"
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory  # the front end called (a Memory, Items, ...)
+        self.kind = "async" if type(memory).__name__.startswith("Async") else "sync"
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.memory, name)
@@ -38,10 +42,18 @@ class Front:
         return call
 
     async def close(self) -> None:
-        if isinstance(self.memory, AsyncMemory):
-            await self.memory.aclose()
-        else:
-            self.memory.close()
+        """``aclose`` or ``close`` the front end, if it has either (a task log has not)."""
+        closing = getattr(self.memory, "aclose", None) or getattr(self.memory, "close", None)
+        result = closing() if closing is not None else None
+        if inspect.isawaitable(result):
+            await result
+
+
+def beside(memory: Front, sync_cls: type, async_cls: type, *args: Any, **kwargs: Any) -> Front:
+    """A front end of another kind (``Items``, ``Checkpoints``, ``TaskLog``) on the pool
+    of ``memory``'s ``Memory`` or ``AsyncMemory``, of the same I/O style."""
+    cls = async_cls if memory.kind == "async" else sync_cls
+    return Front(cls(memory.memory, *args, **kwargs))
 
 
 Scenario = Callable[[Front], Awaitable[list[Any]]]
@@ -57,6 +69,8 @@ def transcript(values: list[Any], namespace: tuple[str, ...]) -> list[Any]:
     def plain(value: Any) -> Any:
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json")
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            value = dataclasses.asdict(value)
         if isinstance(value, dict):
             return {str(plain(k)): plain(v) for k, v in value.items()}
         if isinstance(value, list | tuple):

@@ -33,6 +33,7 @@ from hindsight_core import (
 )
 from hindsight_core.checkpoints import AsyncCheckpoints, Checkpoints
 from hindsight_core.items import AsyncItems, Items
+from hindsight_core.reflection.tasks import AsyncTaskLog, TaskLog
 from hindsight_core.runtime import host
 
 FILES = {
@@ -399,8 +400,9 @@ def operations(cls: type) -> dict[str, inspect.Signature]:
         (Memory, AsyncMemory, {"write", "search", "export", "reindex", "decay_curve"}),
         (Items, AsyncItems, {"put", "get", "search", "batch", "sweep"}),
         (Checkpoints, AsyncCheckpoints, {"put", "get", "list", "prune", "thread_stats"}),
+        (TaskLog, AsyncTaskLog, {"start_task", "log_step", "end_task", "drop_task"}),
     ],
-    ids=["memory", "items", "checkpoints"],
+    ids=["memory", "items", "checkpoints", "tasks"],
 )
 def test_both_front_ends_offer_the_same_operations(
     sync_cls: type, async_cls: type, some: set[str]

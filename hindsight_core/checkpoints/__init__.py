@@ -5,26 +5,23 @@ values that are not stored inline are ``(channel, version, type, bytes)`` blobs,
 and pending writes are ``(idx, channel, type, bytes)``. Serialization of framework
 objects is the adapter's job (``hindsight_adapters.langgraph.checkpoint``).
 
-Each operation is a flow (``flows.py``; see ``runtime/flow.py``), and each method is
-written once, as the flow it runs (``put = _Method(put_flow)``): :class:`Checkpoints`
-(sync) and :class:`AsyncCheckpoints` (asyncio) share them and differ only in how a
-call is carried out (``_call``), on the pool of a
-:class:`~hindsight_core.Memory` / :class:`~hindsight_core.AsyncMemory`. The flows of
-one statement say ``autocommit`` and run on warm connections (one round trip each;
-``runtime/connections.py``); the others in a transaction.
+Each operation is a flow (``flows.py``; see ``runtime/flow.py``); :class:`Checkpoints`
+(sync) and :class:`AsyncCheckpoints` (asyncio) bind each to a one-line method through
+their runner (``runtime/runner.py``), on the pool of a :class:`~hindsight_core.Memory`
+/ :class:`~hindsight_core.AsyncMemory`: reads on a read replica when configured,
+writes noting the WAL position for the checkpoints' read-your-writes session. The
+flows of one statement say ``autocommit`` and run on warm connections (one round trip
+each; ``runtime/connections.py``); the others in a transaction.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Coroutine
-from types import MethodType
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar, overload
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..embeddings.base import NoEmbedder
-from ..runtime.connections import AsyncConnections, Connections
-from ..runtime.driver import run_async, run_sync
-from ..runtime.flow import Flow, MakeFlow, Migrate
+from ..runtime.flow import Flow, Migrate
+from ..runtime.runner import AsyncRunner, SyncRunner
 from .flows import (
     PRUNE_STRATEGIES,
     BlobIn,
@@ -55,84 +52,18 @@ if TYPE_CHECKING:
 
 _NO_EMBEDDER = NoEmbedder("checkpoints are not embedded")  # checkpoint flows never embed
 CHECKPOINTS_KEY = "\x00checkpoints"  # read-your-writes session of a memory's checkpoints
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class _Method(Generic[P, R]):
-    """A method written once, as the flow it runs: on :class:`Checkpoints` a function
-    that returns the flow's result, on :class:`AsyncCheckpoints` a coroutine function
-    (each front end's ``_call`` carries it out; ``read``: on a read replica when
-    configured). The bound method is kept on the instance, so a call after the first
-    costs no more than a plain method's."""
-
-    def __init__(self, flow: Callable[P, Flow[R]], *, read: bool = False) -> None:
-        self.flow = flow
-        self.read = read
-        self.name = flow.__name__.removesuffix("_flow")
-        self.__doc__ = flow.__doc__
-        self._functions: dict[type, Callable[..., Any]] = {}
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, owner: type) -> Callable[..., Any]: ...
-    @overload
-    def __get__(self, obj: Checkpoints, owner: type) -> Callable[P, R]: ...
-    @overload
-    def __get__(
-        self, obj: AsyncCheckpoints, owner: type
-    ) -> Callable[P, Coroutine[Any, Any, R]]: ...
-
-    def __get__(self, obj: Any, owner: type) -> Any:
-        function = self._functions.get(owner)
-        if function is None:
-            function = self._functions[owner] = self._function(owner)
-        if obj is None:
-            return function
-        bound = obj.__dict__[self.name] = MethodType(function, obj)
-        return bound
-
-    def _function(self, owner: type) -> Callable[..., Any]:
-        flow, read = self.flow, self.read
-        if issubclass(owner, AsyncCheckpoints):
-
-            async def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:
-                return await self._call(functools.partial(flow, *args, **kwargs), read)
-        else:
-
-            def method(self: Any, /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[misc]
-                return self._call(functools.partial(flow, *args, **kwargs), read)
-
-        functools.update_wrapper(method, flow)
-        method.__name__, method.__qualname__ = self.name, f"{owner.__name__}.{self.name}"
-        return method
-
-
-# ---------------------------------------------------------------------- front ends
+_KEY = CHECKPOINTS_KEY
 
 
 class _Base:
-    """Set-up state and the connections (warm ones kept: ``runtime/connections.py``)."""
+    """Set-up state: migrated once, before the first flow (the runner's ``setup``)."""
 
-    _migrated: bool
-    _pool: Connections | AsyncConnections | None = None
+    _migrated: bool = False
 
     def _ready(self) -> Flow[None]:
         if not self._migrated:
             yield Migrate()
             self._migrated = True
-
-    put = _Method(put_flow)
-    put_writes = _Method(put_writes_flow)
-    get = _Method(get_flow, read=True)
-    list = _Method(list_flow, read=True)
-    delete_threads = _Method(delete_threads_flow)
-    delete_for_runs = _Method(delete_for_runs_flow)
-    copy_thread = _Method(copy_thread_flow)
-    prune = _Method(prune_flow)
-    thread_stats = _Method(thread_stats_flow, read=True)
 
 
 class Checkpoints(_Base):
@@ -144,36 +75,120 @@ class Checkpoints(_Base):
 
     def __init__(self, memory: FlowHost) -> None:
         self.memory = memory
-        self._migrated = False
-        self._pool: Connections | None = None
-
-    def _call(self, make: MakeFlow[R], read: bool) -> R:
-        """Run ``make()``'s flow: a ``read`` on a read replica when configured; after a
-        write, with read replicas, the WAL position is noted (read-your-writes)."""
-        reads = self.memory.replica_reads() if read and self._migrated else None
-        if reads is not None:
-            return reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make))
-        result = self._primary(make)
-        if not read:
-            self.memory.note_write(CHECKPOINTS_KEY)
-        return result
-
-    def _primary(self, make: Flow[R] | MakeFlow[R]) -> R:
-        if not self._migrated:
-            self.setup()
-        self._pool = Connections.of(self._pool, self.memory.engine)
-        return run_sync(make, self._pool, _NO_EMBEDDER)
+        self._runner = SyncRunner(
+            memory, lambda: _NO_EMBEDDER, ready=lambda: self._migrated, setup=self._ready
+        )
 
     def close(self) -> None:
         """Return the warm connections to the pool."""
-        if self._pool is not None:
-            self._pool.close()
+        self._runner.close()
 
     def setup(self) -> None:
         """Apply migrations (idempotent; also done on first use)."""
         self._migrated = False
-        self._pool = Connections.of(self._pool, self.memory.engine)
-        run_sync(self._ready(), self._pool, _NO_EMBEDDER)
+        self._runner.prepare()
+
+    def put(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        parent_checkpoint_id: str | None,
+        checkpoint: Mapping[str, Any] | str,
+        metadata: Mapping[str, Any] | str,
+        blobs: Sequence[BlobIn] = (),
+    ) -> None:
+        """Store a checkpoint and its blobs (:func:`~.flows.put_flow`)."""
+        return self._runner.run_write(
+            lambda: put_flow(
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                parent_checkpoint_id,
+                checkpoint,
+                metadata,
+                blobs,
+            ),
+            _KEY,
+        )
+
+    def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[WriteIn],
+        *,
+        task_path: str = "",
+        upsert: bool = False,
+    ) -> None:
+        """Store pending writes of a task (:func:`~.flows.put_writes_flow`)."""
+        return self._runner.run_write(
+            lambda: put_writes_flow(
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                task_id,
+                writes,
+                task_path=task_path,
+                upsert=upsert,
+            ),
+            _KEY,
+        )
+
+    def get(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRow | None:
+        """One checkpoint by id, or the latest of the thread and namespace; None if absent."""
+        return self._runner.run_read(
+            lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id), _KEY
+        )
+
+    def list(
+        self,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        *,
+        checkpoint_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[CheckpointRow]:
+        """Checkpoints matching every given filter, newest first (:func:`~.flows.list_flow`)."""
+        return self._runner.run_read(
+            lambda: list_flow(
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+                metadata=metadata,
+                before=before,
+                limit=limit,
+            ),
+            _KEY,
+        )
+
+    def delete_threads(self, thread_ids: Sequence[str]) -> None:
+        """Everything of the given threads, in every namespace."""
+        return self._runner.run_write(lambda: delete_threads_flow(thread_ids), _KEY)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> int:
+        """Checkpoints whose ``metadata.run_id`` is given, their writes and orphaned blobs."""
+        return self._runner.run_write(lambda: delete_for_runs_flow(run_ids), _KEY)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, blob and write of a thread under another id."""
+        return self._runner.run_write(
+            lambda: copy_thread_flow(source_thread_id, target_thread_id), _KEY
+        )
+
+    def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
+        """``keep_latest``: only the newest checkpoint per namespace; ``delete``: all."""
+        return self._runner.run_write(lambda: prune_flow(thread_ids, strategy), _KEY)
+
+    def thread_stats(self, thread_id: str) -> dict[str, int]:
+        """Row counts and the largest checkpoint row / blob of a thread."""
+        return self._runner.run_read(lambda: thread_stats_flow(thread_id), _KEY)
 
 
 class AsyncCheckpoints(_Base):
@@ -181,32 +196,117 @@ class AsyncCheckpoints(_Base):
 
     def __init__(self, memory: AsyncFlowHost) -> None:
         self.memory = memory
-        self._migrated = False
-        self._pool: AsyncConnections | None = None
-
-    async def _call(self, make: MakeFlow[R], read: bool) -> R:
-        reads = self.memory.replica_reads() if read and self._migrated else None
-        if reads is not None:
-            return await reads.run(make, _NO_EMBEDDER, CHECKPOINTS_KEY, lambda: self._primary(make))
-        result = await self._primary(make)
-        if not read:
-            await self.memory.note_write(CHECKPOINTS_KEY)
-        return result
-
-    async def _primary(self, make: Flow[R] | MakeFlow[R]) -> R:
-        if not self._migrated:
-            await self.setup()
-        return await run_async(make, await self._connections(), _NO_EMBEDDER)
-
-    async def _connections(self) -> AsyncConnections:
-        self._pool = AsyncConnections.of(self._pool, await self.memory.get_engine())
-        return self._pool
+        self._runner = AsyncRunner(
+            memory, lambda: _NO_EMBEDDER, ready=lambda: self._migrated, setup=self._ready
+        )
 
     async def aclose(self) -> None:
         """Return the warm connections to the pool."""
-        if self._pool is not None:
-            await self._pool.aclose()
+        await self._runner.aclose()
 
     async def setup(self) -> None:
+        """Apply migrations (idempotent; also done on first use)."""
         self._migrated = False
-        await run_async(self._ready(), await self._connections(), _NO_EMBEDDER)
+        await self._runner.prepare()
+
+    async def put(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        parent_checkpoint_id: str | None,
+        checkpoint: Mapping[str, Any] | str,
+        metadata: Mapping[str, Any] | str,
+        blobs: Sequence[BlobIn] = (),
+    ) -> None:
+        """:meth:`Checkpoints.put`, awaited."""
+        return await self._runner.run_write(
+            lambda: put_flow(
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                parent_checkpoint_id,
+                checkpoint,
+                metadata,
+                blobs,
+            ),
+            _KEY,
+        )
+
+    async def put_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        writes: Sequence[WriteIn],
+        *,
+        task_path: str = "",
+        upsert: bool = False,
+    ) -> None:
+        """:meth:`Checkpoints.put_writes`, awaited."""
+        return await self._runner.run_write(
+            lambda: put_writes_flow(
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                task_id,
+                writes,
+                task_path=task_path,
+                upsert=upsert,
+            ),
+            _KEY,
+        )
+
+    async def get(
+        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
+    ) -> CheckpointRow | None:
+        """:meth:`Checkpoints.get`, awaited."""
+        return await self._runner.run_read(
+            lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id), _KEY
+        )
+
+    async def list(
+        self,
+        thread_id: str | None = None,
+        checkpoint_ns: str | None = None,
+        *,
+        checkpoint_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        before: str | None = None,
+        limit: int | None = None,
+    ) -> list[CheckpointRow]:
+        """:meth:`Checkpoints.list`, awaited."""
+        return await self._runner.run_read(
+            lambda: list_flow(
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id=checkpoint_id,
+                metadata=metadata,
+                before=before,
+                limit=limit,
+            ),
+            _KEY,
+        )
+
+    async def delete_threads(self, thread_ids: Sequence[str]) -> None:
+        """:meth:`Checkpoints.delete_threads`, awaited."""
+        return await self._runner.run_write(lambda: delete_threads_flow(thread_ids), _KEY)
+
+    async def delete_for_runs(self, run_ids: Sequence[str]) -> int:
+        """:meth:`Checkpoints.delete_for_runs`, awaited."""
+        return await self._runner.run_write(lambda: delete_for_runs_flow(run_ids), _KEY)
+
+    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """:meth:`Checkpoints.copy_thread`, awaited."""
+        return await self._runner.run_write(
+            lambda: copy_thread_flow(source_thread_id, target_thread_id), _KEY
+        )
+
+    async def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
+        """:meth:`Checkpoints.prune`, awaited."""
+        return await self._runner.run_write(lambda: prune_flow(thread_ids, strategy), _KEY)
+
+    async def thread_stats(self, thread_id: str) -> dict[str, int]:
+        """:meth:`Checkpoints.thread_stats`, awaited."""
+        return await self._runner.run_read(lambda: thread_stats_flow(thread_id), _KEY)

@@ -11,28 +11,28 @@ LangMem memories, usable on its own::
     hits = items.search(("users",), query="answer style")
 
 :class:`Items` (blocking) and :class:`AsyncItems` (asyncio) run the same flows
-(``flows.py``) with the same drivers' strategies (batches of single-statement units
-on warm autocommit connections, others in a transaction retried on a deadlock) on
-the connection pool of the :class:`Memory` / :class:`AsyncMemory` they are given,
-embedding with ``embedder`` (default: the memory's).
+(``flows.py``) through their runner (``runtime/runner.py``; a batch is one call,
+:meth:`_ItemsBase._batch_call`, written once: reads on a read replica when
+configured, others in a transaction retried on a deadlock; batches of
+single-statement units on warm autocommit connections) on the connection pool of
+the :class:`Memory` / :class:`AsyncMemory` they are given, embedding with
+``embedder`` (default: the memory's).
 """
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from ..embeddings import Embedder, ensure_embedder
 from ..embeddings.base import NoEmbedder
 from ..errors import ConfigurationError, HindsightError
 from ..memory.scan import ScanChoice
 from ..models import Item, ItemHit, Namespace
-from ..runtime.connections import AsyncConnections, Connections
-from ..runtime.driver import Retry, run_async, run_sync
 from ..runtime.flow import Flow, MakeFlow, Sql
 from ..runtime.host import AsyncFlowHost, FlowHost
-from ..runtime.routing import AsyncReplicaReads, ReplicaReads
+from ..runtime.runner import AsyncRunner, Call, Read, Run, SyncRunner, Write
 from .flows import ItemFlows, Result, parse_filter
 from .index_health import IndexHealth
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
@@ -57,7 +57,6 @@ __all__ = [
 
 
 _RETRIES = 4
-R = TypeVar("R")
 ITEMS_KEY = "\x00items"  # read-your-writes session of a memory's items
 _READS = (GetItem, SearchItems, ListNamespaces)
 
@@ -107,6 +106,11 @@ class _ItemsBase(ItemFlows):
         self.omit_expired = omit_expired
         self._ready = False
         self._scan_choice = ScanChoice()
+        self._runner = self._new_runner()
+
+    @abstractmethod
+    def _new_runner(self) -> SyncRunner | AsyncRunner:
+        """The runner of this front end's I/O style, over ``memory``."""
 
     @property
     def embedder(self) -> Embedder:
@@ -115,38 +119,25 @@ class _ItemsBase(ItemFlows):
             return self._embedder
         return self.memory.embedder if self.index is not None else _NO_EMBEDDER
 
-    def _now(self) -> datetime:
-        return self.memory.now()
+    def _batch_call(self, ops: Sequence[ItemOp]) -> Call[list[Result]]:
+        """``batch``: a batch of reads on a read replica when configured, its TTL
+        refresh (a write) deferred to the primary; any other batch on the primary, one
+        transaction retried on a deadlock, noting the WAL position if it wrote."""
+        if self._runner.routes() and all(isinstance(op, _READS) for op in ops):
+            later: list[Sql] = []
 
-    def _settings(self) -> Any:
-        return self.memory.settings
+            def make() -> Flow[list[Result]]:
+                later.clear()
+                return self._batch_flow(ops, later)
 
-    def _replica_flow(
-        self, ops: Sequence[ItemOp]
-    ) -> tuple[MakeFlow[list[Result]] | None, list[Sql]]:
-        """For a batch of reads with read replicas configured: a maker of its flow for a
-        replica, and the list that receives its TTL refresh (a write: the caller runs
-        it on the primary). None when the batch runs on the primary."""
-        later: list[Sql] = []
-        if not (self._reads() is not None and all(isinstance(op, _READS) for op in ops)):
-            return None, later
-
-        def make() -> Flow[list[Result]]:
-            later.clear()
-            return self._batch_flow(ops, later)
-
-        return make, later
-
-    def _reads(self) -> Any:  # pragma: no cover - typed by each front end
-        """The memory's read replicas, once set up; None without any."""
-        raise NotImplementedError
-
-    def _batch(self, ops: Sequence[ItemOp]) -> MakeFlow[list[Result]]:
-        return lambda: self._batch_flow(ops)
-
-    @staticmethod
-    def _writes(ops: Sequence[ItemOp]) -> bool:
-        return any(isinstance(op, PutItem) for op in ops)
+            results = yield from Read(make, ITEMS_KEY)
+            if later:  # TTL refreshes are writes: on the primary
+                yield from Run(lambda: _one(later[0]))
+            return results
+        batch: MakeFlow[list[Result]] = lambda: self._batch_flow(ops)  # noqa: E731
+        if any(isinstance(op, PutItem) for op in ops):
+            return (yield from Write(batch, ITEMS_KEY, deadlock_retry))
+        return (yield from Run(batch, deadlock_retry))
 
     @staticmethod
     def _conditions(
@@ -173,54 +164,39 @@ class Items(_ItemsBase):
     """
 
     memory: FlowHost
-    _conns: Connections | None = None
+    _runner: SyncRunner
 
-    def _reads(self) -> ReplicaReads | None:
-        return self.memory.replica_reads() if self._ready else None
+    def _new_runner(self) -> SyncRunner:
+        return SyncRunner(self.memory, lambda: self.embedder, ready=lambda: self._ready)
 
     def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         """Run operations in one transaction; one result per op, in input order.
 
         A transaction that loses a deadlock or serialization conflict is retried.
         """
-        make, later = self._replica_flow(ops)
-        reads = self._reads()
-        if make is not None and reads is not None:
-            results = reads.run(make, self.embedder, ITEMS_KEY, lambda: self._run(make))
-            if later:  # TTL refreshes are writes: on the primary
-                self._run(lambda: _one(later[0]))
-            return results
-        results = self._run(self._batch(ops), deadlock_retry)
-        if self._writes(ops):
-            self.memory.note_write(ITEMS_KEY)
-        return results
-
-    def _run(self, make: Flow[R] | MakeFlow[R], retry: Retry | None = None) -> R:
-        self._conns = Connections.of(self._conns, self.memory.engine)
-        return run_sync(make, self._conns, self.embedder, retry)
+        return self._runner.call(self._batch_call(ops))
 
     def close(self) -> None:
         """Give connections kept warm back to the pool (the memory is not closed)."""
-        if self._conns is not None:
-            self._conns.close()
+        self._runner.close()
 
     def setup(self) -> None:
         """Migrate and create the vector index (also done on first use)."""
-        self._run(self._ready_flow())
+        self._runner.run(self._ready_flow())
 
     def sweep(self) -> int:
         """Delete expired items; returns how many."""
-        return self._run(self._sweep_flow)
+        return self._runner.run(self._sweep_flow)
 
     def index_health(self) -> list[IndexHealth]:
         """Every ANN index of item vectors in the database, with its row counts and
         whether it is stale (an ivfflat index built on far fewer rows: ``index_health``)."""
-        return self._run(self._health_flow)
+        return self._runner.run(self._health_flow)
 
     def rebuild_indexes(self, *, force: bool = False) -> list[IndexHealth]:
         """Rebuild the stale ivfflat indexes of item vectors (``force``: every ANN
         index); returns those rebuilt. Item writes wait while it runs."""
-        return self._run(lambda: self._rebuild_flow(force))
+        return self._runner.run(lambda: self._rebuild_flow(force))
 
     def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return self.batch([GetItem(namespace, key, refresh_ttl)])[0]  # type: ignore[return-value]
@@ -270,45 +246,34 @@ class AsyncItems(_ItemsBase):
     """Generic items for asyncio code; the same API as :class:`Items`, awaited."""
 
     memory: AsyncFlowHost
-    _conns: AsyncConnections | None = None
+    _runner: AsyncRunner
 
-    def _reads(self) -> AsyncReplicaReads | None:
-        return self.memory.replica_reads() if self._ready else None
+    def _new_runner(self) -> AsyncRunner:
+        return AsyncRunner(self.memory, lambda: self.embedder, ready=lambda: self._ready)
 
     async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
-        make, later = self._replica_flow(ops)
-        reads = self._reads()
-        if make is not None and reads is not None:
-            results = await reads.run(make, self.embedder, ITEMS_KEY, lambda: self._run(make))
-            if later:  # TTL refreshes are writes: on the primary
-                await self._run(lambda: _one(later[0]))
-            return results
-        results = await self._run(self._batch(ops), deadlock_retry)
-        if self._writes(ops):
-            await self.memory.note_write(ITEMS_KEY)
-        return results
-
-    async def _run(self, make: Flow[R] | MakeFlow[R], retry: Retry | None = None) -> R:
-        engine = await self.memory.get_engine()
-        self._conns = AsyncConnections.of(self._conns, engine)
-        return await run_async(make, self._conns, self.embedder, retry)
+        """:meth:`Items.batch`, awaited."""
+        return await self._runner.call(self._batch_call(ops))
 
     async def aclose(self) -> None:
         """Give connections kept warm back to the pool (the memory is not closed)."""
-        if self._conns is not None:
-            await self._conns.aclose()
+        await self._runner.aclose()
 
     async def setup(self) -> None:
-        await self._run(self._ready_flow())
+        """:meth:`Items.setup`, awaited."""
+        await self._runner.run(self._ready_flow())
 
     async def sweep(self) -> int:
-        return await self._run(self._sweep_flow)
+        """:meth:`Items.sweep`, awaited."""
+        return await self._runner.run(self._sweep_flow)
 
     async def index_health(self) -> list[IndexHealth]:
-        return await self._run(self._health_flow)
+        """:meth:`Items.index_health`, awaited."""
+        return await self._runner.run(self._health_flow)
 
     async def rebuild_indexes(self, *, force: bool = False) -> list[IndexHealth]:
-        return await self._run(lambda: self._rebuild_flow(force))
+        """:meth:`Items.rebuild_indexes`, awaited."""
+        return await self._runner.run(lambda: self._rebuild_flow(force))
 
     async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
         return (await self.batch([GetItem(namespace, key, refresh_ttl)]))[0]  # type: ignore[return-value]

@@ -10,21 +10,25 @@ deletes). Texts to embed (put fields and search queries) are requested in one
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from ..embeddings import Embedder
 from ..embeddings.profiles import covers, keyword_weight
 from ..errors import ValidationError
 from ..memory.scan import ScanChoice
 from ..memory.terms import CommonTerms
 from ..models import NS_SEPARATOR, Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..runtime.flow import Embed, Flow, Migrate, Sql, Unit
+from ..runtime.host import FlowContext
 from ..storage import experiences_sql as eq
 from ..storage import fulltext_sql as fts
 from ..storage import items_search_sql as qs
 from ..storage import items_sql as q
 from ..storage import scan_sql
+from ..storage.hybrid_params import hybrid_params
 from ..storage.items_filters_sql import filter_params
 from ..storage.vectors import vector_param
 from ..text import tokens, tsquery_terms
@@ -62,7 +66,7 @@ def _item(row: dict[str, Any]) -> Item:
     )
 
 
-class ItemFlows:
+class ItemFlows(ABC):
     """Flows over items; the front ends supply configuration and run them."""
 
     index: ItemIndex | None
@@ -72,15 +76,12 @@ class ItemFlows:
     _terms: CommonTerms | None = None  # common search terms of item vectors (cached)
     _scan_choice: ScanChoice  # exact scan or ANN index, per namespace prefix (cached)
 
-    def _now(self) -> datetime:  # pragma: no cover - provided by the front end
-        raise NotImplementedError
-
-    def _settings(self) -> Any:  # pragma: no cover - provided by the front end
-        raise NotImplementedError
+    memory: FlowContext  # the host: settings and clock (runtime/host.py)
 
     @property
-    def embedder(self) -> Any:  # pragma: no cover - provided by the front end
-        raise NotImplementedError
+    @abstractmethod
+    def embedder(self) -> Embedder:
+        """The embedder of item fields and queries."""
 
     # ------------------------------------------------------------------ set-up
 
@@ -118,7 +119,7 @@ class ItemFlows:
             exists = yield from Sql(q.INDEX_EXISTS, {"name": spec.index_name})
             if not exists:
                 yield Sql(create, fetch="none")
-                yield from index_health.record_build_flow(spec.index_name, self._now())
+                yield from index_health.record_build_flow(spec.index_name, self.memory.now())
             elif spec.kind == "ivfflat":
                 yield from index_health.warn_if_stale_flow(spec.index_name)
 
@@ -135,7 +136,7 @@ class ItemFlows:
         # Queries and stored fields are embedded apart (e5-style models prefix each side).
         qvectors = (yield from Embed(plan.queries, query=True)) if plan.queries else []
         fvectors = (yield from Embed([f[3] for f in plan.fields])) if plan.fields else []
-        now = self._now()
+        now = self.memory.now()
         results: list[Result] = [None] * len(ops)
         refresh: dict[tuple[str, str], None] = {}
 
@@ -217,7 +218,7 @@ class ItemFlows:
         ranking = op.ranking or self.ranking
         params["qvec"] = vector_param(qvec)
         n_fields = max(1, len(self.index.fields))
-        settings = self._settings()
+        settings = self.memory.settings
         exact = yield from self._scan_choice.flow(
             ns_key(prefix),
             scan_sql.items_exact_scan_sql(len(prefix)),
@@ -247,18 +248,18 @@ class ItemFlows:
         params.update(
             {
                 "cand": max(40, (op.limit + op.offset) * n_fields * 4),
-                # exact: candidates from each of the prefix's rows (hybrid_search_sql)
-                "tsq_cand": fts.tsquery_literal(terms if exact else rare),
-                **fts.bm25_params(
-                    terms, common, whole_query=covers(self.embedder.languages, op.query or "")
-                ),
                 # An item whose field is the query's text has this many terms.
                 "kw_qlen": len(set(tokens(op.query or ""))),
-                "w_sem": settings.semantic_weight,
-                "w_kw": keyword_weight(settings, self.embedder),
-                "score_weight": settings.score_weight,
-                "min_relevance": settings.min_relevance,
-                **eq.params_for_decay(settings, now),
+                **hybrid_params(
+                    settings,
+                    terms=terms,
+                    common=common,
+                    # exact: candidates from each of the prefix's rows (hybrid_search_sql)
+                    candidates=terms if exact else rare,
+                    whole_query=covers(self.embedder.languages, op.query or ""),
+                    keyword_weight=keyword_weight(settings, self.embedder),
+                    now=now,
+                ),
             }
         )
         stmt = qs.hybrid_search_sql(
@@ -319,7 +320,7 @@ class ItemFlows:
 
     def _sweep_flow(self) -> Flow[int]:
         yield from self._ready_flow()
-        return (yield from sweep_flow(self._now()))
+        return (yield from sweep_flow(self.memory.now()))
 
     def _health_flow(self) -> Flow[list[index_health.IndexHealth]]:
         yield from self._ready_flow()
@@ -327,7 +328,7 @@ class ItemFlows:
 
     def _rebuild_flow(self, force: bool) -> Flow[list[index_health.IndexHealth]]:
         yield from self._ready_flow()
-        return (yield from index_health.rebuild_flow(self._now(), force))
+        return (yield from index_health.rebuild_flow(self.memory.now(), force))
 
 
 def sweep_flow(now: datetime) -> Flow[int]:

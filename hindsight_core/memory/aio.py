@@ -1,4 +1,8 @@
-"""The asyncio front end: :class:`AsyncMemory` (same API as ``Memory``, awaited)."""
+"""The asyncio front end: :class:`AsyncMemory` (same API as ``Memory``, awaited).
+
+The same flows as ``Memory``'s, bound in one line each through an
+:class:`~hindsight_core.runtime.runner.AsyncRunner`.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from ..errors import HindsightError, ValidationError
 from ..models import (
     Experience,
     MaintenanceReport,
@@ -17,17 +20,17 @@ from ..models import (
     Stats,
     WriteResult,
 )
-from ..runtime.connections import AsyncConnections
-from ..runtime.driver import run_async
-from ..runtime.flow import Flow, MakeFlow, R, embedding_errors
-from ..runtime.routing import AsyncReplicaReads, write_lsn_flow
+from ..runtime.flow import Flow, MakeFlow, R
+from ..runtime.routing import AsyncReplicaReads
+from ..runtime.runner import AsyncRunner
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
+from .export_file import read_import_lines
 from .inputs import check_search
 from .inspection import AsyncInspectMethods
-from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
-from .results import RecallResult, degraded
+from .lifecycle import LifecycleFlows, Progress
+from .results import RecallResult
 from .write_flows import RecordFlows, RecordInput
 
 if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
@@ -49,9 +52,14 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self._owns_engine = engine is None
         if engine is not None:
             adopt_engine(engine.sync_engine)
-        self._conns: AsyncConnections | None = None
         self._side: AsyncEngine | None = None  # flow.Pipelined reads (write_many's lookups)
         self._reads: AsyncReplicaReads | None = None  # read replicas, when configured
+        self._runner = AsyncRunner(
+            self,
+            lambda: self.embedder,
+            ready=lambda: self._ready,
+            side=self._side_engine if self._owns_engine else None,
+        )
 
     async def get_engine(self) -> AsyncEngine:
         """The async engine (connection pool), created on first use off the loop."""
@@ -77,14 +85,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def run_flow(self, flow: Flow[R] | MakeFlow[R]) -> R:
         """``Memory.run_flow``, awaited."""
-        return await run_async(flow, await self._connections(), self.embedder)
-
-    async def _connections(self) -> AsyncConnections:
-        """The driver's connections of the current engine (the same object while the engine is)."""
-        self._conns = AsyncConnections.of(
-            self._conns, await self.get_engine(), self._side_engine if self._owns_engine else None
-        )
-        return self._conns
+        return await self._runner.run(flow)
 
     def _side_engine(self) -> AsyncEngine:
         """The one-connection pool for ``flow.Pipelined`` reads, built on first need
@@ -100,29 +101,13 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
             self._reads = AsyncReplicaReads(self.settings, self._replica_urls())
         return self._reads
 
-    async def _run_read(self, make: MakeFlow[R], key: str | None) -> R:
-        """``Memory._run_read``: on a replica when configured and fresh enough."""
-        reads = self.replica_reads() if self._ready else None
-        if reads is None:
-            return await self.run_flow(make)
-        return await reads.run(make, self.embedder, key, lambda: self.run_flow(make))
-
-    async def _run_write(self, flow: Flow[R], key: str | None) -> R:
-        """``Memory._run_write``: note the WAL position after a write (with replicas)."""
-        result = await self.run_flow(flow)
-        await self.note_write(key)
-        return result
-
     async def note_write(self, key: str | None) -> None:
         """``Memory.note_write``, awaited."""
-        reads = self.replica_reads()
-        if reads is not None:
-            reads.router.note_write(key, await self.run_flow(write_lsn_flow))
+        await self._runner.note_write(key)
 
     async def aclose(self) -> None:
         """Close the connection pool (if this object created it)."""
-        if self._conns is not None:
-            await self._conns.aclose()
+        await self._runner.aclose()
         if self._reads is not None:
             await self._reads.aclose()
             self._reads = None
@@ -143,14 +128,14 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
 
     async def setup(self) -> None:
         """Apply migrations and check the embedding model (also done on first use)."""
-        await self.run_flow(self.ready_flow())
+        await self._runner.run(self.ready_flow())
 
     async def write(
         self, record: RecordInput, *, namespace: Namespace | str | None = None
     ) -> WriteResult:
         """Validate and store one record, or merge it into a near-duplicate."""
         return (
-            await self._run_write(
+            await self._runner.run_write(
                 self.write_flow([record], namespace), self.namespace_key(namespace)
             )
         )[0]
@@ -159,7 +144,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, records: Sequence[RecordInput], *, namespace: Namespace | str | None = None
     ) -> list[WriteResult]:
         """Write many records in one transaction (all or nothing), deduplicated."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self.write_flow(records, namespace), self.namespace_key(namespace)
         )
 
@@ -175,7 +160,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     ) -> list[SearchHit]:
         """Hybrid recall: semantic + keyword, bent by the decayed score."""
         check_search(query, scene, top_k, filters)  # before connecting: see check_search
-        return await self._run_read(
+        return await self._runner.run_read(
             lambda: self._search_flow(
                 query, namespace, scene, top_k, filters, include_superseded=include_superseded
             ),
@@ -192,36 +177,13 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     ) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on an error or past
         ``settings.recall_timeout``, no hits and a warning."""
-        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
-        timeout = self.settings.recall_timeout
-        key = self.namespace_key(namespace)
-        try:
-            # The first recall embeds its query outside the bound, as in Memory.recall.
-            if not self._model_loaded and isinstance(query, str) and query.strip():
-                with embedding_errors(self.embedder):
-                    self._cache_query(query, await self.embedder.aembed_queries([query]))
-                self._model_loaded = True
-            return RecallResult(
-                hits=await asyncio.wait_for(
-                    self._run_read(
-                        lambda: self._search_flow(
-                            query, namespace, scene, top_k, None, int(timeout * 1000)
-                        ),
-                        key,
-                    ),
-                    timeout,
-                )
-            )
-        except ValidationError:
-            raise
-        except (HindsightError, TimeoutError) as exc:
-            return degraded(exc)
+        return await self._runner.call(self._recall_call(query, namespace, scene, top_k))
 
     async def get(
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> Experience:
         """One record by id (archived ones too)."""
-        return await self._run_read(
+        return await self._runner.run_read(
             lambda: self._get_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
@@ -230,20 +192,20 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     ) -> list[Experience]:
         """Records of a namespace, filtered, ordered and paged as :meth:`Memory.list_records`'s."""
         key = None if options.get("all_namespaces") else self.namespace_key(namespace)
-        return await self._run_read(lambda: self._list_flow(namespace, **options), key)
+        return await self._runner.run_read(lambda: self._list_flow(namespace, **options), key)
 
     async def mark_used(
         self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
     ) -> Experience:
         """Feedback on a recalled record: helpful raises its score and resets its decay clock;
         unhelpful lowers it."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
         )
 
     async def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""
-        await self._run_write(
+        await self._runner.run_write(
             self._change_flow(record_id, "forget", namespace), self.namespace_key(namespace)
         )
 
@@ -251,7 +213,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> Experience:
         """Stop recalling a record (restorable)."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self._curate_flow(record_id, "archive", namespace), self.namespace_key(namespace)
         )
 
@@ -259,7 +221,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> Experience:
         """Bring an archived record back (its score is lifted to the eviction line)."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self._curate_flow(
                 record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1
             ),
@@ -270,7 +232,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, record_id: object, critical: bool = True, *, namespace: Namespace | str | None = None
     ) -> Experience:
         """Mark a record critical (never decays, never evicted) or not."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self._curate_flow(record_id, "critical", namespace, critical=bool(critical)),
             self.namespace_key(namespace),
         )
@@ -279,7 +241,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
     ) -> Experience:
         """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self._edit_flow(record_id, changes, namespace), self.namespace_key(namespace)
         )
 
@@ -291,7 +253,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         namespace: Namespace | str | None = None,
     ) -> Experience:
         """Replace records by one more general lesson; the sources are archived and linked."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
         )
 
@@ -305,7 +267,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         namespace: Namespace | str | None = None,
     ) -> WriteResult:
         """Write ``new_record`` as the new version of a lesson (docs/versions.md)."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self.supersede_flow(
                 old_id, new_record, reason=reason, actor=actor, namespace=namespace
             ),
@@ -316,26 +278,24 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> list[Experience]:
         """Every version of a lesson, oldest first, from any of its ids."""
-        return await self._run_read(
+        return await self._runner.run_read(
             lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep expired items
         and abandoned task logs."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self._maintain_flow(namespace, namespace is None),
             None if namespace is None else self.namespace_key(namespace),
         )
 
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
-        return self._with_reads(await self.run_flow(self._stats_flow(namespace)))
+        return await self._runner.call(self._stats_call(namespace))
 
     async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
-        """Delete everything stored in ``namespace`` (exactly it, not those under it): records,
-        their history, items and task logs."""
-        return await self.run_flow(self._drop_namespace_flow(namespace))
+        return await self._runner.run(self._drop_namespace_flow(namespace))
 
     async def export(
         self,
@@ -345,8 +305,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         all_namespaces: bool = False,
     ) -> int:
         """Write records (archived too) as JSON lines; returns how many."""
-        records = await self.run_flow(self._export_flow(namespace, all_namespaces))
-        return write_export(target, records)
+        return await self._runner.call(self._export_call(target, namespace, all_namespaces))
 
     async def import_records(
         self,
@@ -356,7 +315,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Import JSON lines: written by :meth:`export`, or one new record per line."""
-        return await self._run_write(
+        return await self._runner.run_write(
             self._import_flow(
                 read_import_lines(source), skip_invalid=skip_invalid, progress=progress
             ),
@@ -368,4 +327,4 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     ) -> ReindexReport:
         """Re-embed with the configured model the records whose vector came from another model or
         from other text (``force``: every record), record the model and build the index."""
-        return await self._run_write(self._reindex_flow(progress, force), None)
+        return await self._runner.run_write(self._reindex_flow(progress, force), None)

@@ -33,7 +33,6 @@ from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
     Namespace,
-    Stats,
     now_utc,
     ns_from_key,
     ns_key,
@@ -103,12 +102,6 @@ class MemoryBase:
         if self._replica_url_list is None:
             self._replica_url_list = parse_urls(self.settings.read_database_urls)
         return self._replica_url_list
-
-    def _with_reads(self, stats: Stats) -> Stats:
-        """``stats`` with how this memory's reads were routed (when replicas are set)."""
-        if self._reads is None:
-            return stats
-        return stats.model_copy(update={"reads": self._reads.router.counts()})
 
     @property
     def embedder(self) -> Embedder:

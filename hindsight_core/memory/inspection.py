@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 from ..arguments import check_int, parse_id
 from ..errors import NotFoundError, ValidationError
 from ..models import Namespace, ns_from_key, ns_key, show_namespace, validate_namespace
-from ..runtime.flow import Flow, R, Sql
+from ..runtime.flow import Flow, Sql
+from ..runtime.runner import AsyncRunner, SyncRunner
 from ..storage import inspect_sql as iq
 from .base import MemoryBase
 from .inputs import check_scene
@@ -179,8 +180,7 @@ class InspectFlows(MemoryBase):
 class InspectMethods(InspectFlows):
     """Synchronous inspection methods (mixed into :class:`~hindsight_core.Memory`)."""
 
-    def run_flow(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by Memory
-        raise NotImplementedError
+    _runner: SyncRunner  # Memory's
 
     def namespaces(
         self, *, prefix: Namespace | str | None = None, limit: int = MAX_NAMESPACES
@@ -189,11 +189,11 @@ class InspectMethods(InspectFlows):
 
         This looks across tenants: it is meant for operators (the inspector, the CLI).
         """
-        return self.run_flow(self._namespaces_flow(prefix, limit))
+        return self._runner.run(self._namespaces_flow(prefix, limit))
 
     def scenes(self, *, namespace: Namespace | str | None = None) -> list[SceneSummary]:
         """The scenes of a namespace with live and archived counts, largest first."""
-        return self.run_flow(self._scenes_flow(namespace))
+        return self._runner.run(self._scenes_flow(namespace))
 
     def count_records(
         self,
@@ -203,7 +203,7 @@ class InspectMethods(InspectFlows):
         archived: bool | None = False,
     ) -> int:
         """How many records :meth:`list_records` pages through with the same filters."""
-        return self.run_flow(self._count_flow(namespace, scene, archived))
+        return self._runner.run(self._count_flow(namespace, scene, archived))
 
     def activity(
         self,
@@ -214,13 +214,13 @@ class InspectMethods(InspectFlows):
         all_namespaces: bool = False,
     ) -> list[ActivityPoint]:
         """Events per day and kind over the last ``days`` (feedback, merges, curation)."""
-        return self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
+        return self._runner.run(self._activity_flow(namespace, days, record_id, all_namespaces))
 
     def events(
         self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
     ) -> list[RecordEvent]:
         """A record's events, newest first (``history``: its versions, docs/versions.md)."""
-        return self.run_flow(self._events_flow(record_id, namespace, limit))
+        return self._runner.run(self._events_flow(record_id, namespace, limit))
 
     def decay_curve(
         self,
@@ -231,22 +231,21 @@ class InspectMethods(InspectFlows):
         points: int = 60,
     ) -> DecayCurve:
         """A record's score after decay from its last use until ``days`` from now."""
-        return self.run_flow(self._decay_curve_flow(record_id, namespace, days, points))
+        return self._runner.run(self._decay_curve_flow(record_id, namespace, days, points))
 
 
 class AsyncInspectMethods(InspectFlows):
     """The same as :class:`InspectMethods`, awaited (mixed into ``AsyncMemory``)."""
 
-    async def run_flow(self, flow: Flow[R]) -> R:  # pragma: no cover - provided by AsyncMemory
-        raise NotImplementedError
+    _runner: AsyncRunner  # AsyncMemory's
 
     async def namespaces(
         self, *, prefix: Namespace | str | None = None, limit: int = MAX_NAMESPACES
     ) -> list[NamespaceSummary]:
-        return await self.run_flow(self._namespaces_flow(prefix, limit))
+        return await self._runner.run(self._namespaces_flow(prefix, limit))
 
     async def scenes(self, *, namespace: Namespace | str | None = None) -> list[SceneSummary]:
-        return await self.run_flow(self._scenes_flow(namespace))
+        return await self._runner.run(self._scenes_flow(namespace))
 
     async def count_records(
         self,
@@ -255,7 +254,7 @@ class AsyncInspectMethods(InspectFlows):
         scene: str | None = None,
         archived: bool | None = False,
     ) -> int:
-        return await self.run_flow(self._count_flow(namespace, scene, archived))
+        return await self._runner.run(self._count_flow(namespace, scene, archived))
 
     async def activity(
         self,
@@ -265,12 +264,14 @@ class AsyncInspectMethods(InspectFlows):
         record_id: object | None = None,
         all_namespaces: bool = False,
     ) -> list[ActivityPoint]:
-        return await self.run_flow(self._activity_flow(namespace, days, record_id, all_namespaces))
+        return await self._runner.run(
+            self._activity_flow(namespace, days, record_id, all_namespaces)
+        )
 
     async def events(
         self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
     ) -> list[RecordEvent]:
-        return await self.run_flow(self._events_flow(record_id, namespace, limit))
+        return await self._runner.run(self._events_flow(record_id, namespace, limit))
 
     async def decay_curve(
         self,
@@ -280,7 +281,7 @@ class AsyncInspectMethods(InspectFlows):
         days: int = 180,
         points: int = 60,
     ) -> DecayCurve:
-        return await self.run_flow(self._decay_curve_flow(record_id, namespace, days, points))
+        return await self._runner.run(self._decay_curve_flow(record_id, namespace, days, points))
 
 
 __all__ = [

@@ -28,9 +28,12 @@ from ..models import (
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql, Unit
+from ..runtime.runner import Call, Run
 from ..storage import batch_sql, namespace_sql, tasks_sql, versions_sql
 from ..storage import experiences_sql as q
 from .base import MemoryBase
+from .export_file import read_import_lines as read_import_lines  # the CLI's import
+from .export_file import write_export
 from .inputs import embedding_text
 from .write_rows import record_row
 
@@ -70,13 +73,6 @@ class ExportedRecord(ExperienceIn):
     @classmethod
     def _utc_more(cls, value: datetime | None) -> datetime | None:
         return to_utc(value) if value is not None else None
-
-
-def export_line(record: Experience) -> str:
-    """A record as one JSON line (every field but the embedding and decayed score)."""
-    data = record.model_dump(mode="json", exclude={"decayed_score"})
-    data["namespace"] = list(record.namespace)
-    return json.dumps(data, ensure_ascii=False)
 
 
 class LifecycleFlows(MemoryBase):
@@ -142,6 +138,13 @@ class LifecycleFlows(MemoryBase):
         model = meta[0]["value"] if meta else {}
         return Stats(**row, embedding_model=model.get("model"), embedding_dim=model.get("dim"))
 
+    def _stats_call(self, namespace: Namespace | str | None) -> Call[Stats]:
+        """``stats``, with how this memory's reads were routed (when replicas are set)."""
+        stats = yield from Run(self._stats_flow(namespace))
+        if self._reads is None:
+            return stats
+        return stats.model_copy(update={"reads": self._reads.router.counts()})
+
     def _drop_namespace_flow(self, namespace: Namespace | str) -> Flow[dict[str, int]]:
         ns = ns_key(validate_namespace(namespace))
         yield from self.ready_flow(check_model=False)
@@ -169,6 +172,12 @@ class LifecycleFlows(MemoryBase):
             if len(batch) < page:
                 return out
             offset += page
+
+    def _export_call(
+        self, target: str | Path | IO[str], namespace: Namespace | str | None, all_namespaces: bool
+    ) -> Call[int]:
+        """``export``: the records (archived too) written to ``target``; how many."""
+        return write_export(target, (yield from Run(self._export_flow(namespace, all_namespaces))))
 
     def _import_flow(
         self,
@@ -365,30 +374,3 @@ def _links(r: ExportedRecord) -> dict[str, Any]:
     fields = ("version", "lineage", "supersedes", "superseded_by", "superseded_at")
     row = r.model_dump(mode="json", include={*fields, "superseded_reason", "superseded_actor"})
     return {"ns": ns_key(tuple(r.namespace)), "id": str(r.id), **row}
-
-
-def write_export(target: str | Path | IO[str], records: list[Experience]) -> int:
-    """Write ``records`` as export lines (JSON Lines) to a path or an open text file;
-    returns how many (shared by ``Memory.export`` and ``AsyncMemory.export``)."""
-    if isinstance(target, str | Path):
-        with open(target, "w", encoding="utf-8") as fh:
-            return write_export(fh, records)
-    for record in records:
-        target.write(export_line(record) + "\n")
-    return len(records)
-
-
-def read_import_lines(source: str | Path | Iterable[str]) -> list[str]:
-    """The lines of an import: from a path, or any iterable of strings as given."""
-    if isinstance(source, str | Path):
-        raw = Path(source).read_bytes()
-        try:
-            return raw.decode("utf-8").splitlines()
-        except UnicodeDecodeError as exc:  # a Latin-1 export, a binary file
-            line = raw.count(b"\n", 0, exc.start) + 1
-            raise ImportFormatError(
-                f"line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}). Nothing was "
-                "imported; save the file as UTF-8 (as `hindsight export` writes it).",
-                line=line,
-            ) from None
-    return list(source)

@@ -9,16 +9,18 @@ from pydantic import TypeAdapter
 
 from ..arguments import parse_id
 from ..embeddings.profiles import covers
-from ..errors import NotFoundError, ValidationError
+from ..errors import HindsightError, NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, show_namespace
 from ..runtime.flow import Flow, Sql
+from ..runtime.runner import Call, Read, Vectors
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
 from ..storage import recall_sql, scan_sql
-from ..storage.vectors import vector_param
+from ..storage.hybrid_params import recall_params
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .inputs import check_page, check_scene, check_search
+from .results import RecallResult, degraded
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
 # 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records,
@@ -32,6 +34,35 @@ class RecallFlows(MemoryBase):
     """Search, get and list experience records (flows; see ``runtime/flow.py``)."""
 
     # ------------------------------------------------------------------ search
+
+    def _recall_call(
+        self, query: str, namespace: Namespace | str | None, scene: str | None, top_k: int
+    ) -> Call[RecallResult]:
+        """``recall``: a search bounded by ``settings.recall_timeout`` that never fails
+        the agent: a database or embedding error, or the timeout, is no hits and a
+        warning (``results.degraded``); a bad argument is its own error."""
+        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
+        timeout = self.settings.recall_timeout
+        key = self.namespace_key(namespace)
+        try:
+            if not self._model_loaded and isinstance(query, str) and query.strip():
+                # Loading a local model takes seconds: the first recall of a process
+                # embeds its query outside the bound (the flow then finds it cached),
+                # or it would always come back empty.
+                self._cache_query(query, (yield from Vectors([query], query=True)))
+                self._model_loaded = True
+            hits = yield from Read(
+                lambda: self._search_flow(
+                    query, namespace, scene, top_k, None, int(timeout * 1000)
+                ),
+                key,
+                within=timeout,
+            )
+            return RecallResult(hits=hits)
+        except ValidationError:
+            raise
+        except (HindsightError, TimeoutError) as exc:
+            return degraded(exc)
 
     def _search_flow(
         self,
@@ -70,22 +101,21 @@ class RecallFlows(MemoryBase):
             min_relevance=self.settings.min_relevance > 0,
             exact=exact,
         )
-        params: dict[str, Any] = {
-            "ns": ns,
-            "scene": scene,
-            "qvec": vector_param(vector),
-            "tsq_cand": fts.tsquery_literal(rare),
-            **fts.bm25_params(terms, common, whole_query=covers(self.embedder.languages, query)),
-            "top_k": top_k,
-            "w_sem": self.settings.semantic_weight,
-            "w_kw": self.keyword_weight,
-            "score_weight": self.settings.score_weight,
-            **self.decay_params(self.now()),
-            "min_relevance": self.settings.min_relevance,
-            "include_superseded": bool(include_superseded),  # docs/versions.md
-        }
-        for i, (_, value) in enumerate(filter_items):
-            params[f"f{i}"] = value
+        params = recall_params(
+            self.settings,
+            ns=ns,
+            scene=scene,
+            vector=vector,
+            terms=terms,
+            common=common,
+            rare=rare,
+            whole_query=covers(self.embedder.languages, query),
+            keyword_weight=self.keyword_weight,
+            top_k=top_k,
+            now=self.now(),
+            filters=[value for _, value in filter_items],
+            include_superseded=include_superseded,
+        )
         rows = yield from Sql(stmt, params, autocommit=True, timeout_ms=timeout_ms)
         scan = "exact" if exact else "index"
         # One validation for all hits (nested dicts): a third cheaper than building the

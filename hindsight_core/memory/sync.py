@@ -1,17 +1,20 @@
-"""The synchronous front end: :class:`Memory`."""
+"""The synchronous front end: :class:`Memory`.
+
+Each operation is a flow of the mixins (``write_flows.py``, ``read_flows.py``, ...)
+bound in one line through the memory's runner (``runtime/runner.py``);
+``aio.py``'s :class:`AsyncMemory` binds the same flows the same way, awaited.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 import sqlalchemy as sa
 
-from ..errors import HindsightError, ValidationError
 from ..models import (
     Experience,
     MaintenanceReport,
@@ -21,16 +24,16 @@ from ..models import (
     Stats,
     WriteResult,
 )
-from ..runtime.connections import Connections
-from ..runtime.driver import run_sync
-from ..runtime.flow import Flow, MakeFlow, R, embedding_errors, run_sync_within
-from ..runtime.routing import ReplicaReads, write_lsn_flow
+from ..runtime.flow import Flow, MakeFlow, R
+from ..runtime.routing import ReplicaReads
+from ..runtime.runner import SyncRunner
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
+from .export_file import read_import_lines
 from .inputs import check_search
 from .inspection import InspectMethods
-from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
-from .results import RecallResult, degraded
+from .lifecycle import LifecycleFlows, Progress
+from .results import RecallResult
 from .write_flows import RecordFlows, RecordInput
 
 log = logging.getLogger("hindsight")
@@ -57,10 +60,14 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         if engine is not None:
             adopt_engine(engine)
         self._engine_lock = threading.Lock()
-        self._conns: Connections | None = None
         self._side: sa.Engine | None = None  # flow.Pipelined reads (write_many's lookups)
         self._reads: ReplicaReads | None = None  # read replicas, when configured
-        self._recaller: ThreadPoolExecutor | None = None
+        self._runner = SyncRunner(
+            self,
+            lambda: self.embedder,
+            ready=lambda: self._ready,
+            side=self._side_engine if self._owns_engine else None,
+        )
 
     @property
     def engine(self) -> sa.Engine:
@@ -79,14 +86,8 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """Run ``flow`` (or ``flow()``, which may run again on a broken warm connection)
         on the primary: in one transaction, or on a warm connection when its first
         statement says ``autocommit`` (internal API, see ``runtime/host.py`` and
-        ``runtime/driver.py``; the operations below are such flows)."""
-        return run_sync(flow, self._connections(), self.embedder)
-
-    def _connections(self) -> Connections:
-        self._conns = Connections.of(
-            self._conns, self.engine, self._side_engine if self._owns_engine else None
-        )
-        return self._conns
+        ``runtime/runner.py``; the operations below are such flows)."""
+        return self._runner.run(flow)
 
     def _side_engine(self) -> sa.Engine:
         """The one-connection pool for ``flow.Pipelined`` reads, built on first need."""
@@ -104,38 +105,17 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                     self._reads = ReplicaReads(self.settings, self._replica_urls())
         return self._reads
 
-    def _run_read(self, make: MakeFlow[R], key: str | None) -> R:
-        """Run a read flow on a replica when configured and fresh enough for ``key``
-        (a namespace; ``None``: any), else on the primary (``storage/replicas.py``)."""
-        reads = self.replica_reads() if self._ready else None
-        if reads is None:
-            return self.run_flow(make)
-        return reads.run(make, self.embedder, key, lambda: self.run_flow(make))
-
-    def _run_write(self, flow: Flow[R], key: str | None) -> R:
-        """Run a flow that writes; with replicas, note where the WAL got to, so that
-        ``key``'s next reads wait for a replica to replay it."""
-        result = self.run_flow(flow)
-        self.note_write(key)
-        return result
-
     def note_write(self, key: str | None) -> None:
         """With replicas, note the WAL position after a write to ``key`` (a namespace
         key or a session key), so that its next reads wait for a replica to replay it."""
-        reads = self.replica_reads()
-        if reads is not None:
-            reads.router.note_write(key, self.run_flow(write_lsn_flow))
+        self._runner.note_write(key)
 
     def close(self) -> None:
         """Close the connection pool (if this object created it) and the replicas'."""
-        if self._conns is not None:
-            self._conns.close()
+        self._runner.close()
         if self._reads is not None:
             self._reads.close()
             self._reads = None
-        if self._recaller is not None:
-            self._recaller.shutdown(wait=False, cancel_futures=True)
-            self._recaller = None
         if self._side is not None:
             self._side.dispose()
             self._side = None
@@ -153,7 +133,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
     def setup(self) -> None:
         """Apply migrations and check the embedding model (also done on first use)."""
-        self.run_flow(self.ready_flow())
+        self._runner.run(self.ready_flow())
 
     # ------------------------------------------------------------------ write & recall
 
@@ -168,15 +148,17 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Raises:
             ValidationError: the record is malformed; nothing was written.
         """
-        return self._run_write(self.write_flow([record], namespace), self.namespace_key(namespace))[
-            0
-        ]
+        return self._runner.run_write(
+            self.write_flow([record], namespace), self.namespace_key(namespace)
+        )[0]
 
     def write_many(
         self, records: Sequence[RecordInput], *, namespace: Namespace | str | None = None
     ) -> list[WriteResult]:
         """Write many records in one transaction (all or nothing), deduplicated."""
-        return self._run_write(self.write_flow(records, namespace), self.namespace_key(namespace))
+        return self._runner.run_write(
+            self.write_flow(records, namespace), self.namespace_key(namespace)
+        )
 
     def search(
         self,
@@ -199,7 +181,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             include_superseded: also old versions of lessons (docs/versions.md).
         """
         check_search(query, scene, top_k, filters)  # before connecting: see check_search
-        return self._run_read(
+        return self._runner.run_read(
             lambda: self._search_flow(
                 query, namespace, scene, top_k, filters, include_superseded=include_superseded
             ),
@@ -216,46 +198,11 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     ) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on a database or embedding
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
-        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
-        timeout = self.settings.recall_timeout
-        try:
-            if not self._model_loaded and isinstance(query, str) and query.strip():
-                # Loading a local model takes seconds: the first recall of a process
-                # embeds its query outside the bound (the flow then finds it cached),
-                # or it would always come back empty.
-                with embedding_errors(self.embedder):
-                    self._cache_query(query, self.embedder.embed_queries([query]))
-                self._model_loaded = True
-            return RecallResult(
-                hits=run_sync_within(
-                    timeout,
-                    self._recall_executor(),
-                    lambda: self._run_read(
-                        lambda: self._search_flow(
-                            query, namespace, scene, top_k, None, int(timeout * 1000)
-                        ),
-                        self.namespace_key(namespace),
-                    ),
-                )
-            )
-        except ValidationError:
-            raise
-        except (HindsightError, TimeoutError) as exc:
-            return degraded(exc)
-
-    def _recall_executor(self) -> ThreadPoolExecutor:
-        """The threads ``recall`` runs on, so that it can stop waiting (built on first
-        need; as many as the pool has connections)."""
-        with self._engine_lock:
-            if self._recaller is None:
-                self._recaller = ThreadPoolExecutor(
-                    max_workers=self.settings.pool_size, thread_name_prefix="hindsight-recall"
-                )
-            return self._recaller
+        return self._runner.call(self._recall_call(query, namespace, scene, top_k))
 
     def get(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """One record by id (archived ones too)."""
-        return self._run_read(
+        return self._runner.run_read(
             lambda: self._get_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
@@ -265,7 +212,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         """Records of a namespace; options: ``scene``, ``archived`` (False, True or None
         for both), ``order_by``, ``descending``, ``limit``, ``offset``, ``all_namespaces``."""
         key = None if options.get("all_namespaces") else self.namespace_key(namespace)
-        return self._run_read(lambda: self._list_flow(namespace, **options), key)
+        return self._runner.run_read(lambda: self._list_flow(namespace, **options), key)
 
     # ------------------------------------------------------------------ feedback & curation
 
@@ -274,25 +221,25 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     ) -> Experience:
         """Feedback on a recalled record: helpful raises its score (+0.1) and resets its
         decay clock; unhelpful lowers it."""
-        return self._run_write(
+        return self._runner.run_write(
             self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
         )
 
     def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""
-        self._run_write(
+        self._runner.run_write(
             self._change_flow(record_id, "forget", namespace), self.namespace_key(namespace)
         )
 
     def archive(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """Stop recalling a record (restorable)."""
-        return self._run_write(
+        return self._runner.run_write(
             self._curate_flow(record_id, "archive", namespace), self.namespace_key(namespace)
         )
 
     def restore(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
         """Bring an archived record back (its score is lifted to the eviction line)."""
-        return self._run_write(
+        return self._runner.run_write(
             self._curate_flow(
                 record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1
             ),
@@ -303,7 +250,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         self, record_id: object, critical: bool = True, *, namespace: Namespace | str | None = None
     ) -> Experience:
         """Mark a record critical (never decays, never evicted) or not."""
-        return self._run_write(
+        return self._runner.run_write(
             self._curate_flow(record_id, "critical", namespace, critical=bool(critical)),
             self.namespace_key(namespace),
         )
@@ -313,7 +260,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     ) -> Experience:
         """Change a record's fields (lesson, trigger, ...); it is re-embedded. A new
         lesson or trigger (beyond a typo) is a new version (:meth:`supersede`), returned."""
-        return self._run_write(
+        return self._runner.run_write(
             self._edit_flow(record_id, changes, namespace), self.namespace_key(namespace)
         )
 
@@ -325,7 +272,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         namespace: Namespace | str | None = None,
     ) -> Experience:
         """Replace records by one more general lesson; the sources are archived and linked."""
-        return self._run_write(
+        return self._runner.run_write(
             self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
         )
 
@@ -347,7 +294,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Returns:
             The new version's write (``inserted``; ``supersedes``: the old version).
         """
-        return self._run_write(
+        return self._runner.run_write(
             self.supersede_flow(
                 old_id, new_record, reason=reason, actor=actor, namespace=namespace
             ),
@@ -358,7 +305,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         self, record_id: object, *, namespace: Namespace | str | None = None
     ) -> list[Experience]:
         """Every version of a lesson, oldest first, from any of its ids."""
-        return self._run_read(
+        return self._runner.run_read(
             lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
@@ -367,14 +314,14 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep
         expired items and abandoned task logs. ``namespace=None``: every namespace."""
-        return self._run_write(
+        return self._runner.run_write(
             self._maintain_flow(namespace, namespace is None),
             None if namespace is None else self.namespace_key(namespace),
         )
 
     def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
-        return self._with_reads(self.run_flow(self._stats_flow(namespace)))
+        return self._runner.call(self._stats_call(namespace))
 
     def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
         """Delete everything stored in ``namespace`` (exactly it, not those under it):
@@ -384,7 +331,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Returns:
             How many ``records``, ``events``, ``items`` and ``tasks`` were deleted.
         """
-        return self.run_flow(self._drop_namespace_flow(namespace))
+        return self._runner.run(self._drop_namespace_flow(namespace))
 
     def export(
         self,
@@ -394,8 +341,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         all_namespaces: bool = False,
     ) -> int:
         """Write records (archived too) as JSON lines; returns how many."""
-        records = self.run_flow(self._export_flow(namespace, all_namespaces))
-        return write_export(target, records)
+        return self._runner.call(self._export_call(target, namespace, all_namespaces))
 
     def import_records(
         self,
@@ -416,7 +362,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             Counts: ``read``, ``imported``, ``merged``, ``already_present`` and
             ``skipped_lines`` (their numbers).
         """
-        return self._run_write(
+        return self._runner.run_write(
             self._import_flow(
                 read_import_lines(source), skip_invalid=skip_invalid, progress=progress
             ),
@@ -429,4 +375,4 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         the index. Returns how many were re-embedded and skipped. One transaction:
         writes wait until it commits; searches go on (not while it drops the index, with
         another model or ``force``)."""
-        return self._run_write(self._reindex_flow(progress, force), None)
+        return self._runner.run_write(self._reindex_flow(progress, force), None)

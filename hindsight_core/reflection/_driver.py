@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..errors import HindsightError, LLMError
+from ..runtime.driver import Plan
 from ..runtime.flow import Flow
 from .llm import LLM, LLMResponse
 
@@ -72,66 +73,47 @@ def _need(llm: LLM | None) -> LLM:
     return llm
 
 
-class _Stepper(Generic[R]):
-    """The loop :func:`drive_sync` and :func:`drive_async` share: send each reply (or
-    throw each failure) into the flow until it returns; the drivers only do the I/O."""
-
-    def __init__(self, flow: RFlow[R]) -> None:
-        self._flow = flow
-        self.reply: Any = None
-        self.result: Any = None
-        self._error: BaseException | None = None
-
-    def next(self) -> Ask | Store[Any] | None:
-        """The flow's next request, or None once it has returned (see ``result``)."""
-        reply, error = self.reply, self._error
-        self.reply, self._error = None, None
-        try:
-            return self._flow.throw(error) if error is not None else self._flow.send(reply)
-        except StopIteration as stop:
-            self.result = stop.value
-            return None
-
-    @contextmanager
-    def answering(self, req: Ask | Store[Any]) -> Iterator[None]:
-        """Throw a failure to answer ``req`` back into the flow: any exception of a
-        model call (provider failures vary), only a ``HindsightError`` of a memory flow."""
-        passed_back = Exception if isinstance(req, Ask) else HindsightError
-        try:
-            yield
-        except Exception as exc:
-            if not isinstance(exc, passed_back):
-                raise
-            self._error = exc
+@contextmanager
+def _answering(plan: Plan[Ask | Store[Any], Any], req: Ask | Store[Any]) -> Iterator[None]:
+    """Throw a failure to answer ``req`` back into the flow (``plan.error``): any
+    exception of a model call (provider failures vary), only a ``HindsightError`` of a
+    memory flow."""
+    passed_back = Exception if isinstance(req, Ask) else HindsightError
+    try:
+        yield
+    except Exception as exc:
+        if not isinstance(exc, passed_back):
+            raise
+        plan.error = exc
 
 
 def drive_sync(flow: RFlow[R], memory: FlowHost, llm: LLM | None) -> R:
-    """Run a reflection flow with blocking I/O."""
-    step = _Stepper(flow)
+    """Run a reflection flow with blocking I/O (stepped by the driver's ``Plan``)."""
+    plan: Plan[Ask | Store[Any], R] = Plan(flow)
     try:
-        while (req := step.next()) is not None:
-            with step.answering(req):
+        for req in plan:
+            with _answering(plan, req):
                 if isinstance(req, Ask):
                     reply = _need(llm).complete(req.messages, json_schema=req.json_schema)
-                    step.reply = _as_response(reply)
+                    plan.reply = _as_response(reply)
                 else:
-                    step.reply = memory.run_flow(req.flow)
-        return step.result  # type: ignore[no-any-return]
+                    plan.reply = memory.run_flow(req.flow)
+        return plan.result
     finally:
         flow.close()
 
 
 async def drive_async(flow: RFlow[R], memory: AsyncFlowHost, llm: LLM | None) -> R:
     """Run a reflection flow with asyncio I/O."""
-    step = _Stepper(flow)
+    plan: Plan[Ask | Store[Any], R] = Plan(flow)
     try:
-        while (req := step.next()) is not None:
-            with step.answering(req):
+        for req in plan:
+            with _answering(plan, req):
                 if isinstance(req, Ask):
                     reply = await _need(llm).acomplete(req.messages, json_schema=req.json_schema)
-                    step.reply = _as_response(reply)
+                    plan.reply = _as_response(reply)
                 else:
-                    step.reply = await memory.run_flow(req.flow)
-        return step.result  # type: ignore[no-any-return]
+                    plan.reply = await memory.run_flow(req.flow)
+        return plan.result
     finally:
         flow.close()

@@ -23,6 +23,7 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Namespace
 from ..runtime.flow import Flow, Sql
 from ..runtime.host import AsyncFlowHost, FlowContext, FlowHost
+from ..runtime.runner import AsyncRunner, SyncRunner
 from ..storage import tasks_sql as t
 from .trajectory import Step, Trajectory
 
@@ -217,6 +218,7 @@ class TaskLog:
     def __init__(self, memory: FlowHost) -> None:
         self.memory = memory
         self._flows = TaskFlows(memory)
+        self._runner = SyncRunner(memory, lambda: memory.embedder)  # on the primary
 
     def start_task(
         self,
@@ -227,7 +229,7 @@ class TaskLog:
         source: Mapping[str, Any] | None = None,
     ) -> uuid.UUID:
         """Open a task log; returns its id."""
-        return self.memory.run_flow(self._flows.start(goal, namespace, scene, source))
+        return self._runner.run(self._flows.start(goal, namespace, scene, source))
 
     def log_step(
         self,
@@ -237,7 +239,7 @@ class TaskLog:
         namespace: Namespace | str | None = None,
     ) -> None:
         """Append a step (a :class:`Step` or a mapping with the same fields)."""
-        self.memory.run_flow(self._flows.log(task_id, [step], namespace))
+        self._runner.run(self._flows.log(task_id, [step], namespace))
 
     def note_recall(
         self,
@@ -248,7 +250,7 @@ class TaskLog:
         namespace: Namespace | str | None = None,
     ) -> None:
         """Remember which records were shown to the agent, and which of them helped."""
-        self.memory.run_flow(self._flows.note_recall(task_id, recalled, used, namespace))
+        self._runner.run(self._flows.note_recall(task_id, recalled, used, namespace))
 
     def end_task(
         self,
@@ -259,17 +261,17 @@ class TaskLog:
         namespace: Namespace | str | None = None,
     ) -> Trajectory:
         """Close the log and return the trajectory (kept until distilled or expired)."""
-        return self.memory.run_flow(self._flows.end(task_id, outcome, final_state, namespace))
+        return self._runner.run(self._flows.end(task_id, outcome, final_state, namespace))
 
     def get_trajectory(
         self, task_id: object, *, namespace: Namespace | str | None = None
     ) -> Trajectory:
         """The trajectory so far (of a running or ended task)."""
-        return self.memory.run_flow(self._flows.get(task_id, namespace))
+        return self._runner.run(self._flows.get(task_id, namespace))
 
     def drop_task(self, task_id: object, *, namespace: Namespace | str | None = None) -> bool:
         """Delete a task log; returns whether it existed."""
-        return self.memory.run_flow(self._flows.drop(task_id, namespace))
+        return self._runner.run(self._flows.drop(task_id, namespace))
 
 
 class AsyncTaskLog:
@@ -278,6 +280,7 @@ class AsyncTaskLog:
     def __init__(self, memory: AsyncFlowHost) -> None:
         self.memory = memory
         self._flows = TaskFlows(memory)
+        self._runner = AsyncRunner(memory, lambda: memory.embedder)  # on the primary
 
     async def start_task(
         self,
@@ -287,7 +290,7 @@ class AsyncTaskLog:
         scene: str | None = None,
         source: Mapping[str, Any] | None = None,
     ) -> uuid.UUID:
-        return await self.memory.run_flow(self._flows.start(goal, namespace, scene, source))
+        return await self._runner.run(self._flows.start(goal, namespace, scene, source))
 
     async def log_step(
         self,
@@ -296,7 +299,7 @@ class AsyncTaskLog:
         *,
         namespace: Namespace | str | None = None,
     ) -> None:
-        await self.memory.run_flow(self._flows.log(task_id, [step], namespace))
+        await self._runner.run(self._flows.log(task_id, [step], namespace))
 
     async def note_recall(
         self,
@@ -306,7 +309,7 @@ class AsyncTaskLog:
         *,
         namespace: Namespace | str | None = None,
     ) -> None:
-        await self.memory.run_flow(self._flows.note_recall(task_id, recalled, used, namespace))
+        await self._runner.run(self._flows.note_recall(task_id, recalled, used, namespace))
 
     async def end_task(
         self,
@@ -316,12 +319,12 @@ class AsyncTaskLog:
         *,
         namespace: Namespace | str | None = None,
     ) -> Trajectory:
-        return await self.memory.run_flow(self._flows.end(task_id, outcome, final_state, namespace))
+        return await self._runner.run(self._flows.end(task_id, outcome, final_state, namespace))
 
     async def get_trajectory(
         self, task_id: object, *, namespace: Namespace | str | None = None
     ) -> Trajectory:
-        return await self.memory.run_flow(self._flows.get(task_id, namespace))
+        return await self._runner.run(self._flows.get(task_id, namespace))
 
     async def drop_task(self, task_id: object, *, namespace: Namespace | str | None = None) -> bool:
-        return await self.memory.run_flow(self._flows.drop(task_id, namespace))
+        return await self._runner.run(self._flows.drop(task_id, namespace))

@@ -16,7 +16,8 @@ fit):
   blocking or awaited, and routes reads to replicas.
 
 These are internal: applications call the front ends' operations (``write``,
-``search``, ...), which are flows run through the same members.
+``search``, ...), which are flows run by the front end's runner (``runner.py``),
+the same code that carries out ``run_flow`` and ``note_write`` here.
 """
 
 from __future__ import annotations
