@@ -96,8 +96,8 @@ def search_sql(
     nearest_rows = f"SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}"
     if exact:
         # The exact scan sorts ids only, and reads the kept rows again by primary key:
-        # sorting the namespace's whole rows (their vectors included) was a quarter of
-        # a small namespace's recall statement (bench/README.md, "Recall latency").
+        # sorting whole rows copied every row of the namespace, its vector included,
+        # into the sort (bench/README.md, "Recall latency").
         nearest_rows = f"""SELECT e.* FROM (
                 SELECT e.id FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
             ) n JOIN {T} e ON e.ns = {ns} AND e.id = n.id"""
