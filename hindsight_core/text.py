@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import lru_cache
 
 # CJK Unified Ideographs (+ Ext A), Hiragana, Katakana, Hangul syllables, CJK compat.
 CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -111,6 +112,9 @@ _ENGLISH_WORD = re.compile(r"[a-z]{3,}")
 _VOWELS = frozenset("aeiouy")
 
 
+# Cached: recall asks for each query term's forms several times per call
+# (``fulltext_sql``: the term query, its common share, the rare terms).
+@lru_cache(maxsize=4096)
 def word_forms(term: str) -> tuple[str, ...]:
     """The inflected forms a query term stands for: ``term`` first, then the other
     regular inflections of its English base (plural and third person ``-s`` /

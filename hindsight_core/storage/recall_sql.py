@@ -91,8 +91,16 @@ def search_sql(
         f"{DECAYED} AS decayed_score, GREATEST(0, 1 - ({vec(dim)} <=> {qv})) AS semantic"
     )
     rank = bm25_sql("e.search_tsv") if keyword else "0::float8"
+    nearest_rows = f"SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}"
+    if exact:
+        # The exact scan sorts ids only, and reads the kept rows again by primary key:
+        # sorting whole rows copied every row of the namespace, its vector included,
+        # into the sort (bench/README.md, "Recall latency").
+        nearest_rows = f"""SELECT e.* FROM (
+                SELECT e.id FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
+            ) n JOIN {T} e ON e.ns = {ns} AND e.id = n.id"""
     ranked = f"""SELECT {scored}, {rank} AS kw_rank FROM (
-                SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
+                {nearest_rows}
             ) e"""
     both = keyword and keyword_candidates
     if both:
