@@ -4,10 +4,11 @@ Embedding models place "increase the timeout" and "decrease the timeout" at cosi
 ~0.99, and an English-only model puts many different Chinese sentences above 0.9.
 These cheap lexical checks veto a merge that the cosine threshold alone would make
 (``memory.write_flows.WriteFlows.same_meaning``). Every rule is about the form of a
-difference (a number, a negation, a unit of time, the order of steps, one word
+difference (a number, a negation, a unit of time, a name, the order of steps, one word
 swapped), not about the words of any data set: what they cost and catch is measured
-in ``bench/bench_zh.py`` (the development pairs) and ``bench/bench_dedup.py``
-(hand-written pairs no rule was tuned on).
+in ``bench/bench_zh.py`` (the development pairs), ``bench/bench_dedup.py``
+(hand-written pairs no rule was tuned on) and ``tests/test_dedup_rules.py`` (fresh
+pairs); ``bench/calibrate_dedup.py`` counts the different lessons they let through.
 """
 
 from __future__ import annotations

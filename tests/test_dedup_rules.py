@@ -64,7 +64,11 @@ FRESH = json.loads(
             "Deploy the code before migrating the database",
             "the same steps in another order",
         ),
-        ("Migrate the database, then deploy the code", "Before deploying, migrate the database", None),
+        (
+            "Migrate the database, then deploy the code",
+            "Before deploying, migrate the database",
+            None,
+        ),
     ],
 )
 def test_rules(a: str, b: str, why: str | None) -> None:
