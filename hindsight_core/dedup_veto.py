@@ -27,8 +27,8 @@ _NEGATIONS = frozenset(
     "not no never nor cannot dont doesnt didnt isnt arent wasnt werent cant wont shouldnt "
     "wouldnt couldnt mustnt neednt hasnt havent hadnt without avoid".split()
 )
-# Verbs that say "not" by themselves: "compare without case" is "ignore the case", and
-# "不区分大小写" is "忽略大小写". Counted for polarity only; in a sentence they stay words
+# Verbs that say "not" by themselves: "don't compare the case" is "ignore the case",
+# and "不区分大小写" is "忽略大小写". Counted for polarity only; in a sentence they stay words
 # (a swap of "don't run" for "skip" is still one word swapped for another).
 _NEGATING_VERBS = frozenset(
     "ignore ignores ignored ignoring skip skips skipped skipping omit omits omitted "
@@ -185,12 +185,17 @@ def _cjk_time_units(text: str) -> set[str]:
 
 
 def _names(text: str) -> set[str]:
-    """The words of a text that name things (``_NAME_SHAPE``), lower-cased."""
-    text = unicodedata.normalize("NFKC", text)
+    """The words that name things (``_NAME_SHAPE``), lower-cased; not "NEVER" nor "DON'T"."""
+    text = _APOSTROPHES.sub("", unicodedata.normalize("NFKC", text))
     words = _LATIN_WORD.findall(text)
     if not has_cjk(text):
         words = [w for w in words if _NAME_SHAPE.match(w)]
-    return {w.lower() for w in words if w.lower() not in _STOP}
+    return {w.lower() for w in words} - _JUDGED
+
+
+_JUDGED = {w for x, y, cjk in _OPPOSITE_PAIRS if not cjk for w in (x, y)}.union(
+    _STOP, _NEGATIONS, _NEGATING_VERBS, _QUANTITY_WORDS, _SEQUENCE_WORDS, _CLAUSE_WORDS
+)
 
 
 def _unit_sequence(text: str) -> list[str]:
