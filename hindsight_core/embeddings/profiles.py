@@ -45,6 +45,13 @@ class ModelProfile:
         dedup_threshold: the cosine from which two records are near-duplicates.
             Models whose similarities crowd near 1 need a higher one: with
             multilingual-e5-small, unrelated lessons reach 0.94, rewordings 0.94-0.99.
+            Calibrated precision first (``bench/calibrate_dedup.py``): the highest
+            cosine that still merges 90 % of the hand-written and development
+            duplicates, less a step of margin. For multilingual-e5-small that is 0.96;
+            each 0.005 lower lets 5-17 more pairs of different lessons through the
+            lexical veto for at most one more duplicate, so the lower cosines of a few
+            rewordings (0.946-0.954) are the veto's and the model's limit, not the
+            threshold's.
         dim: the vector dimension when known without loading the model.
         cosine_floor: the cosine typical of unrelated texts, where the model's
             useful range of similarities starts (0 for most models). Recall's
