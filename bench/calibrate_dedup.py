@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-import bench_zh as zh  # noqa: E402
+import bench_zh as zh
 
-from hindsight_core import Memory, Settings  # noqa: E402
-from hindsight_core.dedup_veto import repeat_key  # noqa: E402
-from hindsight_core.memory.inputs import embedding_text  # noqa: E402
+from hindsight_core import Memory, Settings
+from hindsight_core.dedup_veto import repeat_key
+from hindsight_core.memory.inputs import embedding_text
 
 PAIRS = Path(__file__).parent / "data" / "dedup_pairs.json"
 RESULTS = Path(__file__).parent / "results"
