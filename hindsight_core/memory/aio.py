@@ -160,17 +160,25 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
         include_superseded: bool = False,
     ) -> list[SearchHit]:
-        check_search(query, scene, top_k, filters)  # before connecting: see check_search
+        # before connecting: see check_search
+        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
         return await self._run_read(
             lambda: self._search_flow(
-                query, namespace, scene, top_k, filters, include_superseded=include_superseded
+                query,
+                namespace,
+                scene,
+                top_k,
+                filters,
+                include_superseded=include_superseded,
+                namespaces=namespaces,
             ),
-            self.namespace_key(namespace),
+            self._read_key(namespace, namespaces),
         )
 
     async def recall(
@@ -178,12 +186,14 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
     ) -> RecallResult:
-        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
+        # a bad argument is not degraded to "no hits"
+        check_search(query, scene, top_k, namespace=namespace, namespaces=namespaces)
         timeout = self.settings.recall_timeout
-        key = self.namespace_key(namespace)
+        key = self._read_key(namespace, namespaces)
         try:
             # The first recall embeds its query outside the bound, as in Memory.recall.
             if not self._model_loaded and isinstance(query, str) and query.strip():
@@ -194,7 +204,13 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
                 hits=await asyncio.wait_for(
                     self._run_read(
                         lambda: self._search_flow(
-                            query, namespace, scene, top_k, None, int(timeout * 1000)
+                            query,
+                            namespace,
+                            scene,
+                            top_k,
+                            None,
+                            int(timeout * 1000),
+                            namespaces=namespaces,
                         ),
                         key,
                     ),

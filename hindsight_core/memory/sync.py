@@ -183,6 +183,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
@@ -192,18 +193,33 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
         Args:
             query: what the agent is about to do, in its own words.
+            namespace: the namespace searched (default: this memory's).
+            namespaces: instead, several namespaces searched as one collection (the
+                agent's own and those it may read; an entry ending in ``*``, e.g.
+                ``"acme/*"``, is that namespace and all under it); each hit's
+                ``namespace`` says where it lives (docs/sharing.md).
             scene: hard filter on the scene tag.
             top_k: how many hits (1..100).
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
                 ``source.task``, ``source.tool``.
             include_superseded: also old versions of lessons (docs/versions.md).
+
+        Raises:
+            ValidationError: a bad argument, or both ``namespace`` and ``namespaces``.
         """
-        check_search(query, scene, top_k, filters)  # before connecting: see check_search
+        # before connecting: see check_search
+        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
         return self._run_read(
             lambda: self._search_flow(
-                query, namespace, scene, top_k, filters, include_superseded=include_superseded
+                query,
+                namespace,
+                scene,
+                top_k,
+                filters,
+                include_superseded=include_superseded,
+                namespaces=namespaces,
             ),
-            self.namespace_key(namespace),
+            self._read_key(namespace, namespaces),
         )
 
     def recall(
@@ -211,12 +227,14 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
     ) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on a database or embedding
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
-        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
+        # a bad argument is not degraded to "no hits"
+        check_search(query, scene, top_k, namespace=namespace, namespaces=namespaces)
         timeout = self.settings.recall_timeout
         try:
             if not self._model_loaded and isinstance(query, str) and query.strip():
@@ -232,9 +250,15 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                     self._recall_executor(),
                     lambda: self._run_read(
                         lambda: self._search_flow(
-                            query, namespace, scene, top_k, None, int(timeout * 1000)
+                            query,
+                            namespace,
+                            scene,
+                            top_k,
+                            None,
+                            int(timeout * 1000),
+                            namespaces=namespaces,
                         ),
-                        self.namespace_key(namespace),
+                        self._read_key(namespace, namespaces),
                     ),
                 )
             )
