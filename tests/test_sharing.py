@@ -5,13 +5,16 @@ ends."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from _clock import Clock
 from _front import Front
 from conftest import MakeFront
 
-from hindsight_core import Memory, Settings, ValidationError
+from hindsight_core import Memory, NotFoundError, Settings, ValidationError
 from hindsight_core.memory.scope import read_set
 from hindsight_core.models import ns_key
 
@@ -180,3 +183,63 @@ def test_search_over_namespaces_keeps_the_database_unchanged_on_error(memory: Me
     assert [h.record.lesson for h in memory.search("compiler")] == [
         "Pin the compiler version in CI"
     ]
+
+
+# ------------------------------------------------------------------ feedback and locate
+
+
+async def test_feedback_is_recorded_with_who_gave_it(api: Front, front_clock: Clock) -> None:
+    shared = under(api.namespace, "shared")
+    lesson = await api.write(rec("Pin the compiler version in CI"), namespace=shared)
+    start = front_clock.now
+    # an agent reading the shared namespace gives feedback on the record where it lives
+    used = await api.mark_used(lesson.id, namespace=shared, by="mcp:acme/agent-b")
+    assert used.use_count == 1 and used.namespace == shared
+    front_clock.now += timedelta(hours=1)
+    await api.mark_used(lesson.id, helpful=False, namespace=shared)
+    got = await api.feedback(lesson.id, namespace=shared)
+    assert [(f.at, f.helpful, f.by) for f in got] == [
+        (front_clock.now, False, "/".join(shared)),  # default: the namespace called with
+        (start, True, "mcp:acme/agent-b"),
+    ]
+    assert [f.by for f in await api.feedback(lesson.id, namespace=shared, limit=1)] == [
+        "/".join(shared)
+    ]
+    # the record is where it was: feedback moved nothing into the caller's namespace
+    assert await api.search("compiler version") == []
+
+
+async def test_feedback_arguments_are_checked(api: Front) -> None:
+    lesson = await api.write(rec("Pin the compiler version in CI"))
+    for by in ("", "  ", 42, "x" * 201, "a\x00b"):
+        with pytest.raises(ValidationError) as err:
+            await api.mark_used(lesson.id, by=by)
+        assert err.value.field == "by"
+    assert await api.feedback(lesson.id) == []  # nothing was recorded
+    assert (await api.get(lesson.id)).use_count == 0
+    with pytest.raises(NotFoundError):
+        await api.feedback(uuid.uuid4())
+    with pytest.raises(NotFoundError):  # it lives elsewhere: ask its own namespace
+        await api.feedback(lesson.id, namespace=under(api.namespace, "other"))
+    with pytest.raises(ValidationError):
+        await api.feedback(lesson.id, limit=0)
+
+
+async def test_locate_finds_the_namespace_of_a_record_in_the_set(api: Front) -> None:
+    base = api.namespace
+    deep = under(base, "team", "b")
+    lesson = await api.write(rec("Pin the compiler version in CI"), namespace=deep)
+    assert await api.locate(lesson.id, namespaces=[under(base, "*")]) == deep
+    assert await api.locate(str(lesson.id), namespaces=["/".join(base) + "/team/*"]) == deep
+    assert await api.locate(lesson.id, namespaces=[deep, under(base, "x")]) == deep
+    # not in the set, or no such record: None ("no record" to whoever asks)
+    assert await api.locate(lesson.id, namespaces=[base, under(base, "team")]) is None
+    assert await api.locate(lesson.id, namespaces=[(base[0], base[1] + "x", "*")]) is None
+    assert await api.locate(uuid.uuid4(), namespaces=[under(base, "*")]) is None
+    # an archived record is still there (get reads it)
+    await api.archive(lesson.id, namespace=deep)
+    assert await api.locate(lesson.id, namespaces=[under(base, "*")]) == deep
+    with pytest.raises(ValidationError, match="name a prefix"):
+        await api.locate(lesson.id, namespaces=["*"])
+    with pytest.raises(ValidationError):
+        await api.locate("not-an-id", namespaces=[base])

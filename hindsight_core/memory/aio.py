@@ -27,7 +27,7 @@ from ..storage.vectors import adopt_engine
 from .inputs import check_search
 from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
-from .results import RecallResult, degraded
+from .results import Feedback, RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput
 
 if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
@@ -236,11 +236,28 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return await self._run_read(lambda: self._list_flow(namespace, **options), key)
 
     async def mark_used(
-        self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
+        self,
+        record_id: object,
+        helpful: bool = True,
+        *,
+        namespace: Namespace | str | None = None,
+        by: str | None = None,
     ) -> Experience:
         return await self._run_write(
-            self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
+            self.mark_used_flow(record_id, helpful, namespace, by), self.namespace_key(namespace)
         )
+
+    async def feedback(
+        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
+    ) -> list[Feedback]:
+        return await self._run_read(
+            lambda: self._feedback_flow(record_id, namespace, limit), self.namespace_key(namespace)
+        )
+
+    async def locate(
+        self, record_id: object, *, namespaces: Sequence[Namespace | str]
+    ) -> Namespace | None:
+        return await self._run_read(lambda: self._locate_flow(record_id, namespaces), None)
 
     async def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         await self._run_write(

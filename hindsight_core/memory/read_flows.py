@@ -10,7 +10,7 @@ from pydantic import TypeAdapter
 from ..arguments import parse_id
 from ..embeddings.profiles import covers
 from ..errors import NotFoundError, ValidationError
-from ..models import Experience, Namespace, SearchHit, show_namespace
+from ..models import Experience, Namespace, SearchHit, ns_from_key, show_namespace
 from ..runtime.flow import Flow, Sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
@@ -19,7 +19,7 @@ from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .inputs import check_page, check_scene, check_search
-from .scope import check_scope
+from .scope import check_scope, read_set
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
 # 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records
@@ -139,6 +139,15 @@ class RecallFlows(MemoryBase):
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         return self._record(rows[0])
+
+    def _locate_flow(self, record_id: object, namespaces: object) -> Flow[Namespace | None]:
+        """Which namespace of ``namespaces`` (``memory.scope``: prefixes too) holds the
+        record ``record_id`` (archived ones too); None when none does."""
+        scope = read_set(namespaces)
+        rid = parse_id(record_id)
+        yield from self.ready_flow()
+        rows = yield from Sql(sharing_sql.LOCATE, {**scope.params(), "id": rid}, autocommit=True)
+        return ns_from_key(rows[0]["ns"]) if rows else None
 
     def _list_flow(
         self,

@@ -20,6 +20,7 @@ from ..models import NS_SEPARATOR, Namespace, ns_key, show_namespace, validate_n
 from ..storage.fulltext_sql import array_literal
 
 MAX_READ_ENTRIES = 100
+MAX_BY_CHARS = 200
 WILDCARD = "*"
 
 
@@ -134,4 +135,20 @@ def check_scope(namespace: object, namespaces: object) -> ReadSet | None:
     return read_set(namespaces)
 
 
-__all__ = ["MAX_READ_ENTRIES", "ReadSet", "check_scope", "read_set"]
+def check_by(by: object, ns: str) -> str:
+    """Who gives feedback (``mark_used``'s ``by``): free text naming a person, an agent
+    or an MCP token, at most ``MAX_BY_CHARS``; ``None``: the namespace ``ns`` (a key)
+    shown as ``acme/agent-a``."""
+    if by is None:
+        return show_namespace(ns)
+    if not isinstance(by, str) or not by.strip() or "\x00" in by:
+        raise ValidationError(
+            "by must be a non-empty string naming who gives the feedback, or None",
+            field="by",
+        )
+    if len(by) > MAX_BY_CHARS:
+        raise ValidationError(f"by is {len(by)} characters; at most {MAX_BY_CHARS}", field="by")
+    return by.strip()
+
+
+__all__ = ["MAX_BY_CHARS", "MAX_READ_ENTRIES", "ReadSet", "check_by", "check_scope", "read_set"]

@@ -30,7 +30,7 @@ from ..storage.vectors import adopt_engine
 from .inputs import check_search
 from .inspection import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
-from .results import RecallResult, degraded
+from .results import Feedback, RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput
 
 log = logging.getLogger("hindsight")
@@ -294,13 +294,40 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     # ------------------------------------------------------------------ feedback & curation
 
     def mark_used(
-        self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
+        self,
+        record_id: object,
+        helpful: bool = True,
+        *,
+        namespace: Namespace | str | None = None,
+        by: str | None = None,
     ) -> Experience:
         """Feedback on a recalled record: helpful raises its score (+0.1) and resets its
-        decay clock; unhelpful lowers it."""
+        decay clock; unhelpful lowers it. ``namespace``: the one the record lives in
+        (a hit's ``namespace``); ``by``: who gives it, recorded with it (default: that
+        namespace; see :meth:`feedback`, docs/sharing.md)."""
         return self._run_write(
-            self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
+            self.mark_used_flow(record_id, helpful, namespace, by), self.namespace_key(namespace)
         )
+
+    def feedback(
+        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
+    ) -> list[Feedback]:
+        """The usage feedback given on a record (:meth:`mark_used`), newest first: when,
+        helpful or not, and by whom.
+
+        Raises:
+            NotFoundError: no such record in the namespace.
+        """
+        return self._run_read(
+            lambda: self._feedback_flow(record_id, namespace, limit), self.namespace_key(namespace)
+        )
+
+    def locate(
+        self, record_id: object, *, namespaces: Sequence[Namespace | str]
+    ) -> Namespace | None:
+        """Which of ``namespaces`` (as :meth:`search` takes them, prefixes too) holds the
+        record ``record_id``, or None when none of them does (docs/sharing.md)."""
+        return self._run_read(lambda: self._locate_flow(record_id, namespaces), None)
 
     def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""

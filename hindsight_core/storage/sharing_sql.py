@@ -21,14 +21,17 @@ from .scan_sql import EXACT_SCAN_MAX
 # The namespaces of a read set that hold live records, distinct, as one text[] (cast:
 # ``= ANY((SELECT ...))`` would read as a sub-select of rows): an
 # InitPlan of the statements below (counted once per statement). ``COLLATE "C"``:
-# keys compare byte by byte, as the ranges of ``ReadSet.params`` assume.
+# keys compare byte by byte, as the ranges of ``ReadSet.params`` assume. A prefix's
+# range filters the namespace column (a prefix spans tenants by design): the join is
+# with the ranges, never between two tables (tests/test_schema_scaling.py).
 NS_SET = """CAST((SELECT COALESCE(array_agg(x.ns ORDER BY x.ns), '{}') FROM (
         SELECT s.ns FROM hindsight_keyword_stats s
         WHERE s.tbl = 'e' AND s.ns = ANY(CAST(:ns_exact AS text[]))
         UNION
-        SELECT s.ns FROM unnest(CAST(:ns_lo AS text[]), CAST(:ns_hi AS text[])) AS r(lo, hi)
-        JOIN hindsight_keyword_stats s ON s.tbl = 'e'
-            AND s.ns >= r.lo COLLATE "C" AND s.ns < r.hi COLLATE "C"
+        SELECT s.ns FROM hindsight_keyword_stats s
+        JOIN unnest(CAST(:ns_lo AS text[]), CAST(:ns_hi AS text[])) AS r(lo, hi)
+            ON s.ns >= r.lo COLLATE "C" AND s.ns < r.hi COLLATE "C"
+        WHERE s.tbl = 'e'
     ) x) AS text[])"""
 
 
@@ -56,8 +59,10 @@ LOCATE = sa.text(
         SELECT e.ns FROM {T} e
         WHERE e.ns = ANY(CAST(:ns_exact AS text[])) AND e.id = :id
         UNION ALL
-        SELECT e.ns FROM unnest(CAST(:ns_lo AS text[]), CAST(:ns_hi AS text[])) AS r(lo, hi)
-        JOIN {T} e ON e.ns >= r.lo COLLATE "C" AND e.ns < r.hi COLLATE "C" AND e.id = :id
+        SELECT e.ns FROM {T} e
+        JOIN unnest(CAST(:ns_lo AS text[]), CAST(:ns_hi AS text[])) AS r(lo, hi)
+            ON e.ns >= r.lo COLLATE "C" AND e.ns < r.hi COLLATE "C"
+        WHERE e.id = :id
     ) x ORDER BY x.ns LIMIT 1
     """
 )
