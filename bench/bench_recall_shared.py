@@ -10,7 +10,8 @@ per query, so that all three see the same load. Run (a minute or two on 2 cores)
     python bench/bench_recall_shared.py            # --sizes 1000,10000
     python bench/bench_recall_shared.py --sizes 1000 --other 20000   # beside a big tenant
 
-Results go to ``bench/results/recall_shared.json``; each row also says how often the
+Results go to ``bench/results/recall_shared.json`` (``recall_shared_other.json``
+with ``--other``); each row also says how often the
 three searches returned the same top 5 (identical statistics and candidates: 1.0 on
 an exact scan; the HNSW index may differ on a filtered walk).
 """
@@ -113,7 +114,8 @@ def main() -> None:
     finally:
         mem.close()
         drop()
-    out = Path(__file__).parent / "results" / "recall_shared.json"
+    name = "recall_shared_other" if args.other else "recall_shared"
+    out = Path(__file__).parent / "results" / f"{name}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(
         json.dumps({"machine": c.machine(), "nice": os.nice(0), "scales": rows}, indent=2)

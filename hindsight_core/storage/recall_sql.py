@@ -17,7 +17,7 @@ from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
 from .sharing_sql import NS_SET
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=128)  # the variants of one namespace and of a read set (many)
 def search_sql(
     dim: int,
     *,
