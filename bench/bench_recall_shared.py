@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import _common as c  # noqa: E402
 from bench_recall import TABLE, Workload  # noqa: E402
 
-from hindsight_core import Memory, Settings  # noqa: E402
+from hindsight_core import Memory, SearchHit, Settings  # noqa: E402
 from hindsight_core.embeddings.callable import CallableEmbedder  # noqa: E402
 
 
@@ -46,16 +47,16 @@ def measure(
     one = (*base, "one")
     team = [(*base, "team", x) for x in ("own", "a", "b")]
     texts = work.queries(n)
-    calls = {
+    calls: dict[str, Callable[[str], list[SearchHit]]] = {
         "single": lambda q: mem.search(q, namespace=one, top_k=5),
         "several": lambda q: mem.search(q, namespaces=team, top_k=5),
         "prefix": lambda q: mem.search(q, namespaces=[(*base, "team", "*")], top_k=5),
     }
-    for i in range(20):  # warm every path (and the query cache: embedding is not timed)
+    for i in range(20):  # warm every path
         for call in calls.values():
             call(texts[i % len(texts)])
-    for t in texts:
-        calls["single"](t)
+    for text in texts:  # every query's vector cached: the embedder is not timed
+        calls["single"](text)
     times: dict[str, list[float]] = {k: [] for k in calls}
     same = 0
     order = list(calls)
