@@ -1,5 +1,7 @@
 """Agent tools over Hindsight's experience records: search, write, report usage, and
-(``versions=True``) correct a lesson and read its versions (docs/versions.md).
+(``versions=True``) correct a lesson and read its versions (docs/versions.md); with
+``read=``, search and usage feedback also reach namespaces shared with the agent
+(docs/sharing.md).
 
 The tools read the store from the graph's runtime (``ToolRuntime``, i.e. the store
 passed to ``compile(store=...)``), which must be a :class:`HindsightStore`, and the
