@@ -266,3 +266,51 @@ async def test_scene_and_filters_apply_across_namespaces(
         "pin the compiler version", namespaces=[under(namespace, "*")], filters={"critical": True}
     )
     assert [(h.namespace, h.record.critical) for h in hits] == [(b, True)]
+
+
+def _random_vectors(texts: list[str]) -> list[list[float]]:
+    import hashlib
+
+    import numpy as np
+
+    out = []
+    for text in texts:
+        seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+        out.append(np.random.default_rng(seed).standard_normal(16).tolist())
+    return out
+
+
+def test_an_exact_scan_of_a_read_set_reads_its_namespaces_by_index(fresh_db: str) -> None:
+    """Beside a big tenant, the exact scan of a small read set must not read the whole
+    table: with the set's keys as one array, ``e.ns = ANY(...)`` was planned as a
+    sequential scan of every row (the generic plan a prepared search keeps)."""
+    import sqlalchemy as sa
+
+    from hindsight_core.embeddings.callable import CallableEmbedder
+    from hindsight_core.runtime.connections import positional
+    from hindsight_core.storage import recall_sql, sharing_sql
+
+    embedder = CallableEmbedder(_random_vectors, dim=16, model_name="random-16")
+    with Memory(("big",), settings=Settings(database_url=fresh_db), embedder=embedder) as mem:
+        mem.write_many([rec(f"lesson number {i}", f"trigger {i}") for i in range(3000)])
+        for team in ("a", "b"):
+            mem.write_many([rec(f"team lesson {i}") for i in range(10)], namespace=("t", team))
+        with mem.engine.connect() as conn:
+            conn.execute(sa.text("ANALYZE"))
+            conn.commit()
+            statements = [
+                recall_sql.search_sql(
+                    16, scene=False, keyword=True, filters=(), candidates=20, exact=True, many=True
+                ),
+                sharing_sql.many_exact_scan_sql(False),
+            ]
+            for stmt in statements:
+                sql, _ = positional(stmt)
+                plan = "\n".join(
+                    conn.exec_driver_sql("EXPLAIN (GENERIC_PLAN, COSTS OFF) " + sql.decode())
+                    .scalars()
+                    .all()
+                )
+                assert "Seq Scan on hindsight_experiences" not in plan, plan
+        hits = mem.search("team lesson", namespaces=["t/*"], top_k=20)
+        assert len(hits) == 20 and {h.breakdown.scan for h in hits} == {"exact"}
