@@ -194,10 +194,11 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Args:
             query: what the agent is about to do, in its own words.
             namespace: the namespace searched (default: this memory's).
-            namespaces: instead, several namespaces searched as one collection (the
-                agent's own and those it may read; an entry ending in ``*``, e.g.
-                ``"acme/*"``, is that namespace and all under it); each hit's
-                ``namespace`` says where it lives (docs/sharing.md).
+            namespaces: instead, a list of namespaces searched as one collection
+                (the agent's own and those it may read: tuples of labels or strings
+                like ``"acme/shared"``; one ending in ``*``, e.g. ``"acme/*"``, is that
+                namespace and all under it); each hit's ``namespace`` says where it
+                lives (docs/sharing.md).
             scene: hard filter on the scene tag.
             top_k: how many hits (1..100).
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
