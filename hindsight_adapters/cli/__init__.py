@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ._app import app
 
 COMMAND_MODULES = [
-    "records",  # write, search, used, forget, stats, maintain, export, import, reindex
+    "records",  # write, search, used, feedback, forget, stats, maintain, export, import, ...
     "versions",  # supersede, history
     "db",  # db upgrade | status | backup | restore
     "demo",  # demo
@@ -37,7 +37,18 @@ COMMAND_MODULES = [
 
 COMMANDS = {  # each command and the module that registers it
     **dict.fromkeys(
-        ("write", "search", "used", "forget", "stats", "maintain", "export", "import", "reindex"),
+        (
+            "write",
+            "search",
+            "used",
+            "feedback",
+            "forget",
+            "stats",
+            "maintain",
+            "export",
+            "import",
+            "reindex",
+        ),
         "records",
     ),
     "supersede": "versions",

@@ -10,7 +10,7 @@ it (used by item search too): ``scan`` (exact scan or ANN index, per namespace) 
 from typing import TYPE_CHECKING
 
 from .aio import AsyncMemory
-from .results import RecallResult
+from .results import Feedback, RecallResult
 from .sync import Memory
 
 if TYPE_CHECKING:  # the front ends implement the internal API (mypy checks it here)
@@ -20,4 +20,4 @@ if TYPE_CHECKING:  # the front ends implement the internal API (mypy checks it h
     _async_host: type[AsyncFlowHost] = AsyncMemory
     _records: tuple[type[RecordContext], ...] = (Memory, AsyncMemory)
 
-__all__ = ["AsyncMemory", "Memory", "RecallResult"]
+__all__ = ["AsyncMemory", "Feedback", "Memory", "RecallResult"]

@@ -30,7 +30,7 @@ from .export_file import read_import_lines
 from .inputs import check_search
 from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress
-from .results import RecallResult
+from .results import Feedback, RecallResult
 from .write_flows import RecordFlows, RecordInput
 
 if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
@@ -153,18 +153,26 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
         include_superseded: bool = False,
     ) -> list[SearchHit]:
         """Hybrid recall: semantic + keyword, bent by the decayed score."""
-        check_search(query, scene, top_k, filters)  # before connecting: see check_search
+        # before connecting: see check_search
+        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
         return await self._runner.run_read(
             lambda: self._search_flow(
-                query, namespace, scene, top_k, filters, include_superseded=include_superseded
+                query,
+                namespace,
+                scene,
+                top_k,
+                filters,
+                include_superseded=include_superseded,
+                namespaces=namespaces,
             ),
-            self.namespace_key(namespace),
+            self._read_key(namespace, namespaces),
         )
 
     async def recall(
@@ -172,12 +180,15 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
     ) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on an error or past
         ``settings.recall_timeout``, no hits and a warning."""
-        return await self._runner.call(self._recall_call(query, namespace, scene, top_k))
+        return await self._runner.call(
+            self._recall_call(query, namespace, scene, top_k, namespaces)
+        )
 
     async def get(
         self, record_id: object, *, namespace: Namespace | str | None = None
@@ -195,13 +206,32 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return await self._runner.run_read(lambda: self._list_flow(namespace, **options), key)
 
     async def mark_used(
-        self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
+        self,
+        record_id: object,
+        helpful: bool = True,
+        *,
+        namespace: Namespace | str | None = None,
+        by: str | None = None,
     ) -> Experience:
         """Feedback on a recalled record: helpful raises its score and resets its decay clock;
-        unhelpful lowers it."""
+        unhelpful lowers it; ``by`` is recorded with it (:meth:`Memory.mark_used`)."""
         return await self._runner.run_write(
-            self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
+            self.mark_used_flow(record_id, helpful, namespace, by), self.namespace_key(namespace)
         )
+
+    async def feedback(
+        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
+    ) -> list[Feedback]:
+        """The usage feedback given on a record, newest first (:meth:`Memory.feedback`)."""
+        return await self._runner.run_read(
+            lambda: self._feedback_flow(record_id, namespace, limit), self.namespace_key(namespace)
+        )
+
+    async def locate(
+        self, record_id: object, *, namespaces: Sequence[Namespace | str]
+    ) -> Namespace | None:
+        """Which of ``namespaces`` holds the record, or None (:meth:`Memory.locate`)."""
+        return await self._runner.run_read(lambda: self._locate_flow(record_id, namespaces), None)
 
     async def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""

@@ -10,17 +10,18 @@ from pydantic import TypeAdapter
 from ..arguments import parse_id
 from ..embeddings.profiles import covers
 from ..errors import HindsightError, NotFoundError, ValidationError
-from ..models import Experience, Namespace, SearchHit, show_namespace
+from ..models import Experience, Namespace, SearchHit, ns_from_key, show_namespace
 from ..runtime.flow import Flow, Sql
 from ..runtime.runner import Call, Read, Vectors
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import recall_sql, scan_sql
+from ..storage import recall_sql, scan_sql, sharing_sql
 from ..storage.hybrid_params import recall_params
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .inputs import check_page, check_scene, check_search
 from .results import RecallResult, degraded
+from .scope import check_scope, read_set
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
 # 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records,
@@ -36,14 +37,20 @@ class RecallFlows(MemoryBase):
     # ------------------------------------------------------------------ search
 
     def _recall_call(
-        self, query: str, namespace: Namespace | str | None, scene: str | None, top_k: int
+        self,
+        query: str,
+        namespace: Namespace | str | None,
+        scene: str | None,
+        top_k: int,
+        namespaces: object = None,
     ) -> Call[RecallResult]:
         """``recall``: a search bounded by ``settings.recall_timeout`` that never fails
         the agent: a database or embedding error, or the timeout, is no hits and a
         warning (``results.degraded``); a bad argument is its own error."""
-        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
+        # a bad argument is not degraded to "no hits"
+        check_search(query, scene, top_k, namespace=namespace, namespaces=namespaces)
         timeout = self.settings.recall_timeout
-        key = self.namespace_key(namespace)
+        key = self._read_key(namespace, namespaces)
         try:
             if not self._model_loaded and isinstance(query, str) and query.strip():
                 # Loading a local model takes seconds: the first recall of a process
@@ -53,7 +60,7 @@ class RecallFlows(MemoryBase):
                 self._model_loaded = True
             hits = yield from Read(
                 lambda: self._search_flow(
-                    query, namespace, scene, top_k, None, int(timeout * 1000)
+                    query, namespace, scene, top_k, None, int(timeout * 1000), namespaces=namespaces
                 ),
                 key,
                 within=timeout,
@@ -73,8 +80,12 @@ class RecallFlows(MemoryBase):
         filters: Mapping[str, Any] | None,
         timeout_ms: int | None = None,
         include_superseded: bool = False,
+        namespaces: object = None,
     ) -> Flow[list[SearchHit]]:
-        ns = self.namespace_key(namespace)
+        """Hybrid recall in ``namespace``, or across ``namespaces`` (``memory.scope``:
+        one collection, ranked with the union's keyword statistics)."""
+        scope = check_scope(namespace, namespaces)
+        ns = None if scope is not None else self.namespace_key(namespace)
         query, scene, top_k, filter_items = check_search(query, scene, top_k, filters)
         yield from self.ready_flow()
         vector = yield from self._embed_one_query(query)
@@ -83,10 +94,13 @@ class RecallFlows(MemoryBase):
         # checkout and ping); a timeout bounds the search statement by itself.
         common = (yield from self._common_terms_flow(True)) if terms else {}
         rare = fts.rare_terms(terms, common)
+        where: dict[str, Any] = {"ns": ns} if scope is None else scope.params()
         exact = yield from self._scan_choice.flow(
-            (ns, scene),
-            scan_sql.recall_exact_scan_sql(scene is not None),
-            {"ns": ns, "scene": scene},
+            (ns, scene) if scope is None else (scope, scene),
+            scan_sql.recall_exact_scan_sql(scene is not None)
+            if scope is None
+            else sharing_sql.many_exact_scan_sql(scene is not None),
+            {**where, "scene": scene},
             True,
             self.settings.semantic_scan,
         )
@@ -100,6 +114,7 @@ class RecallFlows(MemoryBase):
             keyword_candidates=bool(rare),
             min_relevance=self.settings.min_relevance > 0,
             exact=exact,
+            many=scope is not None,
         )
         params = recall_params(
             self.settings,
@@ -115,16 +130,19 @@ class RecallFlows(MemoryBase):
             now=self.now(),
             filters=[value for _, value in filter_items],
             include_superseded=include_superseded,
+            read_set=None if scope is None else where,
         )
         rows = yield from Sql(stmt, params, autocommit=True, timeout_ms=timeout_ms)
         scan = "exact" if exact else "index"
         # One validation for all hits (nested dicts): a third cheaper than building the
         # record and the breakdown as models first, and cheaper again than one
         # validation per hit.
+        records = [self._record_fields(row) for row in rows]
         return _HITS.validate_python(
             [
                 {
-                    "record": self._record_fields(row),
+                    "record": record,
+                    "namespace": record["namespace"],
                     "score": row["final"],
                     "breakdown": {
                         "semantic": row["semantic"],
@@ -135,9 +153,14 @@ class RecallFlows(MemoryBase):
                         "scan": scan,
                     },
                 }
-                for row in rows
+                for row, record in zip(rows, records, strict=True)
             ]
         )
+
+    def _read_key(self, namespace: Namespace | str | None, namespaces: object = None) -> str | None:
+        """The session key a search's replica reads wait on: its namespace, or ``None``
+        (every write) for a search across ``namespaces``."""
+        return None if namespaces is not None else self.namespace_key(namespace)
 
     def _common_terms_flow(self, autocommit: bool = False) -> Flow[Mapping[str, float]]:
         """Terms too frequent to generate keyword candidates (cached for a minute)."""
@@ -153,6 +176,15 @@ class RecallFlows(MemoryBase):
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         return self._record(rows[0])
+
+    def _locate_flow(self, record_id: object, namespaces: object) -> Flow[Namespace | None]:
+        """Which namespace of ``namespaces`` (``memory.scope``: prefixes too) holds the
+        record ``record_id`` (archived ones too); None when none does."""
+        scope = read_set(namespaces)
+        rid = parse_id(record_id)
+        yield from self.ready_flow()
+        rows = yield from Sql(sharing_sql.LOCATE, {**scope.params(), "id": rid}, autocommit=True)
+        return ns_from_key(rows[0]["ns"]) if rows else None
 
     def _list_flow(
         self,

@@ -59,7 +59,7 @@ def hybrid_params(
 def recall_params(
     settings: Settings,
     *,
-    ns: str,
+    ns: str | None,
     scene: str | None,
     vector: Sequence[float],
     terms: Sequence[str],
@@ -71,13 +71,16 @@ def recall_params(
     now: datetime,
     filters: Sequence[object] = (),
     include_superseded: bool = False,
+    read_set: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """What ``recall_sql.search_sql`` binds: :func:`hybrid_params` (the ``rare`` terms
-    generate keyword candidates), the namespace, scene, query vector, ``top_k``, the
-    filters' values as ``f0``, ``f1``, ... (in the statement's filter order) and
-    whether old versions of lessons are searched too (docs/versions.md)."""
+    generate keyword candidates), the namespace (``ns``, or for a search across
+    namespaces the ``read_set``'s keys, ``sharing_sql.NS_SET``'s parameters), scene,
+    query vector, ``top_k``, the filters' values as ``f0``, ``f1``, ... (in the
+    statement's filter order) and whether old versions of lessons are searched too
+    (docs/versions.md)."""
     params: dict[str, Any] = {
-        "ns": ns,
+        **({"ns": ns} if read_set is None else read_set),
         "scene": scene,
         "qvec": vector_param(vector),
         "top_k": top_k,

@@ -14,9 +14,10 @@ import sqlalchemy as sa
 
 from .experiences_sql import COLUMNS, DECAYED, FILTERABLE, T, ann, scene_condition, vec
 from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
+from .sharing_sql import NS_SET
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=128)  # the variants of one namespace and of a read set (many)
 def search_sql(
     dim: int,
     *,
@@ -28,6 +29,7 @@ def search_sql(
     keyword_candidates: bool | None = None,
     min_relevance: bool = False,
     exact: bool = False,
+    many: bool = False,
 ) -> sa.TextClause:
     """Hybrid recall in one round trip.
 
@@ -55,6 +57,12 @@ def search_sql(
     ``min_relevance``: hits whose fused relevance is below ``:min_relevance`` are
     left out (``Settings.min_relevance``).
 
+    ``many``: the records of a read set's namespaces (``:ns_exact``, ``:ns_lo``,
+    ``:ns_hi``: ``sharing_sql.NS_SET``) instead of ``:ns``'s, ranked as one
+    collection: BM25's document counts, lengths and frequencies are the union's, so a
+    word rare in one namespace and common in the others scores as common (its IDF in
+    the set read), whichever namespace a hit comes from.
+
     The scan bound keeps recall fast when a query term occurs in tens of thousands of
     records: ranking every match of "how" or "file" grew linearly with the table.
     """
@@ -67,6 +75,10 @@ def search_sql(
     # namespace's whole index range (linear in the namespace's size).
     ns = "(SELECT CAST(:ns AS text))"
     where = [f"e.ns = {ns}", "e.archived_at IS NULL"]
+    # A read set (``many``): its namespaces' keys, resolved once (the CTE ``kw_nss``).
+    nss = "CAST((SELECT n.nss FROM kw_nss n) AS text[])"
+    if many:
+        where[0] = f"e.ns = ANY({nss})"
     # current versions only, unless ``:include_superseded`` (docs/versions.md)
     where.append("(e.superseded_by IS NULL OR CAST(:include_superseded AS boolean))")
     if scene:
@@ -75,7 +87,8 @@ def search_sql(
         column, kind = FILTERABLE[name]
         where.append(f"{column} = CAST(:f{i} AS {'boolean' if kind == 'bool' else 'text'})")
     cond = " AND ".join(where)
-    kw_cond = " AND ".join(["COALESCE(e.ns, '') = :ns", *where[1:]])
+    own_ns = f"= ANY({nss})" if many else "= :ns"
+    kw_cond = " AND ".join([f"COALESCE(e.ns, '') {own_ns}", *where[1:]])
     qv = vec(dim, f"SELECT CAST(:qvec AS vector({int(dim)}))")
     nearest = f"{vec(dim)} <=> {qv}" if exact else f"{ann(dim)} <=> {ann(dim, qv)}"
     if keyword_candidates is None:
@@ -92,7 +105,18 @@ def search_sql(
     )
     rank = bm25_sql("e.search_tsv") if keyword else "0::float8"
     nearest_rows = f"SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}"
-    if exact:
+    if many and exact:
+        # Each namespace's rows through its own index range: with the set's keys an
+        # array (an InitPlan), the planner estimates ``e.ns = ANY(...)`` to hold most
+        # of the table and scanned all of it (22k rows for a set of 1k among them);
+        # ``OFFSET 0`` keeps the lateral sub-select from being pulled up into a join,
+        # which had the same scan.
+        nearest_rows = (
+            f"SELECT e.* FROM unnest({nss}) AS s(ns) CROSS JOIN LATERAL ("
+            f"SELECT * FROM {T} e WHERE e.ns = s.ns AND {' AND '.join(where[1:])} OFFSET 0) e"
+            f" ORDER BY {nearest} LIMIT {int(candidates)}"
+        )
+    elif exact:
         # The exact scan sorts ids only, and reads the kept rows again by primary key:
         # sorting whole rows copied every row of the namespace, its vector included,
         # into the sort (bench/README.md, "Recall latency").
@@ -114,16 +138,19 @@ def search_sql(
                     LIMIT {int(scan_limit)}) m
                 ORDER BY kw_rank DESC NULLS LAST
                 LIMIT {int(candidates)}) e"""
-    stats = ""
+    ctes = [f"kw_nss AS MATERIALIZED (SELECT {NS_SET} AS nss)"] if many else []
     if keyword:
-        stats = "WITH " + bm25_ctes(
-            T,
-            docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
-            stats=f"s.ns = {ns}",
-            tbl="e",
-            own=f"d.ns = {ns} AND d.archived_at IS NULL",
-            key="d.ns, d.id",
+        ctes.append(
+            bm25_ctes(
+                T,
+                docs=f"COALESCE(d.ns, '') {own_ns} AND d.archived_at IS NULL",
+                stats=f"s.ns = ANY({nss})" if many else f"s.ns = {ns}",
+                tbl="e",
+                own=f"d.ns {own_ns if many else '= ' + ns} AND d.archived_at IS NULL",
+                key="d.ns, d.id",
+            )
         )
+    stats = "WITH " + ", ".join(ctes) if ctes else ""
     keyword_score = KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"
     return sa.text(
         f"""
