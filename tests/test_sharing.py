@@ -287,7 +287,7 @@ def test_an_exact_scan_of_a_read_set_reads_its_namespaces_by_index(fresh_db: str
     import sqlalchemy as sa
 
     from hindsight_core.embeddings.callable import CallableEmbedder
-    from hindsight_core.runtime.connections import positional
+    from hindsight_core.runtime.cursors import positional
     from hindsight_core.storage import recall_sql, sharing_sql
 
     embedder = CallableEmbedder(_random_vectors, dim=16, model_name="random-16")
