@@ -48,11 +48,11 @@ def grants(state: UIState) -> tuple[list[dict[str, Any]], str | None]:
     except ConfigurationError as exc:
         return rows, str(exc)
     for token, grant in tokens.items():
-        rows.append(_row(grant, masked(token), "HTTP token"))
-    rows.append(_row(local, "—", "stdio (HINDSIGHT_NAMESPACE, HINDSIGHT_MCP_READ)"))
-    return [
-        r for r, g in zip(rows, [*tokens.values(), local], strict=True) if _touches(state, g)
-    ], None
+        if _touches(state, grant):
+            rows.append(_row(grant, masked(token), "HTTP token"))
+    if _touches(state, local):
+        rows.append(_row(local, "—", "stdio (HINDSIGHT_NAMESPACE, HINDSIGHT_MCP_READ)"))
+    return rows, None
 
 
 def _row(grant: Grant, secret: str, kind: str) -> dict[str, Any]:
