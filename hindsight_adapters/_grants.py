@@ -197,7 +197,7 @@ class _Entry:
         head, *options = _OPTION.split(rest)
         self.write = _checked(self.where, parse_namespace, head)
         self.read: list[Namespace] = []
-        self.reading = False
+        self.reading = False  # has a read= option: later pieces without '=' extend it
         self.options(options)
 
     @property
@@ -209,7 +209,6 @@ class _Entry:
         for key, value in zip(parts[::2], parts[1::2], strict=True):
             if key.lower() == "name":
                 self.name = _name(value, self.where)
-                self.reading = False
             else:
                 self.reading = True
                 self.add(value)

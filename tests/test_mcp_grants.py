@@ -29,6 +29,10 @@ def test_read_lists_keep_their_commas() -> None:
         C: Grant(("acme", "shared")),
     }
     assert tokens[A].label == "agent-a" and tokens[B].label == "mcp:acme/b"
+    # Options in any order; the read list goes on after a name= too.
+    assert parse_tokens(f"{A}=acme/a;read=x/y;name=n,z/*")[A] == Grant(
+        ("acme", "a"), (("x", "y"), ("z", "*")), "n"
+    )
 
 
 def test_configurations_from_before_read_grants_mean_the_same() -> None:
