@@ -31,7 +31,7 @@ if _typing.TYPE_CHECKING:
         ValidationError,
         VectorExtensionMissingError,
     )
-    from .memory import AsyncMemory, Memory, RecallResult
+    from .memory import AsyncMemory, Feedback, Memory, RecallResult
     from .models import (
         Experience,
         ExperienceIn,
@@ -54,6 +54,7 @@ _EXPORTS = {
     "CallableEmbedder": "embeddings",
     "Embedder": "embeddings",
     "AsyncMemory": "memory",
+    "Feedback": "memory",
     "Memory": "memory",
     "RecallResult": "memory",
     "Settings": "settings",
@@ -121,6 +122,7 @@ __all__ = [
     "EmbeddingModelMismatchError",
     "Experience",
     "ExperienceIn",
+    "Feedback",
     "HindsightError",
     "ImportFormatError",
     "Item",

@@ -315,6 +315,10 @@ class SearchHit(BaseModel):
     """One recall result."""
 
     record: Experience
+    namespace: Namespace = Field(
+        description="The namespace the record lives in (``record.namespace``): with "
+        "``search(namespaces=...)``, which of those read it came from."
+    )
     score: float
     breakdown: ScoreBreakdown
 

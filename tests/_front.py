@@ -53,6 +53,7 @@ def transcript(values: list[Any], namespace: tuple[str, ...]) -> list[Any]:
     exactly when they returned the same results."""
     ids: dict[str, str] = {}
     labels = {label: f"<ns{i}>" for i, label in enumerate(namespace)}
+    labels["/".join(namespace)] = "<ns>"  # as shown: who gave feedback, superseded
 
     def plain(value: Any) -> Any:
         if isinstance(value, BaseModel):

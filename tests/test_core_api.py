@@ -336,7 +336,30 @@ async def versions(api: Front, clock: Clock) -> list[Any]:
     return [new, chain]
 
 
+async def sharing(api: Front, clock: Clock) -> list[Any]:
+    """search across namespaces, feedback by whom, locate (more in tests/test_sharing.py)."""
+    shared = (*api.namespace, "shared")
+    own = await api.write(FILES)
+    theirs = await api.write(API, namespace=shared)
+    hits = await api.search("retry the API call", namespaces=[api.namespace, shared], top_k=2)
+    assert [(h.record.id, h.namespace) for h in hits] == [
+        (theirs.id, shared),
+        (own.id, api.namespace),
+    ]
+    assert await api.locate(theirs.id, namespaces=[(*api.namespace, "*")]) == shared
+    assert await api.locate(theirs.id, namespaces=[api.namespace]) is None
+    clock.now += timedelta(minutes=1)
+    await api.mark_used(theirs.id, namespace=shared, by="agent-a")
+    await api.mark_used(own.id, helpful=False)
+    (given,) = await api.feedback(theirs.id, namespace=shared)
+    assert (given.at, given.helpful, given.by) == (clock.now, True, "agent-a")
+    (mine,) = await api.feedback(own.id)
+    assert not mine.helpful and mine.by == "/".join(api.namespace)
+    return [hits, given.helpful, mine.helpful]
+
+
 SHARED: dict[str, Scenario] = {
+    "sharing": sharing,
     "versions": versions,
     "write_and_read": write_and_read,
     "feedback_and_curation": feedback_and_curation,

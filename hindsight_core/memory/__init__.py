@@ -8,7 +8,7 @@ that is how the two front ends share one implementation.
 from typing import TYPE_CHECKING
 
 from .aio import AsyncMemory
-from .results import RecallResult
+from .results import Feedback, RecallResult
 from .sync import Memory
 
 if TYPE_CHECKING:  # the front ends implement the internal API (mypy checks it here)
@@ -18,4 +18,4 @@ if TYPE_CHECKING:  # the front ends implement the internal API (mypy checks it h
     _async_host: type[AsyncFlowHost] = AsyncMemory
     _records: tuple[type[RecordContext], ...] = (Memory, AsyncMemory)
 
-__all__ = ["AsyncMemory", "Memory", "RecallResult"]
+__all__ = ["AsyncMemory", "Feedback", "Memory", "RecallResult"]

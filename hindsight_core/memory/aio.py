@@ -27,7 +27,7 @@ from ..storage.vectors import adopt_engine
 from .inputs import check_search
 from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
-from .results import RecallResult, degraded
+from .results import Feedback, RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput
 
 if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
@@ -160,17 +160,25 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
         include_superseded: bool = False,
     ) -> list[SearchHit]:
-        check_search(query, scene, top_k, filters)  # before connecting: see check_search
+        # before connecting: see check_search
+        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
         return await self._run_read(
             lambda: self._search_flow(
-                query, namespace, scene, top_k, filters, include_superseded=include_superseded
+                query,
+                namespace,
+                scene,
+                top_k,
+                filters,
+                include_superseded=include_superseded,
+                namespaces=namespaces,
             ),
-            self.namespace_key(namespace),
+            self._read_key(namespace, namespaces),
         )
 
     async def recall(
@@ -178,12 +186,14 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
     ) -> RecallResult:
-        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
+        # a bad argument is not degraded to "no hits"
+        check_search(query, scene, top_k, namespace=namespace, namespaces=namespaces)
         timeout = self.settings.recall_timeout
-        key = self.namespace_key(namespace)
+        key = self._read_key(namespace, namespaces)
         try:
             # The first recall embeds its query outside the bound, as in Memory.recall.
             if not self._model_loaded and isinstance(query, str) and query.strip():
@@ -194,7 +204,13 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
                 hits=await asyncio.wait_for(
                     self._run_read(
                         lambda: self._search_flow(
-                            query, namespace, scene, top_k, None, int(timeout * 1000)
+                            query,
+                            namespace,
+                            scene,
+                            top_k,
+                            None,
+                            int(timeout * 1000),
+                            namespaces=namespaces,
                         ),
                         key,
                     ),
@@ -220,11 +236,28 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return await self._run_read(lambda: self._list_flow(namespace, **options), key)
 
     async def mark_used(
-        self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
+        self,
+        record_id: object,
+        helpful: bool = True,
+        *,
+        namespace: Namespace | str | None = None,
+        by: str | None = None,
     ) -> Experience:
         return await self._run_write(
-            self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
+            self.mark_used_flow(record_id, helpful, namespace, by), self.namespace_key(namespace)
         )
+
+    async def feedback(
+        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
+    ) -> list[Feedback]:
+        return await self._run_read(
+            lambda: self._feedback_flow(record_id, namespace, limit), self.namespace_key(namespace)
+        )
+
+    async def locate(
+        self, record_id: object, *, namespaces: Sequence[Namespace | str]
+    ) -> Namespace | None:
+        return await self._run_read(lambda: self._locate_flow(record_id, namespaces), None)
 
     async def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         await self._run_write(

@@ -9,15 +9,19 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..arguments import parse_id
+from ..arguments import check_int, parse_id
 from ..errors import NotFoundError, ValidationError
 from ..models import Experience, ExperienceIn, Namespace
 from ..runtime.flow import Embed, Flow, Sql, Unit
-from ..storage import batch_sql
+from ..storage import batch_sql, sharing_sql
 from ..storage import experiences_sql as q
 from .inputs import RecordInput, embedding_text, validate_records
+from .results import Feedback
+from .scope import check_by
 from .versions import VersionFlows, typo_only
 from .write_rows import record_row, search_tsv
+
+MAX_FEEDBACK = 1000  # feedback entries one ``feedback`` call returns at most
 
 
 class CurationFlows(VersionFlows):
@@ -30,13 +34,19 @@ class CurationFlows(VersionFlows):
     # ------------------------------------------------------------------ feedback
 
     def mark_used_flow(
-        self, record_id: object, helpful: bool, namespace: Namespace | str | None
+        self,
+        record_id: object,
+        helpful: bool,
+        namespace: Namespace | str | None,
+        by: str | None = None,
     ) -> Flow[Experience]:
-        """Feedback on a record (``mark_used``; reflection's review reuses it)."""
+        """Feedback on a record (``mark_used``; reflection's review reuses it), recorded
+        as an event with who gave it (``by``, default: the namespace; docs/sharing.md)."""
         ns = self.namespace_key(namespace)
         rid = parse_id(record_id)
         if not isinstance(helpful, bool):
             raise ValidationError("helpful must be true or false", field="helpful")
+        who = check_by(by, ns)
         yield from self.ready_flow()
         now = self.now()
         stmt = q.MARK_HELPFUL if helpful else q.MARK_UNHELPFUL
@@ -45,8 +55,21 @@ class CurationFlows(VersionFlows):
         )
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
-        yield from self._event(ns, rid, "used" if helpful else "unhelpful", now)
+        yield from self._event(ns, rid, "used" if helpful else "unhelpful", now, {"by": who})
         return (yield from self._get_flow(rid, namespace))
+
+    def _feedback_flow(
+        self, record_id: object, namespace: Namespace | str | None, limit: int
+    ) -> Flow[list[Feedback]]:
+        """A record's usage feedback, newest first (``feedback``)."""
+        ns = self.namespace_key(namespace)
+        rid = parse_id(record_id)
+        limit = check_int(limit, "limit", 1, MAX_FEEDBACK)
+        yield from self.ready_flow()
+        rows = yield from Sql(sharing_sql.FEEDBACK, {"ns": ns, "record_id": rid, "limit": limit})
+        if not rows:
+            yield from self._get_flow(rid, namespace)  # NotFoundError when there is none
+        return [Feedback(at=r["at"], helpful=r["kind"] == "used", by=r["by"]) for r in rows]
 
     def _event(
         self,

@@ -16,6 +16,7 @@ from ..errors import ValidationError
 from ..models import ExperienceIn, parse_experience
 from ..settings import Settings
 from ..storage import experiences_sql as q
+from .scope import check_scope
 
 MAX_QUERY_CHARS = 10_000
 MAX_BATCH = 10_000
@@ -100,15 +101,24 @@ def check_query(query: object) -> str:
 
 
 def check_search(
-    query: object, scene: object, top_k: object, filters: Mapping[str, Any] | None = None
+    query: object,
+    scene: object,
+    top_k: object,
+    filters: Mapping[str, Any] | None = None,
+    *,
+    namespace: object = None,
+    namespaces: object = None,
 ) -> tuple[str, str | None, int, list[tuple[str, Any]]]:
     """A search's arguments, checked before any I/O: a bad one is its own error even
     while the database is unreachable or still starting (not a recall that timed out).
+    ``namespace`` / ``namespaces``: which namespaces it reads (``scope.check_scope``).
 
     Returns:
         The query, scene, top_k and filter items as the search uses them.
     """
-    return check_query(query), check_scene(scene), check_top_k(top_k), check_filters(filters)
+    checked = check_query(query), check_scene(scene), check_top_k(top_k), check_filters(filters)
+    check_scope(namespace, namespaces)
+    return checked
 
 
 def check_text(value: object, field: str) -> str:

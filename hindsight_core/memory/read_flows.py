@@ -10,15 +10,16 @@ from pydantic import TypeAdapter
 from ..arguments import parse_id
 from ..embeddings.profiles import covers
 from ..errors import NotFoundError, ValidationError
-from ..models import Experience, Namespace, SearchHit, show_namespace
+from ..models import Experience, Namespace, SearchHit, ns_from_key, show_namespace
 from ..runtime.flow import Flow, Sql
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
-from ..storage import recall_sql, scan_sql
+from ..storage import recall_sql, scan_sql, sharing_sql
 from ..storage.vectors import vector_param
 from ..text import tsquery_terms
 from .base import MemoryBase
 from .inputs import check_page, check_scene, check_search
+from .scope import check_scope, read_set
 
 # Semantic (and keyword) candidates per recall: at least this many, else 4 x top_k.
 # 20 instead of 40 gave the same top 5 for all 299 benchmark queries at 100k records
@@ -42,8 +43,12 @@ class RecallFlows(MemoryBase):
         filters: Mapping[str, Any] | None,
         timeout_ms: int | None = None,
         include_superseded: bool = False,
+        namespaces: object = None,
     ) -> Flow[list[SearchHit]]:
-        ns = self.namespace_key(namespace)
+        """Hybrid recall in ``namespace``, or across ``namespaces`` (``memory.scope``:
+        one collection, ranked with the union's keyword statistics)."""
+        scope = check_scope(namespace, namespaces)
+        ns = None if scope is not None else self.namespace_key(namespace)
         query, scene, top_k, filter_items = check_search(query, scene, top_k, filters)
         yield from self.ready_flow()
         vector = yield from self._embed_one_query(query)
@@ -52,10 +57,13 @@ class RecallFlows(MemoryBase):
         # checkout and ping); a timeout bounds the search statement by itself.
         common = (yield from self._common_terms_flow(True)) if terms else {}
         rare = fts.rare_terms(terms, common)
+        where: dict[str, Any] = {"ns": ns} if scope is None else scope.params()
         exact = yield from self._scan_choice.flow(
-            (ns, scene),
-            scan_sql.recall_exact_scan_sql(scene is not None),
-            {"ns": ns, "scene": scene},
+            (ns, scene) if scope is None else (scope, scene),
+            scan_sql.recall_exact_scan_sql(scene is not None)
+            if scope is None
+            else sharing_sql.many_exact_scan_sql(scene is not None),
+            {**where, "scene": scene},
             True,
             self.settings.semantic_scan,
         )
@@ -69,9 +77,10 @@ class RecallFlows(MemoryBase):
             keyword_candidates=bool(rare),
             min_relevance=self.settings.min_relevance > 0,
             exact=exact,
+            many=scope is not None,
         )
         params: dict[str, Any] = {
-            "ns": ns,
+            **where,
             "scene": scene,
             "qvec": vector_param(vector),
             "tsq_cand": fts.tsquery_literal(rare),
@@ -91,10 +100,12 @@ class RecallFlows(MemoryBase):
         # One validation for all hits (nested dicts): a third cheaper than building the
         # record and the breakdown as models first, and ~3 µs a hit cheaper than one
         # validation per hit.
+        records = [self._record_fields(row) for row in rows]
         return _HITS.validate_python(
             [
                 {
-                    "record": self._record_fields(row),
+                    "record": record,
+                    "namespace": record["namespace"],
                     "score": row["final"],
                     "breakdown": {
                         "semantic": row["semantic"],
@@ -105,9 +116,14 @@ class RecallFlows(MemoryBase):
                         "scan": scan,
                     },
                 }
-                for row in rows
+                for row, record in zip(rows, records, strict=True)
             ]
         )
+
+    def _read_key(self, namespace: Namespace | str | None, namespaces: object = None) -> str | None:
+        """The session key a search's replica reads wait on: its namespace, or ``None``
+        (every write) for a search across ``namespaces``."""
+        return None if namespaces is not None else self.namespace_key(namespace)
 
     def _common_terms_flow(self, autocommit: bool = False) -> Flow[Mapping[str, float]]:
         """Terms too frequent to generate keyword candidates (cached for a minute)."""
@@ -123,6 +139,15 @@ class RecallFlows(MemoryBase):
         if not rows:
             raise NotFoundError(f"no record {rid} in namespace {self._show(ns)}")
         return self._record(rows[0])
+
+    def _locate_flow(self, record_id: object, namespaces: object) -> Flow[Namespace | None]:
+        """Which namespace of ``namespaces`` (``memory.scope``: prefixes too) holds the
+        record ``record_id`` (archived ones too); None when none does."""
+        scope = read_set(namespaces)
+        rid = parse_id(record_id)
+        yield from self.ready_flow()
+        rows = yield from Sql(sharing_sql.LOCATE, {**scope.params(), "id": rid}, autocommit=True)
+        return ns_from_key(rows[0]["ns"]) if rows else None
 
     def _list_flow(
         self,

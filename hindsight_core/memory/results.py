@@ -1,8 +1,10 @@
-"""Degrade, don't block: the result type of ``recall`` and how a failure becomes one."""
+"""Result types of the front ends beyond the records themselves: ``recall``'s (degrade,
+don't block: how a failure becomes one) and ``feedback``'s."""
 
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from pydantic import BaseModel, Field
 
@@ -30,3 +32,15 @@ def degraded(exc: BaseException) -> RecallResult:
         reason = "recall timed out"
     log.warning("recall degraded to no lessons: %s", reason)
     return RecallResult(warning=f"memory unavailable, continuing without lessons: {reason}")
+
+
+class Feedback(BaseModel):
+    """One usage feedback on a record (``mark_used``), as recorded."""
+
+    at: datetime = Field(description="When it was given (UTC).")
+    helpful: bool
+    by: str | None = Field(
+        description="Who gave it: ``mark_used``'s ``by`` (an MCP token's name, say), else "
+        "the namespace it was called with (``acme/agent-b`` for an agent reading a "
+        "shared lesson); None for feedback recorded before it was kept."
+    )

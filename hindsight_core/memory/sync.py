@@ -30,7 +30,7 @@ from ..storage.vectors import adopt_engine
 from .inputs import check_search
 from .inspection import InspectMethods
 from .lifecycle import LifecycleFlows, Progress, read_import_lines, write_export
-from .results import RecallResult, degraded
+from .results import Feedback, RecallResult, degraded
 from .write_flows import RecordFlows, RecordInput
 
 log = logging.getLogger("hindsight")
@@ -183,6 +183,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
         filters: Mapping[str, Any] | None = None,
@@ -192,18 +193,33 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
 
         Args:
             query: what the agent is about to do, in its own words.
+            namespace: the namespace searched (default: this memory's).
+            namespaces: instead, several namespaces searched as one collection (the
+                agent's own and those it may read; an entry ending in ``*``, e.g.
+                ``"acme/*"``, is that namespace and all under it); each hit's
+                ``namespace`` says where it lives (docs/sharing.md).
             scene: hard filter on the scene tag.
             top_k: how many hits (1..100).
             filters: equality filters on ``critical``, ``outcome``, ``source.agent``,
                 ``source.task``, ``source.tool``.
             include_superseded: also old versions of lessons (docs/versions.md).
+
+        Raises:
+            ValidationError: a bad argument, or both ``namespace`` and ``namespaces``.
         """
-        check_search(query, scene, top_k, filters)  # before connecting: see check_search
+        # before connecting: see check_search
+        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
         return self._run_read(
             lambda: self._search_flow(
-                query, namespace, scene, top_k, filters, include_superseded=include_superseded
+                query,
+                namespace,
+                scene,
+                top_k,
+                filters,
+                include_superseded=include_superseded,
+                namespaces=namespaces,
             ),
-            self.namespace_key(namespace),
+            self._read_key(namespace, namespaces),
         )
 
     def recall(
@@ -211,12 +227,14 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         query: str,
         *,
         namespace: Namespace | str | None = None,
+        namespaces: Sequence[Namespace | str] | None = None,
         scene: str | None = None,
         top_k: int = 5,
     ) -> RecallResult:
         """Like :meth:`search`, but never fails the agent: on a database or embedding
         error, or past ``settings.recall_timeout``, it returns no hits and a warning."""
-        check_search(query, scene, top_k)  # a bad argument is not degraded to "no hits"
+        # a bad argument is not degraded to "no hits"
+        check_search(query, scene, top_k, namespace=namespace, namespaces=namespaces)
         timeout = self.settings.recall_timeout
         try:
             if not self._model_loaded and isinstance(query, str) and query.strip():
@@ -232,9 +250,15 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
                     self._recall_executor(),
                     lambda: self._run_read(
                         lambda: self._search_flow(
-                            query, namespace, scene, top_k, None, int(timeout * 1000)
+                            query,
+                            namespace,
+                            scene,
+                            top_k,
+                            None,
+                            int(timeout * 1000),
+                            namespaces=namespaces,
                         ),
-                        self.namespace_key(namespace),
+                        self._read_key(namespace, namespaces),
                     ),
                 )
             )
@@ -270,13 +294,40 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     # ------------------------------------------------------------------ feedback & curation
 
     def mark_used(
-        self, record_id: object, helpful: bool = True, *, namespace: Namespace | str | None = None
+        self,
+        record_id: object,
+        helpful: bool = True,
+        *,
+        namespace: Namespace | str | None = None,
+        by: str | None = None,
     ) -> Experience:
         """Feedback on a recalled record: helpful raises its score (+0.1) and resets its
-        decay clock; unhelpful lowers it."""
+        decay clock; unhelpful lowers it. ``namespace``: the one the record lives in
+        (a hit's ``namespace``); ``by``: who gives it, recorded with it (default: that
+        namespace; see :meth:`feedback`, docs/sharing.md)."""
         return self._run_write(
-            self.mark_used_flow(record_id, helpful, namespace), self.namespace_key(namespace)
+            self.mark_used_flow(record_id, helpful, namespace, by), self.namespace_key(namespace)
         )
+
+    def feedback(
+        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
+    ) -> list[Feedback]:
+        """The usage feedback given on a record (:meth:`mark_used`), newest first: when,
+        helpful or not, and by whom.
+
+        Raises:
+            NotFoundError: no such record in the namespace.
+        """
+        return self._run_read(
+            lambda: self._feedback_flow(record_id, namespace, limit), self.namespace_key(namespace)
+        )
+
+    def locate(
+        self, record_id: object, *, namespaces: Sequence[Namespace | str]
+    ) -> Namespace | None:
+        """Which of ``namespaces`` (as :meth:`search` takes them, prefixes too) holds the
+        record ``record_id``, or None when none of them does (docs/sharing.md)."""
+        return self._run_read(lambda: self._locate_flow(record_id, namespaces), None)
 
     def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""

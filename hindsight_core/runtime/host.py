@@ -120,9 +120,14 @@ class RecordContext(FlowContext, Protocol):
         ...
 
     def mark_used_flow(
-        self, record_id: object, helpful: bool, namespace: Namespace | str | None
+        self,
+        record_id: object,
+        helpful: bool,
+        namespace: Namespace | str | None,
+        by: str | None = None,
     ) -> Flow[Experience]:
-        """Feedback on a recalled record (``Memory.mark_used``).
+        """Feedback on a recalled record (``Memory.mark_used``), given ``by`` someone
+        (default: the namespace).
 
         Raises:
             NotFoundError: no such record in the namespace.

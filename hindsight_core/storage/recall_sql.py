@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from .experiences_sql import COLUMNS, DECAYED, FILTERABLE, T, ann, scene_condition, vec
 from .fulltext_sql import KEYWORD, bm25_ctes, bm25_sql
+from .sharing_sql import NS_SET
 
 
 @lru_cache(maxsize=64)
@@ -28,6 +29,7 @@ def search_sql(
     keyword_candidates: bool | None = None,
     min_relevance: bool = False,
     exact: bool = False,
+    many: bool = False,
 ) -> sa.TextClause:
     """Hybrid recall in one round trip.
 
@@ -56,6 +58,12 @@ def search_sql(
     ``min_relevance``: hits whose fused relevance is below ``:min_relevance`` are
     left out (``Settings.min_relevance``).
 
+    ``many``: the records of a read set's namespaces (``:ns_exact``, ``:ns_lo``,
+    ``:ns_hi``: ``sharing_sql.NS_SET``) instead of ``:ns``'s, ranked as one
+    collection: BM25's document counts, lengths and frequencies are the union's, so a
+    word rare in one namespace and common in the others scores as common (its IDF in
+    the set read), whichever namespace a hit comes from.
+
     The scan bound keeps recall in milliseconds when a query term occurs in tens of
     thousands of records: ranking every match of "how" or "file" cost 35 ms at 10k
     records and grew linearly.
@@ -69,6 +77,10 @@ def search_sql(
     # namespace's whole index range (5 ms in a 100k-record namespace).
     ns = "(SELECT CAST(:ns AS text))"
     where = [f"e.ns = {ns}", "e.archived_at IS NULL"]
+    # A read set (``many``): its namespaces' keys, resolved once (the CTE ``kw_nss``).
+    nss = "CAST((SELECT n.nss FROM kw_nss n) AS text[])"
+    if many:
+        where[0] = f"e.ns = ANY({nss})"
     # current versions only, unless ``:include_superseded`` (docs/versions.md)
     where.append("(e.superseded_by IS NULL OR CAST(:include_superseded AS boolean))")
     if scene:
@@ -77,7 +89,8 @@ def search_sql(
         column, kind = FILTERABLE[name]
         where.append(f"{column} = CAST(:f{i} AS {'boolean' if kind == 'bool' else 'text'})")
     cond = " AND ".join(where)
-    kw_cond = " AND ".join(["COALESCE(e.ns, '') = :ns", *where[1:]])
+    own_ns = f"= ANY({nss})" if many else "= :ns"
+    kw_cond = " AND ".join([f"COALESCE(e.ns, '') {own_ns}", *where[1:]])
     qv = vec(dim, f"SELECT CAST(:qvec AS vector({int(dim)}))")
     nearest = f"{vec(dim)} <=> {qv}" if exact else f"{ann(dim)} <=> {ann(dim, qv)}"
     if keyword_candidates is None:
@@ -108,16 +121,19 @@ def search_sql(
                     LIMIT {int(scan_limit)}) m
                 ORDER BY kw_rank DESC NULLS LAST
                 LIMIT {int(candidates)}) e"""
-    stats = ""
+    ctes = [f"kw_nss AS MATERIALIZED (SELECT {NS_SET} AS nss)"] if many else []
     if keyword:
-        stats = "WITH " + bm25_ctes(
-            T,
-            docs="COALESCE(d.ns, '') = :ns AND d.archived_at IS NULL",
-            stats=f"s.ns = {ns}",
-            tbl="e",
-            own=f"d.ns = {ns} AND d.archived_at IS NULL",
-            key="d.ns, d.id",
+        ctes.append(
+            bm25_ctes(
+                T,
+                docs=f"COALESCE(d.ns, '') {own_ns} AND d.archived_at IS NULL",
+                stats=f"s.ns = ANY({nss})" if many else f"s.ns = {ns}",
+                tbl="e",
+                own=f"d.ns {own_ns if many else '= ' + ns} AND d.archived_at IS NULL",
+                key="d.ns, d.id",
+            )
         )
+    stats = "WITH " + ", ".join(ctes) if ctes else ""
     keyword_score = KEYWORD.format(bm25="kw_rank") if keyword else "0::float8"
     return sa.text(
         f"""
