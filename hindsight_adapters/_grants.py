@@ -50,6 +50,9 @@ T = TypeVar("T")
 PREFIX = "*"
 """The last label of a read pattern that means "this prefix and everything under it"."""
 MAX_NAME_CHARS = 100
+MAX_LABEL_CHARS = 200
+"""The core's limit on who gave feedback (``memory.scope.MAX_BY_CHARS``; not imported:
+that package loads the engine, which a stdio server imports only once it serves)."""
 _OPTION = re.compile(r";\s*(read|name)\s*=", re.IGNORECASE)
 _CONTINUES = re.compile(r"^[^=;]*;\s*(read|name)\s*=", re.IGNORECASE)
 
@@ -112,8 +115,10 @@ class Grant:
 
     @property
     def label(self) -> str:
-        """Who gave feedback or superseded: the name, else ``mcp:<write namespace>``."""
-        return self.name or "mcp:" + show(self.write)
+        """Who gave feedback or superseded: the name, else ``mcp:<write namespace>``
+        (cut to what the core records, for a namespace of many long labels)."""
+        label = self.name or "mcp:" + show(self.write)
+        return label if len(label) <= MAX_LABEL_CHARS else label[: MAX_LABEL_CHARS - 1] + "…"
 
     @property
     def shares(self) -> bool:

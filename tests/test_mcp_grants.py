@@ -128,6 +128,8 @@ def test_stdio_grant_from_option_or_setting() -> None:
         ("cli", "ns"), (("x", "y"), ("z", "*"))
     )
     assert stdio_grant(Settings(namespace="acme/agent"), None, None).label == "mcp:acme/agent"
+    deep = Grant(tuple("x" * 150 for _ in range(3)))  # the core records at most 200 characters
+    assert len(deep.label) == 200 and deep.label.startswith("mcp:xxx")
     with pytest.raises(ConfigurationError, match=r"--read: read: '\*' alone"):
         stdio_grant(settings, None, ["*"])
     with pytest.raises(ConfigurationError, match="HINDSIGHT_MCP_READ: read"):

@@ -219,9 +219,9 @@ async def test_changes_to_a_shared_lesson_are_read_only(
             result = await a.call_tool(tool, args)
             message = text(result)
             assert result.is_error, message
-            assert message.startswith(
+            assert (
                 f"read-only here: agent-a writes {show(NS_A)}; {show(NS_S)} is read-only"
-            ), message
+            ) in message, message
             assert f"cannot be {what}" in message
     with Memory(NS_S, settings=settings) as mem:
         after = mem.get(lessons.s)
@@ -275,9 +275,9 @@ async def test_stdio_reads_what_read_grants(
     used = await stdio.call_tool("update_memory_usage", {"id": shared, "helpful": True})
     assert not used.is_error, text(used)
     refused = await stdio.call_tool("forget_memory", {"id": shared})
-    assert refused.is_error and text(refused).startswith(
+    assert refused.is_error and (
         f"read-only here: mcp:{show(NS_SOLO)} writes {show(NS_SOLO)}; {show(NS_S)} is read-only"
-    ), text(refused)
+    ) in text(refused), text(refused)
     wrote = await stdio.call_tool("write_memory", lesson("Solo: clear the CI cache on failure"))
     with Memory(NS_S, settings=settings) as mem:
         assert ("used", f"mcp:{show(NS_SOLO)}") in [
