@@ -6,7 +6,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from hindsight_core.settings import Settings
@@ -47,7 +47,7 @@ def fast_exit() -> None:
 
 def build_http_app(
     memory: AsyncMemory,
-    tokens: dict[str, Grant],
+    tokens: Mapping[str, Grant | Namespace],
     *,
     host: str,
     max_body: int,
@@ -57,16 +57,19 @@ def build_http_app(
     """The ASGI app: body limit, then bearer auth, then the MCP endpoint at ``/mcp``.
 
     A new app (and so a new session manager) is built per call: the SDK runs a
-    session manager once. ``default`` is the grant of every client when no token is
-    configured (the memory's namespace, reading nothing else, when not given).
+    session manager once. ``tokens`` maps each token to its grant (a bare namespace:
+    that one, reading nothing else, as before grants existed); ``default`` is the
+    grant of every client when no token is configured (the memory's namespace, when
+    not given).
     """
+    grants = {t: g if isinstance(g, Grant) else Grant(tuple(g)) for t, g in tokens.items()}
     default = default or Grant(memory.namespace)
-    server = build_server(memory, require_token=bool(tokens), warmup=warmup, grant=default)
+    server = build_server(memory, require_token=bool(grants), warmup=warmup, grant=default)
     inner = server.streamable_http_app(
         stateless_http=True, json_response=True, host=host, max_request_body_size=max_body
     )
     guarded = JsonRpcGuardMiddleware(BusyStatusMiddleware(inner))
-    return BodyLimitMiddleware(BearerNamespaceMiddleware(guarded, tokens, default), max_body)
+    return BodyLimitMiddleware(BearerNamespaceMiddleware(guarded, grants, default), max_body)
 
 
 def _memory(settings: Settings, namespace: str | None) -> AsyncMemory:
