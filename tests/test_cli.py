@@ -120,6 +120,45 @@ def test_supersede_and_history(ns: str) -> None:
     assert code == 1 and "no record" in out
 
 
+def test_search_reads_shared_namespaces_and_feedback_says_by_whom(ns: str) -> None:
+    for where, lesson in (
+        (f"{ns}/shared", "Retry with exponential backoff"),
+        (f"{ns}/team/b", "Cache the API token"),
+    ):
+        code, out = invoke("write", "-n", where, "-t", "the API returns 429", "-l", lesson)
+        assert code == 0, out
+    code, out = invoke(
+        "search",
+        "the API returns 429",
+        "-n",
+        f"{ns}/me",
+        "--read",
+        f"{ns}/shared",
+        "-r",
+        f"{ns}/team/*",
+        "--json",
+    )
+    assert code == 0, out
+    hits = {h["lesson"]: h for h in json.loads(out)}
+    assert {k: h["namespace"] for k, h in hits.items()} == {
+        "Retry with exponential backoff": f"{ns}/shared",
+        "Cache the API token": f"{ns}/team/b",
+    }
+    code, out = invoke("search", "the API returns 429", "-n", f"{ns}/me", "-r", f"{ns}/team/*")
+    assert code == 0 and f"in {ns}/team/b" in out and "shared" not in out
+    code, out = invoke("search", "the API returns 429", "-n", f"{ns}/me", "-r", "*")
+    assert code == 2 and "name a prefix" in out
+    rid = hits["Retry with exponential backoff"]["id"]
+    code, out = invoke("used", rid, "-n", f"{ns}/shared", "--by", "agent-b", "--json")
+    assert code == 0 and json.loads(out)["use_count"] == 1
+    code, out = invoke("feedback", rid, "-n", f"{ns}/shared", "--json")
+    assert [(f["helpful"], f["by"]) for f in json.loads(out)] == [(True, "agent-b")]
+    code, out = invoke("feedback", rid, "-n", f"{ns}/shared")
+    assert code == 0 and "helpful  by agent-b" in out
+    code, out = invoke("used", rid, "-n", f"{ns}/shared", "--by", "")
+    assert code == 2 and "by" in out
+
+
 def test_bad_input_exits_2_with_the_field(ns: str) -> None:
     code, out = invoke("write", "-n", ns, "-t", "x", "-l", "y" * 80)
     assert code == 2 and "lesson" in out

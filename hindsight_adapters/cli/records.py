@@ -1,5 +1,5 @@
-"""Commands on experience records: write, search, used, forget, stats, maintain,
-export, import, reindex."""
+"""Commands on experience records: write, search, used, feedback, forget, stats,
+maintain, export, import, reindex."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from rich.table import Table
 from hindsight_core.errors import ValidationError
 from hindsight_core.items import Items
 from hindsight_core.memory.lifecycle import read_import_lines
+from hindsight_core.models import show_namespace
 
 from ._app import (
     JsonOpt,
@@ -90,19 +91,48 @@ def search(
         False, "--include-superseded", help="Old versions of lessons too."
     ),
     namespace: str = NamespaceOpt,
+    read: list[str] = typer.Option(
+        [],
+        "--read",
+        "-r",
+        help="Also search this namespace (labels joined by '/'; ending in '/*', it and "
+        "every namespace under it, e.g. acme/team/*), ranked with --namespace's as one "
+        "collection; repeatable. Each hit names the namespace it lives in (give that "
+        "namespace to `hindsight used`).",
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Recall the lessons most relevant to a query, with the score breakdown."""
     with cli_errors(), open_memory(namespace) as mem:
-        hits = mem.search(query, scene=scene, top_k=top_k, include_superseded=include_superseded)
-        if not hits and (error := unknown_namespace(mem, mem.namespace)):
-            raise error
+        if read:
+            hits = mem.search(
+                query,
+                namespaces=[mem.namespace, *read],
+                scene=scene,
+                top_k=top_k,
+                include_superseded=include_superseded,
+            )
+        else:
+            hits = mem.search(
+                query, scene=scene, top_k=top_k, include_superseded=include_superseded
+            )
+            if not hits and (error := unknown_namespace(mem, mem.namespace)):
+                raise error
     if as_json:
-        emit_json([{**h.compact(), "breakdown": h.breakdown.model_dump()} for h in hits])
+        emit_json(
+            [
+                {
+                    **h.compact(),
+                    "namespace": show_namespace(h.namespace),
+                    "breakdown": h.breakdown.model_dump(),
+                }
+                for h in hits
+            ]
+        )
         return
     if not hits:
         console.print(
-            f"no lessons found in {escape(namespace)}"
+            f"no lessons found in {escape(', '.join([namespace, *read]))}"
             + (f" (scene {escape(scene)})" if scene else ""),
             highlight=False,
         )
@@ -116,7 +146,8 @@ def search(
             f"(scene {escape(h.record.scene)})\n"
             f"       when: {escape(h.record.trigger)}\n"
             f"       semantic {b.semantic:.2f}, keyword {b.keyword:.2f}, decay {b.decay:.2f}"
-            f"  id {h.record.id}",
+            f"  id {h.record.id}"
+            + (f"\n       in {escape(show_namespace(h.namespace))}" if read else ""),
             highlight=False,
         )
 
@@ -125,16 +156,49 @@ def search(
 def used(
     record_id: str = typer.Argument(..., help="Id of a recalled lesson."),
     unhelpful: bool = typer.Option(False, "--unhelpful", help="It was used but did not help."),
-    namespace: str = NamespaceOpt,
+    namespace: str = typer.Option(
+        "default",
+        "--namespace",
+        "-n",
+        help="The namespace the lesson lives in (a shared one's, as `search --read` "
+        "shows it), labels joined by '/'.",
+    ),
+    by: str | None = typer.Option(
+        None, "--by", help="Who gives the feedback, recorded with it (default: --namespace)."
+    ),
     as_json: bool = JsonOpt,
 ) -> None:
     """Give feedback on a recalled lesson (helpful by default)."""
     with cli_errors(), open_memory(namespace) as mem:
-        record = mem.mark_used(record_id, helpful=not unhelpful)
+        record = mem.mark_used(record_id, helpful=not unhelpful, by=by)
     if as_json:
         emit_json(record)
     else:
         console.print(f"{record.id}: score {record.score:.2f}, used {record.use_count}x")
+
+
+@app.command()
+def feedback(
+    record_id: str = typer.Argument(..., help="Id of a lesson."),
+    namespace: str = NamespaceOpt,
+    limit: int = typer.Option(100, "--limit"),
+    as_json: bool = JsonOpt,
+) -> None:
+    """The feedback given on a lesson (`hindsight used`), newest first: when, helpful or
+    not, and by whom."""
+    with cli_errors(), open_memory(namespace) as mem:
+        given = mem.feedback(record_id, limit=limit)
+    if as_json:
+        emit_json(given)
+        return
+    if not given:
+        console.print(f"no feedback on {escape(record_id)} yet", highlight=False)
+    for f in given:
+        console.print(
+            f"{f.at.isoformat()}  {'helpful' if f.helpful else 'unhelpful'}  "
+            f"by {escape(f.by or 'unknown')}",
+            highlight=False,
+        )
 
 
 @app.command()

@@ -17,13 +17,14 @@ results are compact JSON: the lesson and its trigger first, with an id for feedb
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 
-from hindsight_core.errors import HindsightError, ValidationError
+from hindsight_core.errors import HindsightError, NotFoundError, ValidationError
 
 DEFAULT_NAMESPACE: tuple[str, ...] = ("lessons", "{user_id}")
 
@@ -112,6 +113,7 @@ def create_memory_tools(
     store: Any = None,
     top_k: int = 5,
     versions: bool = False,
+    read: Sequence[tuple[str, ...] | str] = (),
 ) -> list[BaseTool]:
     """The three memory tools, bound to a namespace template.
 
@@ -121,18 +123,37 @@ def create_memory_tools(
         top_k: how many lessons ``search_memory`` returns.
         versions: also ``supersede_memory`` and ``memory_history`` (opt-in: a list of
             three unpacked as such keeps working).
+        read: namespaces the agent also reads (templates like ``namespace``, or strings
+            of labels joined by ``/``; a last label ``*`` reads that namespace and all
+            under it, e.g. ``("lessons", "{team}", "*")``): ``search_memory`` ranks them
+            with its own as one collection and names each lesson's ``namespace``;
+            ``update_memory_usage`` gives feedback on a lesson of any of them, recorded
+            as given by the agent's namespace. Writing and correcting stay in the
+            agent's own namespace (docs/sharing.md).
 
     Returns:
         ``[search_memory, write_memory, update_memory_usage]`` (then
         ``supersede_memory, memory_history``).
     """
     template = tuple(namespace)
+    reads = [tuple(r.split("/")) if isinstance(r, str) else tuple(r) for r in read]
 
     def _ns(runtime: Any) -> tuple[str, ...]:
         return resolve_namespace(template, getattr(runtime, "config", None))
 
+    def _scope(runtime: Any) -> dict[str, Any]:
+        """``search``'s namespace arguments: the agent's own, or it and ``read``'s."""
+        own = _ns(runtime)
+        if not reads:
+            return {"namespace": own}
+        config = getattr(runtime, "config", None)
+        return {"namespaces": [own, *(resolve_namespace(r, config) for r in reads)]}
+
+    def _hit(hit: Any) -> dict[str, Any]:
+        return {**hit.compact(), "namespace": "/".join(hit.namespace)} if reads else hit.compact()
+
     def _search_result(result: Any) -> str:
-        out: dict[str, Any] = {"lessons": [hit.compact() for hit in result.hits]}
+        out: dict[str, Any] = {"lessons": [_hit(hit) for hit in result.hits]}
         if result.warning:
             out["warning"] = result.warning
         return _dump(out)
@@ -141,7 +162,7 @@ def create_memory_tools(
         try:
             s = _store(runtime, store)
             return _search_result(
-                s.memory.recall(query, namespace=_ns(runtime), scene=scene, top_k=top_k)
+                s.memory.recall(query, **_scope(runtime), scene=scene, top_k=top_k)
             )
         except HindsightError as exc:
             return _error(exc)
@@ -150,7 +171,7 @@ def create_memory_tools(
         try:
             s = _store(runtime, store)
             return _search_result(
-                await s.amemory.recall(query, namespace=_ns(runtime), scene=scene, top_k=top_k)
+                await s.amemory.recall(query, **_scope(runtime), scene=scene, top_k=top_k)
             )
         except HindsightError as exc:
             return _error(exc)
@@ -195,17 +216,28 @@ def create_memory_tools(
             {"id": str(rec.id), "score": round(rec.decayed_score, 4), "use_count": rec.use_count}
         )
 
+    def _not_read(id: str) -> NotFoundError:  # noqa: A002
+        return NotFoundError(f"no record {id} in the namespaces this agent reads")
+
     def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:  # noqa: A002
         try:
-            s = _store(runtime, store)
-            return _usage(s.memory.mark_used(id, helpful, namespace=_ns(runtime)))
+            mem, scope = _store(runtime, store).memory, _scope(runtime)
+            where = mem.locate(id, **scope) if reads else scope["namespace"]
+            if where is None:
+                raise _not_read(id)
+            by = "/".join(_ns(runtime))
+            return _usage(mem.mark_used(id, helpful, namespace=where, by=by))
         except HindsightError as exc:
             return _error(exc)
 
     async def ausage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:  # noqa: A002
         try:
-            s = _store(runtime, store)
-            return _usage(await s.amemory.mark_used(id, helpful, namespace=_ns(runtime)))
+            mem, scope = _store(runtime, store).amemory, _scope(runtime)
+            where = (await mem.locate(id, **scope)) if reads else scope["namespace"]
+            if where is None:
+                raise _not_read(id)
+            by = "/".join(_ns(runtime))
+            return _usage(await mem.mark_used(id, helpful, namespace=where, by=by))
         except HindsightError as exc:
             return _error(exc)
 

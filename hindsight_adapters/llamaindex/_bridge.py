@@ -39,6 +39,11 @@ log = logging.getLogger("hindsight.llamaindex")
 
 T = TypeVar("T")
 
+READ_NAMESPACES = (
+    "Namespaces also recalled from (an agent's team's, a sibling's; 'acme/team/*' for one "
+    "and all under it), ranked with the own namespace's as one collection (docs/sharing.md)."
+)
+
 
 class CoreBridge:
     """A loop-safe handle on a hindsight ``Memory`` or ``AsyncMemory``.
@@ -77,6 +82,15 @@ class CoreBridge:
     def namespace(self) -> Namespace:
         """The core memory's default namespace."""
         return self.core.namespace
+
+    def scope(
+        self, namespace: Namespace | None, reads: Sequence[Namespace | str] | None
+    ) -> dict[str, Any]:
+        """Recall's namespace arguments: ``namespace`` (``None``: the core memory's), or
+        it and ``reads`` (``read_namespaces``) as one collection (docs/sharing.md)."""
+        if not reads:
+            return {"namespace": namespace}
+        return {"namespace": None, "namespaces": [namespace or self.namespace, *reads]}
 
     def native(self) -> bool:
         """Whether the ``AsyncMemory`` can be awaited on the current loop."""
@@ -119,49 +133,83 @@ class CoreBridge:
     # ------------------------------------------------------------------ recall & feedback
 
     async def arecall(
-        self, query: str, *, namespace: Namespace | None, scene: str | None, top_k: int
+        self,
+        query: str,
+        *,
+        namespace: Namespace | None,
+        scene: str | None,
+        top_k: int,
+        namespaces: Sequence[Namespace | str] | None = None,
     ) -> RecallResult:
-        """Recall that never raises: any failure is a degraded result and a warning."""
+        """Recall that never raises: any failure is a degraded result and a warning.
+        ``namespaces``: instead of ``namespace``, the namespaces read (docs/sharing.md)."""
+        where: dict[str, Any] = {"namespace": namespace, "namespaces": namespaces}
         try:
             if self.native():
                 assert self._amemory is not None
-                return await self._amemory.recall(
-                    query, namespace=namespace, scene=scene, top_k=top_k
-                )
+                return await self._amemory.recall(query, **where, scene=scene, top_k=top_k)
             memory = self.sync_memory()
             return await asyncio.wait_for(
-                self._in_thread(
-                    memory.recall, query, namespace=namespace, scene=scene, top_k=top_k
-                ),
+                self._in_thread(memory.recall, query, **where, scene=scene, top_k=top_k),
                 memory.settings.recall_timeout + memory.settings.connect_timeout,
             )
         except Exception as exc:  # degrade, don't block: the chat goes on without lessons
             return degraded(exc)
 
     def recall(
-        self, query: str, *, namespace: Namespace | None, scene: str | None, top_k: int
+        self,
+        query: str,
+        *,
+        namespace: Namespace | None,
+        scene: str | None,
+        top_k: int,
+        namespaces: Sequence[Namespace | str] | None = None,
     ) -> RecallResult:
         """Sync recall (through the sync ``Memory``); never raises."""
         try:
-            return self.sync_memory().recall(query, namespace=namespace, scene=scene, top_k=top_k)
+            return self.sync_memory().recall(
+                query, namespace=namespace, namespaces=namespaces, scene=scene, top_k=top_k
+            )
         except Exception as exc:
             return degraded(exc)
 
     async def amark_used(
-        self, record_id: object, helpful: bool, *, namespace: Namespace | None
+        self,
+        record_id: object,
+        helpful: bool,
+        *,
+        namespace: Namespace | None,
+        by: str | None = None,
     ) -> Experience:
-        """Feedback on a recalled record."""
+        """Feedback on a recalled record (in ``namespace``, where it lives), given ``by``."""
         if self.native():
             assert self._amemory is not None
-            return await self._amemory.mark_used(record_id, helpful, namespace=namespace)
+            return await self._amemory.mark_used(record_id, helpful, namespace=namespace, by=by)
         return await self._in_thread(
-            self.sync_memory().mark_used, record_id, helpful, namespace=namespace
+            self.sync_memory().mark_used, record_id, helpful, namespace=namespace, by=by
         )
 
     def mark_used(
-        self, record_id: object, helpful: bool, *, namespace: Namespace | None
+        self,
+        record_id: object,
+        helpful: bool,
+        *,
+        namespace: Namespace | None,
+        by: str | None = None,
     ) -> Experience:
-        return self.sync_memory().mark_used(record_id, helpful, namespace=namespace)
+        return self.sync_memory().mark_used(record_id, helpful, namespace=namespace, by=by)
+
+    async def alocate(
+        self, record_id: object, namespaces: Sequence[Namespace | str]
+    ) -> Namespace | None:
+        """Which of ``namespaces`` holds the record (``Memory.locate``)."""
+        if self.native():
+            assert self._amemory is not None
+            return await self._amemory.locate(record_id, namespaces=namespaces)
+        return await self._in_thread(self.sync_memory().locate, record_id, namespaces=namespaces)
+
+    def locate(self, record_id: object, namespaces: Sequence[Namespace | str]) -> Namespace | None:
+        return self.sync_memory().locate(record_id, namespaces=namespaces)
 
     # ------------------------------------------------------------------ reflection
 

@@ -11,9 +11,10 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
 
 from hindsight_core import AsyncMemory, Memory, SearchHit
+from hindsight_core.memory.scope import read_set
 from hindsight_core.models import validate_namespace
 
-from ._bridge import CoreBridge, render_lessons
+from ._bridge import READ_NAMESPACES, CoreBridge, render_lessons
 from ._messages import query_from, trajectory_from
 from .llm import as_hindsight_llm
 
@@ -57,6 +58,9 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
     namespace: tuple[str, ...] | None = Field(
         default=None, description="Namespace to recall from; default: the memory's own."
     )
+    read_namespaces: list[tuple[str, ...] | str] | None = Field(
+        default=None, description=READ_NAMESPACES
+    )
     scene: str | None = Field(default=None, description="Hard filter on the scene tag.")
     top_k: int = Field(default=5, ge=1, le=100)
     query_window: int = Field(default=1, ge=1, description="User messages used as the query.")
@@ -76,6 +80,8 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
     ) -> None:
         if data.get("namespace") is not None:
             data["namespace"] = validate_namespace(data["namespace"])
+        if data.get("read_namespaces") is not None:
+            read_set(data["read_namespaces"], field="read_namespaces")  # fail early
         super().__init__(**data)
         self._bridge = CoreBridge(memory, as_hindsight_llm(reflection_llm))
 
@@ -114,7 +120,10 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
         if not query:
             return ""
         result = await self._bridge.arecall(
-            query, namespace=self.namespace, scene=self.scene, top_k=self.top_k
+            query,
+            **self._bridge.scope(self.namespace, self.read_namespaces),
+            scene=self.scene,
+            top_k=self.top_k,
         )
         self._last_warning = result.warning
         self._last_hits = list(result.hits)

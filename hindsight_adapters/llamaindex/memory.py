@@ -29,9 +29,11 @@ from llama_index.core.memory import BaseMemory
 from llama_index.core.memory import Memory as ChatMemory
 
 from hindsight_core import AsyncMemory, Experience, Memory, RecallResult, SearchHit
-from hindsight_core.models import validate_namespace
+from hindsight_core.errors import NotFoundError
+from hindsight_core.memory.scope import read_set
+from hindsight_core.models import show_namespace, validate_namespace
 
-from ._bridge import CoreBridge, render_lessons
+from ._bridge import READ_NAMESPACES, CoreBridge, render_lessons
 from ._messages import query_from, trajectory_from, with_system_text
 from .block import DEFAULT_HEADER
 from .llm import as_hindsight_llm
@@ -67,6 +69,11 @@ class HindsightMemory(BaseMemory):
 
     namespace: tuple[str, ...] | None = Field(
         default=None, description="Namespace to recall from; default: the memory's own."
+    )
+    read_namespaces: list[tuple[str, ...] | str] | None = Field(
+        default=None,
+        description=READ_NAMESPACES + " Feedback on their lessons is recorded as given by "
+        "the own namespace.",
     )
     scene: str | None = Field(default=None, description="Hard filter on the scene tag.")
     top_k: int = Field(default=5, ge=1, le=100)
@@ -112,6 +119,8 @@ class HindsightMemory(BaseMemory):
     ) -> None:
         if data.get("namespace") is not None:
             data["namespace"] = validate_namespace(data["namespace"])
+        if data.get("read_namespaces") is not None:
+            read_set(data["read_namespaces"], field="read_namespaces")  # fail early
         super().__init__(**data)
         bridge = _BRIDGES.get(self.memory_key) if memory is None else None
         if bridge is None:
@@ -178,7 +187,7 @@ class HindsightMemory(BaseMemory):
         result = self._cached(query)
         if result is None:
             result = await self._bridge.arecall(
-                query, namespace=self.namespace, scene=self.scene, top_k=self.top_k
+                query, **self._scope(), scene=self.scene, top_k=self.top_k
             )
             self._remember(query, result)
         return self._inject(messages, result)
@@ -227,7 +236,12 @@ class HindsightMemory(BaseMemory):
 
     async def afeedback(self, record_id: object, helpful: bool = True) -> Experience:
         """Mark a shown lesson as (un)helpful; helpful ones count as used at end_task."""
-        record = await self._bridge.amark_used(record_id, helpful, namespace=self.namespace)
+        where = self.namespace
+        if self.read_namespaces:
+            where = await self._bridge.alocate(record_id, self._scope()["namespaces"])
+        record = await self._bridge.amark_used(
+            record_id, helpful, namespace=self._found(record_id, where), by=self._by()
+        )
         self._note_feedback(record, helpful)
         return record
 
@@ -251,9 +265,7 @@ class HindsightMemory(BaseMemory):
             return self._inject(messages, None)
         result = self._cached(query)
         if result is None:
-            result = self._bridge.recall(
-                query, namespace=self.namespace, scene=self.scene, top_k=self.top_k
-            )
+            result = self._bridge.recall(query, **self._scope(), scene=self.scene, top_k=self.top_k)
             self._remember(query, result)
         return self._inject(messages, result)
 
@@ -292,7 +304,12 @@ class HindsightMemory(BaseMemory):
 
     def feedback(self, record_id: object, helpful: bool = True) -> Experience:
         """Sync :meth:`afeedback`."""
-        record = self._bridge.mark_used(record_id, helpful, namespace=self.namespace)
+        where = self.namespace
+        if self.read_namespaces:
+            where = self._bridge.locate(record_id, self._scope()["namespaces"])
+        record = self._bridge.mark_used(
+            record_id, helpful, namespace=self._found(record_id, where), by=self._by()
+        )
         self._note_feedback(record, helpful)
         return record
 
@@ -327,6 +344,17 @@ class HindsightMemory(BaseMemory):
             self.chat_history = st.get_all(status=MessageStatus.ACTIVE)
         else:
             self.chat_history = list(st.get_all())
+
+    def _scope(self) -> dict[str, Any]:
+        return self._bridge.scope(self.namespace, self.read_namespaces)
+
+    def _found(self, record_id: object, where: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if self.read_namespaces and where is None:
+            raise NotFoundError(f"no record {record_id} in the namespaces this memory reads")
+        return where
+
+    def _by(self) -> str:
+        return show_namespace(self.namespace or self._bridge.namespace)
 
     def _query(self, messages: list[ChatMessage], input: str | None) -> str:
         if isinstance(input, str) and input:
