@@ -24,7 +24,7 @@ def test_the_sharing_page_python_runs(
     mem = scope["mem"]
     try:
         assert {h.record.id for h in scope["everything"]} == {scope["shared"].id, scope["mine"].id}
-        events = mem.events(scope["shared"].id, namespace=("acme", "shared"))
-        assert [(e.kind, e.detail.get("by")) for e in events][-1] == ("used", "agent-a")
+        given = mem.feedback(scope["shared"].id, namespace=("acme", "shared"))
+        assert [(f.helpful, f.by) for f in given] == [(True, "agent-a")]
     finally:
         mem.close()
