@@ -12,9 +12,7 @@ see and do is checked through the tools and, underneath, through the core.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import secrets
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -22,8 +20,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from _mcp_util import CLI, SIGTERM_EXIT, free_port, http_client, start_cli, stop, text, wait_healthy
-from mcp import Client, StdioServerParameters
+from _mcp_util import (
+    SIGTERM_EXIT,
+    free_port,
+    http_client,
+    start_cli,
+    stdio_client,
+    stop,
+    text,
+    wait_healthy,
+)
 
 from hindsight_core import Memory, Settings
 
@@ -239,30 +245,8 @@ async def test_changes_to_a_shared_lesson_are_read_only(
 @pytest.fixture(scope="module")
 async def stdio(server: Server, lessons: Lessons) -> AsyncIterator[Any]:
     """``hindsight mcp --namespace <run>/solo --read <run>/shared`` over stdio."""
-    params = StdioServerParameters(
-        command=CLI[0],
-        args=[*CLI[1:], "mcp", "--namespace", show(NS_SOLO), "--read", show(NS_S)],
-        env=dict(os.environ),
-    )
-    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    done = asyncio.Event()
-
-    async def hold() -> None:  # enter and leave the client's cancel scope in one task
-        try:
-            async with Client(params) as client:
-                ready.set_result(client)
-                await done.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
-
-    task = asyncio.create_task(hold())
-    try:
-        yield await asyncio.wait_for(ready, 120)
-    finally:
-        done.set()
-        await asyncio.wait_for(task, 30)
+    async with stdio_client(["mcp", "--namespace", show(NS_SOLO), "--read", show(NS_S)]) as client:
+        yield client
 
 
 async def test_stdio_reads_what_read_grants(

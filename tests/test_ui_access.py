@@ -3,8 +3,6 @@ secret masked, the namespace of hits and lessons, and who gave feedback."""
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 
@@ -14,8 +12,7 @@ import pytest
 from hindsight_core import Memory, Settings
 
 pytest.importorskip("starlette", reason="the ui extra is not installed")
-import uvicorn  # noqa: E402
-from _mcp_util import free_port  # noqa: E402
+from _mcp_util import serving  # noqa: E402
 
 from hindsight_adapters.ui import create_app  # noqa: E402
 
@@ -26,17 +23,8 @@ TOKENS = f"{A}={RUN}/a;read={RUN}/shared;name=agent-a,{B}={RUN}/b;read={RUN}/*,{
 
 def serve(settings: Settings, embedder: object, **options: object) -> Iterator[str]:
     app = create_app(settings=settings, embedder=embedder, **options)  # type: ignore[arg-type]
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=15)
+    with serving(app) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
