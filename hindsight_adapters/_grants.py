@@ -50,6 +50,9 @@ T = TypeVar("T")
 PREFIX = "*"
 """The last label of a read pattern that means "this prefix and everything under it"."""
 MAX_NAME_CHARS = 100
+MAX_READS = 99
+"""Read patterns one grant may hold: with its own namespace, the core's limit on the
+namespaces one search reads (``memory.scope.MAX_READ_ENTRIES``)."""
 MAX_LABEL_CHARS = 200
 """The core's limit on who gave feedback (``memory.scope.MAX_BY_CHARS``; not imported:
 that package loads the engine, which a stdio server imports only once it serves)."""
@@ -164,7 +167,7 @@ def stdio_grant(settings: Settings, namespace: str | None, read: Sequence[str] |
         patterns = read_patterns(read, source="--read")
     else:
         patterns = read_patterns([settings.mcp_read or ""], source="HINDSIGHT_MCP_READ")
-    return Grant(write, patterns)
+    return Grant(write, _few(patterns, "--read" if read else "HINDSIGHT_MCP_READ"))
 
 
 def _checked(where: str, make: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -223,7 +226,7 @@ class _Entry:
 
     def grant(self) -> Grant:
         assert self.write is not None  # set in __init__ (or it raised)
-        return Grant(self.write, tuple(dict.fromkeys(self.read)), self.name)
+        return Grant(self.write, _few(self.read, self.where), self.name)
 
 
 def _parse_text(text: str, source: str) -> dict[str, Grant]:
@@ -289,7 +292,18 @@ def _json_grant(n: int, value: object, source: str) -> Grant:
     if not isinstance(reads, list):
         raise ConfigurationError(f"{where}: 'read' must be a list of 'a/b' or 'a/*'")
     patterns = [_checked(where, parse_pattern, r, field="read") for r in reads]
-    return Grant(write, tuple(dict.fromkeys(patterns)), name)
+    return Grant(write, _few(patterns, where), name)
+
+
+def _few(patterns: Iterable[Namespace], where: str) -> tuple[Namespace, ...]:
+    """The patterns, each once; at most ``MAX_READS`` of them."""
+    unique = tuple(dict.fromkeys(patterns))
+    if len(unique) > MAX_READS:
+        raise ConfigurationError(
+            f"{where}: {len(unique)} read patterns; at most {MAX_READS} (a prefix such as "
+            "acme/* reads a whole tree)"
+        )
+    return unique
 
 
 def _where(source: str, n: int, name: str | None, write: Namespace | None = None) -> str:

@@ -99,6 +99,21 @@ def test_bad_grants_name_the_token_but_never_its_secret(text: str, says: str) ->
     assert re.search(says, message), message
 
 
+def test_a_grant_reads_at_most_what_one_search_may() -> None:
+    from hindsight_adapters._grants import MAX_LABEL_CHARS, MAX_READS
+    from hindsight_core.memory.scope import MAX_BY_CHARS, MAX_READ_ENTRIES
+
+    assert (MAX_READS + 1, MAX_LABEL_CHARS) == (MAX_READ_ENTRIES, MAX_BY_CHARS)  # the core's
+    many = ",".join(f"acme/n{i}" for i in range(MAX_READS + 1))
+    with pytest.raises(ConfigurationError, match=r"token 1 \(writes acme/a\): 100 read patterns"):
+        parse_tokens(f"{A}=acme/a;read={many}")
+    with pytest.raises(ConfigurationError, match="--read: 100 read patterns"):
+        stdio_grant(Settings(), None, [many])
+    assert (
+        len(parse_tokens(f"{A}=acme/a;read={many},acme/n0".replace(",acme/n99", ""))[A].read) == 99
+    )
+
+
 def test_two_tokens_with_one_name_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="two tokens are named 'bot'"):
         load_tokens(Settings(mcp_tokens=f"{A}=acme/a;name=bot,{B}=acme/b;name=bot"))

@@ -229,6 +229,13 @@ async def test_changes_to_a_shared_lesson_are_read_only(
                 f"read-only here: agent-a writes {show(NS_A)}; {show(NS_S)} is read-only"
             ) in message, message
             assert f"cannot be {what}" in message
+    async with http_client(server.url, server.b) as b:  # reads a's namespace through RUN/*
+        result = await b.call_tool("forget_memory", {"id": lessons.a})
+        assert result.is_error and (
+            f"read-only here: mcp:{show(NS_B)} writes {show(NS_B)}; {show(NS_A)} is read-only"
+        ) in text(result), text(result)
+    with Memory(NS_A, settings=settings) as mem:
+        assert mem.get(lessons.a).archived_at is None  # still there
     with Memory(NS_S, settings=settings) as mem:
         after = mem.get(lessons.s)
         assert [r.id for r in mem.history(lessons.s)] == [before.id]
