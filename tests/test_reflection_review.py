@@ -74,6 +74,8 @@ def test_review_reinforces_decays_and_merges(
     used, unused = memory.get(ids["used"]), memory.get(ids["unused"])
     assert used.score == pytest.approx(1.1) and used.use_count == 1
     assert unused.score == pytest.approx(0.9)
+    # the feedback says who gave it: the reviewer (docs/sharing.md)
+    assert [(f.helpful, f.by) for f in memory.feedback(ids["unused"])] == [(False, "review")]
 
     (merged,) = result.merged
     assert merged.lesson == "Check each file's extension before deleting it"

@@ -243,3 +243,26 @@ async def test_locate_finds_the_namespace_of_a_record_in_the_set(api: Front) -> 
         await api.locate(lesson.id, namespaces=["*"])
     with pytest.raises(ValidationError):
         await api.locate("not-an-id", namespaces=[base])
+
+
+@pytest.mark.parametrize("scan", ["exact", "index"])
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_scene_and_filters_apply_across_namespaces(
+    make_front: MakeFront, settings: Settings, namespace: tuple[str, str], scan: str, kind: str
+) -> None:
+    api = make_front(
+        kind, namespace, settings=Settings(database_url=settings.database_url, semantic_scan=scan)
+    )
+    a, b = under(namespace, "a"), under(namespace, "b")
+    await api.write(rec("Pin the compiler version in CI"), namespace=a)
+    await api.write(rec("Pin the compiler version", critical=True), namespace=b)
+    await api.write(
+        {**rec("Pin the compiler version for releases"), "scene": "release"}, namespace=b
+    )
+    hits = await api.search("pin the compiler version", namespaces=[a, b], scene="build", top_k=10)
+    assert sorted(h.namespace for h in hits) == [a, b]
+    assert {h.breakdown.scan for h in hits} == {scan}
+    hits = await api.search(
+        "pin the compiler version", namespaces=[under(namespace, "*")], filters={"critical": True}
+    )
+    assert [(h.namespace, h.record.critical) for h in hits] == [(b, True)]

@@ -178,7 +178,9 @@ def review_flow(
     for rid in dict.fromkeys([*trajectory.recalled, *trajectory.used]):
         helpful = rid in used and rid not in misled
         try:
-            rec: Experience = yield from Store(memory.mark_used_flow(rid, helpful, namespace))
+            rec: Experience = yield from Store(
+                memory.mark_used_flow(rid, helpful, namespace, by="review")
+            )
         except NotFoundError:
             result.decisions.append(
                 ReviewDecision(

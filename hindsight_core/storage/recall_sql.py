@@ -106,8 +106,19 @@ def search_sql(
         f"{DECAYED} AS decayed_score, GREATEST(0, 1 - ({vec(dim)} <=> {qv})) AS semantic"
     )
     rank = bm25_sql("e.search_tsv") if keyword else "0::float8"
+    rows = f"SELECT * FROM {T} e WHERE {cond}"
+    if many and exact:
+        # Each namespace's rows through its own index range: with the set's keys an
+        # array (an InitPlan), the planner estimates ``e.ns = ANY(...)`` to hold most
+        # of the table and scanned all of it (22k rows for a set of 1k among them);
+        # ``OFFSET 0`` keeps the lateral sub-select from being pulled up into a join,
+        # which had the same scan.
+        rows = (
+            f"SELECT e.* FROM unnest({nss}) AS s(ns) CROSS JOIN LATERAL ("
+            f"SELECT * FROM {T} e WHERE e.ns = s.ns AND {' AND '.join(where[1:])} OFFSET 0) e"
+        )
     ranked = f"""SELECT {scored}, {rank} AS kw_rank FROM (
-                SELECT * FROM {T} e WHERE {cond} ORDER BY {nearest} LIMIT {int(candidates)}
+                {rows} ORDER BY {nearest} LIMIT {int(candidates)}
             ) e"""
     both = keyword and keyword_candidates
     if both:

@@ -39,13 +39,15 @@ NS_SET = """CAST((SELECT COALESCE(array_agg(x.ns ORDER BY x.ns), '{}') FROM (
 def many_exact_scan_sql(scene: bool) -> sa.TextClause:
     """Whether recall over a read set (and ``:scene``) should scan exactly: the
     namespaces' live records together are at most ``scan_sql.EXACT_SCAN_MAX``."""
-    cond = f"e.ns = ANY({NS_SET}) AND e.archived_at IS NULL" + (
-        f" AND {scene_condition()}" if scene else ""
-    )
+    cond = "e.archived_at IS NULL" + (f" AND {scene_condition()}" if scene else "")
+    # Namespace by namespace, each through its index range (see recall_sql's exact arm:
+    # ``e.ns = ANY(<InitPlan>)`` was planned as a scan of the whole table).
     return sa.text(
         f"""
         SELECT n <= {EXACT_SCAN_MAX} AS exact FROM (SELECT count(*) AS n FROM (
-            SELECT 1 FROM {T} e WHERE {cond} LIMIT {EXACT_SCAN_MAX + 1}) x) n
+            SELECT 1 FROM unnest({NS_SET}) AS s(ns) CROSS JOIN LATERAL (
+                SELECT 1 FROM {T} e WHERE e.ns = s.ns AND {cond} LIMIT {EXACT_SCAN_MAX + 1}
+            ) e LIMIT {EXACT_SCAN_MAX + 1}) x) n
         """
     )
 
