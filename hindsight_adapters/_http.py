@@ -35,6 +35,15 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def masked(token: str) -> str:
+    """A token for people: never a character of it, only its length (``•••• 32 chars``).
+
+    Messages and pages name a token by its label (``_grants.Grant.label``) and show
+    this beside it, so that two tokens can be told apart without revealing either.
+    """
+    return f"•••• {len(token)} chars"
+
+
 def check_tokens(tokens: Iterable[str], *, source: str) -> None:
     """Refuse blank tokens and warn about short ones.
 
@@ -134,4 +143,4 @@ async def plain_too_large(send: Send, limit: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-__all__ = ["MIN_TOKEN_CHARS", "BodyLimitMiddleware", "check_tokens", "plain_too_large"]
+__all__ = ["MIN_TOKEN_CHARS", "BodyLimitMiddleware", "check_tokens", "masked", "plain_too_large"]

@@ -216,10 +216,17 @@ class Settings(BaseSettings):
     )
     mcp_tokens: SecretStr | None = Field(
         default=None,
-        description="HTTP bearer tokens and their namespaces: 'tokA=acme/agent,tokB=other/ns'.",
+        description="HTTP bearer tokens, the namespace each writes and what else it may read: "
+        "'tokA=acme/agent-a;read=acme/shared,acme/agent-b' (docs/sharing.md), or a JSON object.",
     )
     mcp_tokens_file: Path | None = Field(
         default=None, description="File of tokens: a JSON object or 'token=namespace' lines."
+    )
+    mcp_read: str | None = Field(
+        default=None,
+        description="Namespaces (or 'prefix/*') the stdio MCP server may read besides its own, "
+        "comma-separated: 'acme/shared,acme/*' (also HTTP with no tokens; a token's own read= "
+        "otherwise).",
     )
     mcp_host: str = "127.0.0.1"
     mcp_port: int = Field(default=8765, ge=1, le=65_535)

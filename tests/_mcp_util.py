@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +98,54 @@ async def http_client(url: str, token: str | None) -> AsyncIterator[Any]:
 def text(result: Any) -> str:
     """The text of a tool result (error messages included)."""
     return "\n".join(getattr(c, "text", "") for c in result.content)
+
+
+@asynccontextmanager
+async def stdio_client(args: list[str]) -> AsyncIterator[Any]:
+    """An ``mcp.Client`` on ``hindsight <args>`` over stdio, held by a task of its own:
+    the client's cancel scope is entered and left in one task, whichever task uses it
+    (a module-scoped fixture is set up and torn down in different ones)."""
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=CLI[0], args=[*CLI[1:], *args], env=dict(os.environ))
+    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    done = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with Client(params) as client:
+                ready.set_result(client)
+                await done.wait()
+        except BaseException as exc:
+            if not ready.done():
+                ready.set_exception(exc)
+            raise
+
+    task = asyncio.create_task(hold())
+    try:
+        yield await asyncio.wait_for(ready, 120)
+    finally:
+        done.set()
+        await asyncio.wait_for(task, 30)
+
+
+@contextmanager
+def serving(app: Any, *, start_timeout: float = 30.0, **config: Any) -> Iterator[str]:
+    """Serve an ASGI app with uvicorn in a daemon thread; yields its base URL."""
+    import uvicorn
+
+    port = free_port()
+    options = {"host": "127.0.0.1", "port": port, "log_level": "warning", **config}
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + start_timeout
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+    assert not thread.is_alive(), "uvicorn did not stop"  # (not reached if the body raised)

@@ -12,9 +12,10 @@ import pytest
 
 from hindsight_adapters._http import is_loopback
 from hindsight_adapters.mcp import (
-    CURRENT_NAMESPACE,
+    CURRENT_GRANT,
     BearerNamespaceMiddleware,
     BodyLimitMiddleware,
+    Grant,
     check_bind,
     load_tokens,
     parse_tokens,
@@ -27,13 +28,14 @@ LONG_A, LONG_B = "a" * 32, "b" * 32
 
 def test_tokens_from_environment_string() -> None:
     tokens = parse_tokens(f" {LONG_A}=acme/agent , {LONG_B}=other/ns/deep ")
-    assert tokens == {LONG_A: ("acme", "agent"), LONG_B: ("other", "ns", "deep")}
+    assert tokens == {LONG_A: Grant(("acme", "agent")), LONG_B: Grant(("other", "ns", "deep"))}
 
 
 @pytest.mark.parametrize("bad", ["justatoken", "=acme", "tok=", "tok=acme//agent"])
 def test_malformed_tokens_are_configuration_errors(bad: str) -> None:
-    with pytest.raises(ConfigurationError, match="HINDSIGHT_MCP_TOKENS"):
+    with pytest.raises(ConfigurationError, match="HINDSIGHT_MCP_TOKENS") as excinfo:
         parse_tokens(bad)
+    assert "justatoken" not in str(excinfo.value)  # may be a secret: never echoed
 
 
 @pytest.mark.parametrize(
@@ -47,7 +49,8 @@ def test_tokens_file_json_or_lines(tmp_path: Path, content: str) -> None:
     path = tmp_path / "tokens"
     path.write_text(content)
     settings = Settings(mcp_tokens_file=path, mcp_tokens=None)
-    assert load_tokens(settings) == {LONG_A: ("acme", "agent"), LONG_B: ("other", "ns")}
+    expected = {LONG_A: Grant(("acme", "agent")), LONG_B: Grant(("other", "ns"))}
+    assert load_tokens(settings) == expected
 
 
 def test_tokens_file_errors_name_the_file(tmp_path: Path) -> None:
@@ -61,7 +64,7 @@ def test_tokens_file_errors_name_the_file(tmp_path: Path) -> None:
 
 def test_environment_variable_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HINDSIGHT_MCP_TOKENS", f"{LONG_A}=env/ns")
-    assert load_tokens(Settings()) == {LONG_A: ("env", "ns")}
+    assert load_tokens(Settings()) == {LONG_A: Grant(("env", "ns"))}
     assert "env/ns" not in repr(Settings())  # a secret: never printed
 
 
@@ -73,7 +76,7 @@ def test_public_bind_needs_a_token() -> None:
         assert not is_loopback(host)
         with pytest.raises(ConfigurationError, match="refusing.*HINDSIGHT_MCP_TOKENS"):
             check_bind(host, {})
-        check_bind(host, {LONG_A: ("acme",)})
+        check_bind(host, {LONG_A: Grant(("acme",))})
 
 
 class Recorder:
@@ -89,7 +92,8 @@ class Recorder:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        self.seen.append((CURRENT_NAMESPACE.get(), len(body)))
+        grant = CURRENT_GRANT.get()
+        self.seen.append((grant and grant.write, len(body)))
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
@@ -119,14 +123,16 @@ async def call(app: Any, headers: dict[str, str], chunks: list[bytes]) -> tuple[
 
 async def test_bearer_middleware_sets_namespace_per_request() -> None:
     inner = Recorder()
-    app = BearerNamespaceMiddleware(inner, {LONG_A: ("a",), LONG_B: ("b",)}, ("default",))
+    app = BearerNamespaceMiddleware(
+        inner, {LONG_A: Grant(("a",)), LONG_B: Grant(("b",))}, Grant(("default",))
+    )
     assert (await call(app, {"Authorization": f"Bearer {LONG_B}"}, [b"x"]))[0] == 200
     assert (await call(app, {"Authorization": f"bearer {LONG_A}"}, [b"x"]))[0] == 200
     for headers in ({}, {"Authorization": f"Basic {LONG_A}"}, {"Authorization": "Bearer x"}):
         status, body = await call(app, headers, [b"x"])
         assert status == 401 and json.loads(body)["error"]["code"] == -32001
     assert inner.seen == [(("b",), 1), (("a",), 1)]
-    assert CURRENT_NAMESPACE.get() is None  # reset after each request
+    assert CURRENT_GRANT.get() is None  # reset after each request
 
 
 async def test_body_limit_counts_streamed_chunks() -> None:
@@ -176,7 +182,8 @@ def test_blank_tokens_refused_short_ones_warned(
     blank.write_text(json.dumps({"   ": "acme/agent"}))
     with pytest.raises(ConfigurationError, match="blank"):
         load_tokens(Settings(mcp_tokens_file=str(blank)))
-    assert load_tokens(Settings(mcp_tokens="short=acme/agent")) == {"short": ("acme", "agent")}
+    short = load_tokens(Settings(mcp_tokens="short=acme/agent"))
+    assert short == {"short": Grant(("acme", "agent"))}
     assert "shorter than 16 characters" in caplog.text
 
 

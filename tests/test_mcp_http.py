@@ -126,7 +126,8 @@ async def test_write_search_use_forget_round_trip(server: Server, core: Memory) 
         results = found.structured_content["results"]
         assert found.structured_content["warning"] is None
         assert results[0]["id"] == rid
-        assert set(results[0]) == {"lesson", "trigger", "scene", "id", "score"}
+        assert set(results[0]) == {"lesson", "trigger", "scene", "id", "score", "namespace"}
+        assert results[0]["namespace"] == "/".join(server.ns_a)
 
         used = await client.call_tool("update_memory_usage", {"id": rid, "helpful": True})
         assert not used.is_error, text(used)

@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
-import threading
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
-import uvicorn
-from _mcp_util import CLI, free_port, http_client, text
-from mcp import Client, StdioServerParameters
+from _mcp_util import http_client, serving, stdio_client, text
 
 from hindsight_adapters.mcp import build_http_app
 from hindsight_core import AsyncMemory, Settings
@@ -35,30 +30,8 @@ def stdio_namespace() -> tuple[str, str]:
 
 @pytest.fixture(scope="module")
 async def stdio(database_url: str, stdio_namespace: tuple[str, str]) -> AsyncIterator[Any]:
-    params = StdioServerParameters(
-        command=CLI[0],
-        args=[*CLI[1:], "mcp", "--namespace", "/".join(stdio_namespace)],
-        env=dict(os.environ),
-    )
-    ready: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    done = asyncio.Event()
-
-    async def hold() -> None:  # enter and leave the client's cancel scope in one task
-        try:
-            async with Client(params) as client:
-                ready.set_result(client)
-                await done.wait()
-        except BaseException as exc:
-            if not ready.done():
-                ready.set_exception(exc)
-            raise
-
-    task = asyncio.create_task(hold())
-    try:
-        yield await asyncio.wait_for(ready, 120)
-    finally:
-        done.set()
-        await asyncio.wait_for(task, 30)
+    async with stdio_client(["mcp", "--namespace", "/".join(stdio_namespace)]) as client:
+        yield client
 
 
 async def test_stdio_round_trip_in_configured_namespace(
@@ -117,22 +90,6 @@ def blackhole() -> Iterator[str]:
         yield f"postgresql+psycopg://u@127.0.0.1:{sock.getsockname()[1]}/x"
 
 
-def serve_in_thread(app: Any) -> tuple[uvicorn.Server, threading.Thread, str]:
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=2
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    return server, thread, f"http://127.0.0.1:{port}/mcp"
-
-
 @pytest.mark.parametrize("where", ["refused", "silent"])
 async def test_search_degrades_when_database_is_down(where: str, blackhole: str) -> None:
     url = UNREACHABLE if where == "refused" else blackhole
@@ -140,9 +97,8 @@ async def test_search_degrades_when_database_is_down(where: str, blackhole: str)
     memory = AsyncMemory(("down",), settings=settings)  # the model is never reached
     token = uuid.uuid4().hex * 2
     app = build_http_app(memory, {token: ("down",)}, host="127.0.0.1", max_body=100_000)
-    server, thread, mcp_url = serve_in_thread(app)
-    try:
-        async with http_client(mcp_url, token) as client:
+    with serving(app, start_timeout=10, timeout_graceful_shutdown=2) as base:
+        async with http_client(f"{base}/mcp", token) as client:
             # bounded by the recall timeout (1 s), not the connect timeout (10 s)
             search = client.call_tool("search_memory", {"query": "deploy on Friday"})
             try:
@@ -169,10 +125,6 @@ async def test_search_degrades_when_database_is_down(where: str, blackhole: str)
                     },
                 )
                 assert wrote.is_error and "database unavailable" in text(wrote), text(wrote)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
-    assert not thread.is_alive()
 
 
 async def test_stats_resource_says_the_database_is_down(caplog: pytest.LogCaptureFixture) -> None:
@@ -182,14 +134,10 @@ async def test_stats_resource_says_the_database_is_down(caplog: pytest.LogCaptur
     memory = AsyncMemory(("down",), settings=Settings(database_url=UNREACHABLE, connect_timeout=5))
     token = uuid.uuid4().hex * 2
     app = build_http_app(memory, {token: ("down",)}, host="127.0.0.1", max_body=100_000)
-    server, thread, mcp_url = serve_in_thread(app)
-    try:
-        async with http_client(mcp_url, token) as client:
+    with serving(app, start_timeout=10, timeout_graceful_shutdown=2) as base:
+        async with http_client(f"{base}/mcp", token) as client:
             with pytest.raises(MCPError) as info:
                 await client.read_resource("memory://stats")
-    finally:
-        server.should_exit = True
-        thread.join(timeout=15)
     assert "database unavailable" in str(info.value), str(info.value)
     assert "Traceback" not in caplog.text and not any(r.exc_info for r in caplog.records), (
         caplog.text

@@ -9,7 +9,6 @@ import logging
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,8 +20,7 @@ from hindsight_core import Memory, Settings
 from hindsight_core.errors import ConfigurationError
 
 pytest.importorskip("starlette", reason="the ui extra is not installed")
-import uvicorn
-from _mcp_util import free_port
+from _mcp_util import free_port, serving
 
 from hindsight_adapters.ui import create_app
 
@@ -45,17 +43,8 @@ def base(database_url: str, embedder: object) -> Iterator[str]:
         namespace=("ui-server", "t"),  # type: ignore[arg-type]
         token=TOKEN,
     )
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(timeout=15)
+    with serving(app) as base:
+        yield base
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from _clock import Clock
+from _docs import run_python_block
 from _front import Front
 from _locks import EMB, hold_namespace, in_thread, lockable, wait_until_blocked
 from _pool import tagged
@@ -269,13 +270,7 @@ DOC = (Path(__file__).parent.parent / "docs" / "versions.md").read_text(encoding
 def test_the_versions_page_runs_and_its_commands_exist(
     fresh_db: str, embedder: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("HINDSIGHT_DATABASE_URL", fresh_db)
-    import hindsight_core.memory.base as base
-
-    monkeypatch.setattr(base, "embedder_from_settings", lambda settings: embedder)
-    block = DOC.split("```python", 1)[1].split("```", 1)[0]
-    scope: dict[str, Any] = {}
-    exec(compile(block, "docs/versions.md", "exec"), scope)
+    scope = run_python_block("versions.md", fresh_db, embedder, monkeypatch)
     try:
         assert len(scope["everything"]) == 2
     finally:

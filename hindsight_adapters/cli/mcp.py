@@ -25,6 +25,14 @@ def mcp(
         help="stdio namespace, labels joined by '/' (default: HINDSIGHT_NAMESPACE or default). "
         "Over HTTP each token's namespace applies (HINDSIGHT_MCP_TOKENS).",
     ),
+    read: list[str] | None = typer.Option(
+        None,
+        "--read",
+        "-r",
+        help="A namespace (or 'prefix/*') this server may also read, besides its own; "
+        "repeat for more (default: HINDSIGHT_MCP_READ). Over HTTP, each token's read= "
+        "applies. See docs/sharing.md.",
+    ),
     as_json: bool = typer.Option(
         False,
         "--json",
@@ -53,7 +61,8 @@ def mcp(
                 host=host,
                 port=port,
                 namespace=namespace,
+                read=read,
                 announce=emit_json_line if as_json else None,
             )
         else:
-            serve_stdio(settings, namespace=namespace)
+            serve_stdio(settings, namespace=namespace, read=read)

@@ -1,10 +1,12 @@
-"""Who is calling: bearer tokens mapped to namespaces, and the HTTP guards.
+"""Who is calling: bearer tokens mapped to grants, and the HTTP guards.
 
 Over HTTP every request must carry ``Authorization: Bearer <token>``; the token
-decides the namespace, so a client can only see and change its own records.
-The namespace travels to the tools in a context variable (the SDK carries the
-request's context into tool and resource handlers), so even the static
-``memory://stats`` resource is per tenant.
+decides the grant (:class:`~hindsight_adapters._grants.Grant`: the one namespace
+written, what else may be read), so a client sees only what it was granted and
+changes only its own records. The grant travels to the tools in a context variable
+(the SDK carries the request's context into tool and resource handlers), so even
+the static ``memory://stats`` resource is per tenant. The token grammar is in
+``_grants.py``.
 """
 
 from __future__ import annotations
@@ -14,88 +16,39 @@ import hmac
 import json
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hindsight_core.errors import ConfigurationError, ValidationError
-from hindsight_core.models import Namespace, validate_namespace
-from hindsight_core.settings import Settings
+from hindsight_core.errors import ConfigurationError
 
 from .. import _http
+from .._grants import Grant, load_tokens, parse_namespace, parse_tokens
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
 log = logging.getLogger("hindsight.mcp")
 
-CURRENT_NAMESPACE: contextvars.ContextVar[Namespace | None] = contextvars.ContextVar(
-    "hindsight_mcp_namespace", default=None
+__all__ = [
+    "CURRENT_GRANT",
+    "PUBLIC_PATHS",
+    "BearerNamespaceMiddleware",
+    "BodyLimitMiddleware",
+    "Grant",
+    "check_bind",
+    "load_tokens",
+    "parse_namespace",
+    "parse_tokens",
+]
+
+CURRENT_GRANT: contextvars.ContextVar[Grant | None] = contextvars.ContextVar(
+    "hindsight_mcp_grant", default=None
 )
-"""The namespace of the request being served (set by :class:`BearerNamespaceMiddleware`)."""
+"""The grant of the request being served (set by :class:`BearerNamespaceMiddleware`)."""
 
 PUBLIC_PATHS = frozenset({"/healthz"})
 
 
-def parse_namespace(text: str, *, field: str = "namespace") -> Namespace:
-    """``'acme/agent'`` -> ``('acme', 'agent')``, validated."""
-    return validate_namespace(tuple(text.strip().split("/")), field=field)
-
-
-def parse_tokens(text: str, *, source: str = "HINDSIGHT_MCP_TOKENS") -> dict[str, Namespace]:
-    """Parse ``token=ns`` pairs separated by commas or new lines (``#`` starts a comment)."""
-    tokens: dict[str, Namespace] = {}
-    for raw in text.replace(",", "\n").splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        token, sep, ns = line.partition("=")
-        token = token.strip()
-        if not sep or not token or not ns.strip():
-            raise ConfigurationError(f"{source}: expected 'token=acme/agent', got {line[:20]!r}...")
-        tokens[token] = _ns(ns, source)
-    return tokens
-
-
-def _ns(value: object, source: str) -> Namespace:
-    try:
-        if isinstance(value, list):
-            return validate_namespace(tuple(value))
-        if isinstance(value, str):
-            return parse_namespace(value)
-    except ValidationError as exc:
-        raise ConfigurationError(f"{source}: {exc}") from None
-    raise ConfigurationError(f"{source}: a namespace must be 'a/b' or a list of labels")
-
-
-def load_tokens(settings: Settings) -> dict[str, Namespace]:
-    """All configured tokens: ``HINDSIGHT_MCP_TOKENS`` plus ``HINDSIGHT_MCP_TOKENS_FILE``.
-
-    The file is either a JSON object ``{"token": "acme/agent"}`` (a list of labels
-    works too) or lines of ``token=acme/agent``.
-    """
-    tokens: dict[str, Namespace] = {}
-    if settings.mcp_tokens is not None:
-        tokens.update(parse_tokens(settings.mcp_tokens.get_secret_value()))
-    path = settings.mcp_tokens_file
-    if path is not None:
-        source = f"HINDSIGHT_MCP_TOKENS_FILE ({path})"
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigurationError(f"{source}: cannot read: {exc.strerror}") from None
-        if text.lstrip().startswith("{"):
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise ConfigurationError(f"{source}: invalid JSON: {exc}") from None
-            tokens.update({str(k): _ns(v, source) for k, v in data.items()})
-        else:
-            tokens.update(parse_tokens(text, source=source))
-    _http.check_tokens(tokens, source="HINDSIGHT_MCP_TOKENS")
-    return tokens
-
-
-def check_bind(host: str, tokens: Mapping[str, Namespace]) -> None:
+def check_bind(host: str, tokens: Mapping[str, Grant]) -> None:
     """Refuse to serve a non-loopback address with no token configured."""
     if not tokens and not _http.is_loopback(host):
         raise ConfigurationError(
@@ -105,12 +58,12 @@ def check_bind(host: str, tokens: Mapping[str, Namespace]) -> None:
         )
 
 
-def _find(tokens: Mapping[str, Namespace], presented: str) -> Namespace | None:
+def _find(tokens: Mapping[str, Grant], presented: str) -> Grant | None:
     """Constant-time lookup (no early exit on the first match)."""
     found = None
-    for token, ns in tokens.items():
+    for token, grant in tokens.items():
         if hmac.compare_digest(token.encode(), presented.encode()):
-            found = ns
+            found = grant
     return found
 
 
@@ -139,16 +92,16 @@ async def _reply(
 
 
 class BearerNamespaceMiddleware:
-    """Pure ASGI: map the bearer token to a namespace, or answer 401.
+    """Pure ASGI: map the bearer token to its grant, or answer 401.
 
     Args:
         app: the MCP Starlette app.
-        tokens: token -> namespace. Empty means open access to ``default`` (only
+        tokens: token -> grant. Empty means open access with ``default`` (only
             allowed on loopback; see :func:`check_bind`).
-        default: the namespace used when no tokens are configured.
+        default: the grant used when no tokens are configured.
     """
 
-    def __init__(self, app: ASGIApp, tokens: Mapping[str, Namespace], default: Namespace) -> None:
+    def __init__(self, app: ASGIApp, tokens: Mapping[str, Grant], default: Grant) -> None:
         self.app = app
         self.tokens = dict(tokens)
         self.default = default
@@ -157,12 +110,12 @@ class BearerNamespaceMiddleware:
         if scope["type"] != "http" or scope.get("path") in PUBLIC_PATHS:
             await self.app(scope, receive, send)
             return
-        ns: Namespace | None = self.default
+        grant: Grant | None = self.default
         if self.tokens:
             header = dict(scope.get("headers") or []).get(b"authorization", b"")
             scheme, _, token = header.decode("latin-1").partition(" ")
-            ns = _find(self.tokens, token.strip()) if scheme.lower() == "bearer" else None
-        if ns is None:
+            grant = _find(self.tokens, token.strip()) if scheme.lower() == "bearer" else None
+        if grant is None:
             await _reply(
                 send,
                 401,
@@ -171,12 +124,12 @@ class BearerNamespaceMiddleware:
                 [(b"www-authenticate", b"Bearer")],
             )
             return
-        scope.setdefault("state", {})["namespace"] = ns
-        reset = CURRENT_NAMESPACE.set(ns)
+        scope.setdefault("state", {})["namespace"] = grant.write
+        reset = CURRENT_GRANT.set(grant)
         try:
             await self.app(scope, receive, send)
         finally:
-            CURRENT_NAMESPACE.reset(reset)
+            CURRENT_GRANT.reset(reset)
 
 
 class BodyLimitMiddleware(_http.BodyLimitMiddleware):

@@ -24,6 +24,10 @@ class MemoryHit(BaseModel):
     scene: str
     id: str = Field(description="Pass to update_memory_usage after using the lesson.")
     score: float = Field(description="Final ranking score (higher is better).")
+    namespace: str = Field(
+        description="Where the lesson is stored; one not your own is shared with you: "
+        "give feedback on it, but do not supersede or forget it (read-only)."
+    )
 
 
 class SearchResult(BaseModel):
@@ -154,6 +158,10 @@ class StatsOut(BaseModel):
     """The ``memory://stats`` resource: counts for the caller's namespace."""
 
     namespace: list[str]
+    reads: list[str] = Field(
+        default_factory=list,
+        description="What you may read besides your namespace (search_memory reads it too).",
+    )
     records: int
     archived: int
     scenes: dict[str, int]

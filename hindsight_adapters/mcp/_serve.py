@@ -6,20 +6,15 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from hindsight_core.settings import Settings
 from hindsight_core.storage.embedded import exit_on_signals
 from hindsight_core.warmup import Warmup
 
-from ._auth import (
-    BearerNamespaceMiddleware,
-    BodyLimitMiddleware,
-    check_bind,
-    load_tokens,
-    parse_namespace,
-)
+from .._grants import Grant, stdio_grant
+from ._auth import BearerNamespaceMiddleware, BodyLimitMiddleware, check_bind, load_tokens
 from ._busy import BusyStatusMiddleware
 from ._jsonrpc import JsonRpcGuardMiddleware
 from ._pending import PendingMemory
@@ -52,32 +47,35 @@ def fast_exit() -> None:
 
 def build_http_app(
     memory: AsyncMemory,
-    tokens: dict[str, Namespace],
+    tokens: Mapping[str, Grant | Namespace],
     *,
     host: str,
     max_body: int,
     warmup: Warmup | None = None,
+    default: Grant | None = None,
 ) -> ASGIApp:
     """The ASGI app: body limit, then bearer auth, then the MCP endpoint at ``/mcp``.
 
     A new app (and so a new session manager) is built per call: the SDK runs a
-    session manager once.
+    session manager once. ``tokens`` maps each token to its grant (a bare namespace:
+    that one, reading nothing else, as before grants existed); ``default`` is the
+    grant of every client when no token is configured (the memory's namespace, when
+    not given).
     """
-    server = build_server(memory, require_token=bool(tokens), warmup=warmup)
+    grants = {t: g if isinstance(g, Grant) else Grant(tuple(g)) for t, g in tokens.items()}
+    default = default or Grant(memory.namespace)
+    server = build_server(memory, require_token=bool(grants), warmup=warmup, grant=default)
     inner = server.streamable_http_app(
         stateless_http=True, json_response=True, host=host, max_request_body_size=max_body
     )
     guarded = JsonRpcGuardMiddleware(BusyStatusMiddleware(inner))
-    return BodyLimitMiddleware(
-        BearerNamespaceMiddleware(guarded, tokens, memory.namespace), max_body
-    )
+    return BodyLimitMiddleware(BearerNamespaceMiddleware(guarded, grants, default), max_body)
 
 
 def _memory(settings: Settings, namespace: str | None) -> AsyncMemory:
     from hindsight_core import AsyncMemory
 
-    ns = parse_namespace(namespace or settings.namespace)
-    return AsyncMemory(ns, settings=settings)
+    return AsyncMemory(stdio_grant(settings, namespace, None).write, settings=settings)
 
 
 def _warm_memory(settings: Settings, namespace: Namespace) -> AsyncMemory:
@@ -89,9 +87,17 @@ def _warm_memory(settings: Settings, namespace: Namespace) -> AsyncMemory:
     return memory
 
 
-def serve_stdio(settings: Settings | None = None, *, namespace: str | None = None) -> None:
+def serve_stdio(
+    settings: Settings | None = None,
+    *,
+    namespace: str | None = None,
+    read: Sequence[str] | None = None,
+) -> None:
     """Serve one local client over stdin/stdout, in the configured namespace, until it
     closes stdin or a signal comes; then end the process (exit clean-up included).
+
+    ``read`` (``--read``; else ``HINDSIGHT_MCP_READ``) names the namespaces or
+    ``prefix/*`` the client may read besides its own (docs/sharing.md).
 
     ``initialize`` is answered before the engine is imported: the memory is built
     (and warmed up) in the background once the server serves (:class:`PendingMemory`).
@@ -102,9 +108,10 @@ def serve_stdio(settings: Settings | None = None, *, namespace: str | None = Non
     while (exit status -11 seen at end of input).
     """
     settings = settings or Settings()
-    ns = parse_namespace(namespace or settings.namespace)  # a bad one fails now, not later
+    grant = stdio_grant(settings, namespace, read)  # a bad one fails now, not later
+    ns = grant.write
     exit_on_signals(SERVER_SIGNALS)
-    server = build_server(PendingMemory(ns, lambda: _warm_memory(settings, ns)))
+    server = build_server(PendingMemory(ns, lambda: _warm_memory(settings, ns)), grant=grant)
     try:
         server.run("stdio")
     except SystemExit as stop:
@@ -144,6 +151,7 @@ def serve_http(
     host: str | None = None,
     port: int | None = None,
     namespace: str | None = None,
+    read: Sequence[str] | None = None,
     announce: Callable[[dict[str, Any]], None] | None = None,
 ) -> None:
     """Serve streamable HTTP at ``http://host:port/mcp`` until SIGINT/SIGTERM.
@@ -162,6 +170,7 @@ def serve_http(
     port = port or settings.mcp_port
     tokens = load_tokens(settings)
     check_bind(host, tokens)
+    default = stdio_grant(settings, namespace, read)  # the grant when no token is set
     memory = _memory(settings, namespace)
     if not tokens:
         log.warning(
@@ -175,6 +184,7 @@ def serve_http(
         host=host,
         max_body=settings.mcp_max_body_bytes,
         warmup=Warmup(memory).start(),
+        default=default,
     )
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/mcp"
     sys.stderr.write(f"Hindsight MCP server on {url} ({len(tokens)} token(s))\n")

@@ -1,9 +1,11 @@
 """The Hindsight MCP server: a few precise tools over :class:`~hindsight_core.AsyncMemory`.
 
-Everything goes through the core (no SQL here). The caller's namespace is the
-one its bearer token maps to (HTTP) or the configured one (stdio); see
-``_auth.py``. Core errors become tool errors (``isError``) whose message names
-the offending field; nothing is written when a call fails.
+Everything goes through the core (no SQL here). The caller's grant (the namespace
+it writes, and what else it may read) is the one its bearer token maps to (HTTP)
+or the configured one (stdio); see ``_auth.py`` and ``_grants.py``, and
+``_sharing.py`` for what a tool may do with a record of another namespace. Core
+errors become tool errors (``isError``) whose message names the offending field;
+nothing is written when a call fails.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ from hindsight_core.errors import (
 )
 from hindsight_core.models import MAX_LABEL_CHARS, Namespace
 
-from . import _reflect
-from ._auth import CURRENT_NAMESPACE
+from .._grants import Grant, show
+from . import _reflect, _sharing
+from ._auth import CURRENT_GRANT
 from ._busy import busy_error
 from ._models import (
     MAX_TEXT,
@@ -66,7 +69,9 @@ Before a task that resembles earlier work, call search_memory and follow the les
 trigger matches. When a recalled lesson helped (or misled you), call update_memory_usage with
 its id. When you learn something reusable, call write_memory with one short lesson; when a
 recalled lesson proved wrong, call supersede_memory with the corrected one. At the end of a
-task, reflect_task can distill lessons from the whole run."""
+task, reflect_task can distill lessons from the whole run. search_memory also finds the
+lessons other agents share with you (each hit names its namespace): use them and give
+feedback on them, but they are read-only: write a corrected lesson of your own instead."""
 
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 RecordId = Annotated[str, Field(min_length=1, max_length=100, description="A record id (UUID).")]
@@ -99,6 +104,7 @@ def build_server(
     require_token: bool = False,
     name: str = "hindsight",
     warmup: Warmup | None = None,
+    grant: Grant | None = None,
 ) -> MCPServer:
     """Build the MCP server on one :class:`AsyncMemory` (its pool serves every tenant).
 
@@ -111,15 +117,21 @@ def build_server(
         name: the server name announced to clients.
         warmup: the background start-up of the model and database, reported by
             ``/healthz`` (the server answers while they load).
+        grant: what a request that names none may do (stdio, or HTTP with no
+            tokens): default, write and read ``memory.namespace`` only.
     """
+    default = grant or Grant(memory.namespace)
 
-    def namespace() -> Namespace:
-        ns = CURRENT_NAMESPACE.get()
-        if ns is None:
+    def caller() -> Grant:
+        found = CURRENT_GRANT.get()
+        if found is None:
             if require_token:
                 raise ToolError("unauthorized: no namespace for this request")
-            return memory.namespace
-        return ns
+            return default
+        return found
+
+    def namespace() -> Namespace:
+        return caller().write
 
     async def ready() -> AsyncMemory:
         return await memory.get() if isinstance(memory, PendingMemory) else memory
@@ -169,15 +181,34 @@ def build_server(
             # Bounds checked by the core (one limit, one message); advertised here.
             Field(json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K}),
         ] = 5,
+        namespaces: Annotated[
+            list[Annotated[str, Field(max_length=2000)]] | None,
+            Field(
+                max_length=100,
+                description="Only these of the namespaces you may read ('acme/shared', or "
+                "'acme/*' for a prefix and all under it). Default: all of them.",
+            ),
+        ] = None,
     ) -> SearchResult:
         """Recall lessons from earlier tasks. Call this BEFORE starting a task that resembles
         earlier work, and follow the lessons whose trigger matches. Returns the lesson, its
-        trigger, scene, id (for update_memory_usage) and score. If memory is unavailable it
-        returns no results and a warning: carry on without it."""
+        trigger, scene, id (for update_memory_usage), score and namespace: your own lessons
+        and those shared with you. If memory is unavailable it returns no results and a
+        warning: carry on without it."""
+        who = caller()
+        scope = _sharing.search_scope(who, namespaces)
         mem = await _call(ready())
-        result = await _call(mem.recall(query, namespace=namespace(), scene=scene, top_k=top_k))
+        if scope == [who.write]:  # one namespace: the single-tenant search, as ever
+            recall = mem.recall(query, namespace=who.write, scene=scene, top_k=top_k)
+        else:
+            recall = mem.recall(query, namespaces=scope, scene=scene, top_k=top_k)
+        result = await _call(recall)
         return SearchResult(
-            results=[MemoryHit(**h.compact()) for h in result.hits], warning=result.warning
+            results=[
+                MemoryHit(**{**h.compact(), "namespace": show(h.record.namespace)})
+                for h in result.hits
+            ],
+            warning=result.warning,
         )
 
     @tool()
@@ -211,9 +242,11 @@ def build_server(
     async def update_memory_usage(id: RecordId, helpful: bool = True) -> UsageOutcome:
         """Give feedback on a recalled lesson after you used it: helpful=true reinforces it,
         helpful=false lets it fade. Call once per lesson per task, with the id from
-        search_memory."""
+        search_memory (a lesson shared with you too: your feedback is recorded as yours)."""
+        who = caller()
         mem = await _call(ready())
-        record = await _call(mem.mark_used(id, helpful, namespace=namespace()))
+        ns = await _call(_sharing.holder(mem, who, id))
+        record = await _call(mem.mark_used(id, helpful, namespace=ns, by=who.label))
         return UsageOutcome(
             id=str(record.id), helpful=helpful, score=record.score, use_count=record.use_count
         )
@@ -228,13 +261,16 @@ def build_server(
         """Call when a recalled lesson proved wrong or outdated: the corrected lesson becomes
         its new version (recalled from now on); the old one is kept in its history with
         your reason. Prefer this to forget_memory for a lesson that needs correcting."""
-        ns = namespace()
+        who = caller()
         record: dict[str, Any] = {"lesson": lesson, "source": {"tool": "mcp"}}
         if trigger is not None:  # else the old version's, as its scene, action, outcome
             record["trigger"] = trigger
-        actor = "mcp:" + "/".join(ns)  # the token's namespace (a token itself is a secret)
         mem = await _call(ready())
-        result = await _call(mem.supersede(id, record, reason=reason, actor=actor, namespace=ns))
+        ns = await _call(_sharing.writable(mem, who, id, "superseded"))
+        # The actor is the token's label (its name, or mcp:<namespace>): a token is a secret.
+        result = await _call(
+            mem.supersede(id, record, reason=reason, actor=who.label, namespace=ns)
+        )
         return SupersedeOutcome(id=str(result.id), supersedes=str(result.supersedes))
 
     @tool(annotations=read_only)
@@ -242,7 +278,8 @@ def build_server(
         """Call to see how a lesson changed: every version, oldest first, from the id of any of
         them, and when, why and by whom each version was replaced."""
         mem = await _call(ready())
-        chain = await _call(mem.history(id, namespace=namespace()))
+        ns = await _call(_sharing.holder(mem, caller(), id))
+        chain = await _call(mem.history(id, namespace=ns))
         return HistoryOut(
             versions=[
                 VersionOut(
@@ -264,7 +301,8 @@ def build_server(
         """Delete a lesson for good. Call only when a lesson is wrong or the user asks to
         forget it; for lessons that merely did not help, use update_memory_usage(helpful=false)."""
         mem = await _call(ready())
-        await _call(mem.forget(id, namespace=namespace()))
+        ns = await _call(_sharing.writable(mem, caller(), id, "forgotten"))
+        await _call(mem.forget(id, namespace=ns))
         return ForgetOutcome(id=id)
 
     @tool()
@@ -286,13 +324,19 @@ def build_server(
         scene: Annotated[str | None, Field(max_length=100)] = None,
     ) -> ReviewOutcome:
         """Call after a task in which lessons were recalled: lessons that were used are
-        reinforced, recalled-but-unused ones decay; with an LLM configured, near-duplicate
-        lessons are also merged into one more general lesson."""
+        reinforced, recalled-but-unused ones decay (shared ones too, as your feedback); with
+        an LLM configured, near-duplicate lessons of your own are also merged into one more
+        general lesson."""
         trajectory = TrajectoryIn(
             goal=goal, outcome=outcome, recalled=recalled, used=used, scene=scene
         )
+        who = caller()
         mem = await _call(ready())
-        return await _call(_reflect.review(mem, trajectory, namespace()))
+        own, shared = await _call(_sharing.shared_feedback(mem, who, trajectory))
+        result = await _call(_reflect.review(mem, own, who.write))
+        if shared:
+            result.detail["shared_feedback"] = shared
+        return result
 
     @mcp.resource(
         "memory://stats",
@@ -301,7 +345,8 @@ def build_server(
         description="Record counts of your namespace, by scene, and the model.",
     )
     async def stats() -> str:
-        ns = namespace()
+        who = caller()
+        ns = who.write
         try:
             s = await (await ready()).stats(namespace=ns)
         except HindsightError as exc:
@@ -311,6 +356,7 @@ def build_server(
             raise ResourceError(str(_tool_error(exc))) from None
         out = StatsOut(
             namespace=list(ns),
+            reads=[show(p) for p in who.read],
             records=s.records,
             archived=s.archived,
             scenes=s.scenes,

@@ -18,6 +18,7 @@ from hindsight_core.arguments import MAX_OFFSET, check_int, parse_id
 from hindsight_core.errors import NotFoundError, ValidationError
 from hindsight_core.models import Experience, Namespace
 
+from . import access
 from .auth import COOKIE, safe_next, same_token, session_value, token_ok
 from .charts import activity_chart, decay_chart, utc_today
 from .fmt import nsq
@@ -195,6 +196,7 @@ async def _record_page(
         curve=curve,
         history=history,
         versions=versions,
+        readers=access.readers(state, ns),
         msg=MESSAGES.get(request.query_params.get("msg", "")),
         **extra,
     )
@@ -328,4 +330,5 @@ ROUTES = [
     Route("/login", login, methods=["GET", "POST"]),
     Route("/logout", logout, methods=["POST"]),
     Route("/healthz", healthz),
+    Route("/access", access.access),
 ]
