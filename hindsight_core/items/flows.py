@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ..embeddings.profiles import covers, keyword_weight
+from ..embeddings.profiles import covers, hub_correction, keyword_weight
 from ..errors import ValidationError
 from ..models import NS_SEPARATOR, Item, ItemHit, ScoreBreakdown, ns_from_key, ns_key
 from ..runtime.flow import Embed, Flow, Migrate, Sql, Unit
@@ -244,6 +244,7 @@ class ItemFlows:
             self._terms = CommonTerms(q.V)
         common = (yield from self._terms.flow(settings.keyword_scan_limit, ac)) if terms else {}
         rare = fts.rare_terms(terms, common)
+        w_hub = hub_correction(settings, self.embedder)
         params.update(
             {
                 "cand": max(40, (op.limit + op.offset) * n_fields * 4),
@@ -256,6 +257,7 @@ class ItemFlows:
                 "kw_qlen": len(set(tokens(op.query or ""))),
                 "w_sem": settings.semantic_weight,
                 "w_kw": keyword_weight(settings, self.embedder),
+                "w_hub": w_hub,
                 "score_weight": settings.score_weight,
                 "min_relevance": settings.min_relevance,
                 **eq.params_for_decay(settings, now),
@@ -270,6 +272,7 @@ class ItemFlows:
             bool(terms if exact else rare),
             settings.keyword_scan_limit,
             exact,
+            w_hub > 0,
         )
         rows = yield from Sql(stmt, params, autocommit=ac)
         # A "flat" index is no index: its search is an exact scan either way.

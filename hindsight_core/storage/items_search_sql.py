@@ -66,6 +66,12 @@ def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool, ns: st
 # scan does too (``recall_sql``). ``ns`` is never NULL.
 UNINDEXED_NS = "COALESCE({}, '')"
 
+# The namespace's mean direction (hub correction, see hybrid_search_sql) is the mean of
+# at most this many of its vectors, the first in key order: bounded work at any size,
+# the same rows for the same data (a mean over a narrow cone settles within a few
+# hundred texts: bench/README.md's ablation).
+HUB_SAMPLE = 500
+
 
 # ---------------------------------------------------------------------- search
 
@@ -117,6 +123,7 @@ def hybrid_search_sql(
     keyword_candidates: bool | None = None,
     scan_limit: int = 1000,
     exact: bool = False,
+    hub: bool = False,
 ) -> sa.TextClause:
     """The core's fusion for items: semantic + keyword, bent by recency decay.
 
@@ -135,6 +142,13 @@ def hybrid_search_sql(
     with ``decay`` the record decay applied to the time since the item's last update.
     Items whose fused ``w_sem * semantic + w_kw * keyword`` is below ``:min_relevance``
     are left out.
+
+    ``hub``: each field's cosine is first corrected by ``:w_hub`` times its closeness to
+    the namespace's mean direction (the mean of at most ``HUB_SAMPLE`` of its vectors,
+    unfiltered) less the query's, ``cos(q, v) - w_hub * (cos(v, mu) - cos(q, mu))``
+    (``embeddings.profiles.ModelProfile.hub_correction``): candidates are found by the
+    plain cosine, the correction reorders them, and a field equal to the query keeps
+    a semantic score of 1.
 
     The division is by one number per query, so it changes no order: it makes an exact
     match score 1 (as PostgresStore's cosine does) for every query. Undivided, the
@@ -194,9 +208,25 @@ def hybrid_search_sql(
             + ","
         )
     cosine = VectorSpec(spec.dims, "cosine", "vector")
+    similarity = cosine.similarity_sql()
+    hub_cte = ""
+    if hub:
+        # cos(v, mu) - cos(q, mu) = d(q, mu) - d(v, mu) in cosine distances; no vector
+        # of the dimension in the sample (none can be a candidate then): no correction.
+        hub_cte = f"""hub AS MATERIALIZED (
+            SELECT h.mu, {cosine.query()} <=> h.mu AS dq FROM (
+                SELECT avg(x.e) AS mu FROM (
+                    SELECT {cosine.expr()} AS e FROM {V} v
+                    WHERE {prefix_condition(n_labels, "v.ns")} AND {spec.dims_predicate()}
+                    ORDER BY v.ns, v.key, v.field LIMIT {HUB_SAMPLE}) x) h
+        ),"""
+        similarity = (
+            f"({similarity} - :w_hub * COALESCE((SELECT dq FROM hub)"
+            f" - ({cosine.expr()} <=> (SELECT mu FROM hub)), 0))"
+        )
     return sa.text(
         f"""
-        WITH {stats} sem AS (
+        WITH {stats} {hub_cte} sem AS (
             SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
             ORDER BY {spec.distance_sql()}{" + 0, v.ns, v.key, v.field" if exact else ""}
             LIMIT :cand
@@ -204,7 +234,7 @@ def hybrid_search_sql(
         cand AS (SELECT ns, key FROM sem UNION SELECT ns, key FROM kw),
         ranked AS (
             SELECT c.ns, c.key,
-                max({cosine.similarity_sql()}) FILTER (WHERE {spec.dims_predicate()}) AS sim,
+                max({similarity}) FILTER (WHERE {spec.dims_predicate()}) AS sim,
                 max({rank}) AS kw_rank
             FROM cand c JOIN {V} v ON v.ns = c.ns AND v.key = c.key
             GROUP BY c.ns, c.key
