@@ -127,10 +127,10 @@ class Settings(BaseSettings):
         default=None,
         ge=0,
         le=2,
-        description="Item search takes this much of a stored text's cosine to its "
-        "namespace's mean vector (less the query's) off its semantic score, so that texts "
-        "close to every query (a model whose vectors share one direction) do not crowd "
-        "the top; 0 turns it off. Unset: the model's (0; 0.75 for e5 models).",
+        description="Item search takes this much of a stored text's cosine to the mean "
+        "vector of the query's nearest texts (less the query's) off its semantic score, so "
+        "that texts close to every query (a model whose vectors share one direction) do "
+        "not crowd the top; 0 turns it off. Unset: the model's (0; 0.75 for e5 models).",
     )
     embedding_fields: str | None = Field(
         default=None,
