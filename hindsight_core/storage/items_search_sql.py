@@ -214,14 +214,17 @@ def hybrid_search_sql(
     similarity = cosine.similarity_sql()
     hub_cte = sem_extra = ""
     if hub:
-        sem_extra = f", v.field, {cosine.expr()} AS e, {spec.distance_sql()} AS d"
+        # The vectors are read again for the 40 nearest rows (primary-key lookups), not
+        # carried through the exact scan's sort of every row.
+        sem_extra = f", v.field, {spec.distance_sql()} AS d"
         # cos(v, mu) - cos(q, mu) = d(q, mu) - d(v, mu) in cosine distances; no semantic
         # candidate (mu NULL): no correction.
         hub_cte = f"""hub AS MATERIALIZED (
             SELECT h.mu, {cosine.query()} <=> h.mu AS dq FROM (
-                SELECT avg(n.e) AS mu FROM (
-                    SELECT s.e FROM sem s ORDER BY s.d, s.ns, s.key, s.field
-                    LIMIT {HUB_NEIGHBOURS}) n) h
+                SELECT avg({cosine.expr()}) AS mu FROM (
+                    SELECT s.ns, s.key, s.field FROM sem s ORDER BY s.d, s.ns, s.key, s.field
+                    LIMIT {HUB_NEIGHBOURS}) n
+                JOIN {V} v ON v.ns = n.ns AND v.key = n.key AND v.field = n.field) h
         ),"""
         similarity = (
             f"({similarity} - :w_hub * COALESCE((SELECT dq FROM hub)"
