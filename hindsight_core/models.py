@@ -240,7 +240,9 @@ class ScoreBreakdown(BaseModel):
     models, see ``embeddings.profiles.keyword_weight``) and
     ``final = relevance * decay ** score_weight``. In item search the relevance is
     divided by that of an item whose field is the query's text, so that an exact match
-    scores 1 for every query (``storage.items_search_sql.hybrid_search_sql``).
+    scores 1 for every query (``storage.items_search_sql.hybrid_search_sql``), and with
+    a model whose profile has a hub correction (e5) ``semantic`` is the cosine less that
+    correction (``embeddings.profiles.ModelProfile.hub_correction``).
     """
 
     semantic: float

@@ -123,6 +123,15 @@ class Settings(BaseSettings):
         "against the model's spread of cosines as with any model. Unset: the model's "
         "(0; 0.7 for e5 models, whose cosines lie in 0.7-1.0).",
     )
+    embedding_hub_correction: float | None = Field(
+        default=None,
+        ge=0,
+        le=2,
+        description="Item search takes this much of a stored text's cosine to the mean "
+        "vector of the query's nearest texts (less the query's) off its semantic score, so "
+        "that texts close to every query (a model whose vectors share one direction) do "
+        "not crowd the top; 0 turns it off. Unset: the model's (0; 0.75 for e5 models).",
+    )
     embedding_fields: str | None = Field(
         default=None,
         description="The record fields embedded for a record, in order: a comma-separated "

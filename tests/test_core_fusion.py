@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hindsight_core import CallableEmbedder, Memory, Settings
-from hindsight_core.embeddings.profiles import covers, keyword_weight, profile_for
+from hindsight_core.embeddings.profiles import covers, hub_correction, keyword_weight, profile_for
 from hindsight_core.items import ItemIndex, Items, PutItem
 
 DIM = 8
@@ -131,3 +131,56 @@ def test_the_cosine_floor_setting_wins() -> None:
 )
 def test_covers(languages: frozenset[str] | None, text: str, expected: bool) -> None:
     assert covers(languages, text) is expected
+
+
+# Hub correction: every stored text shares one direction (axis 0), as with a model whose
+# vectors lie in a narrow cone. The query is about topic 1. "hub" is a generic text on
+# the cone's axis, a hair closer to the query than the text about topic 1 ("meant").
+HUB_QUERY = "topic query"
+HUB_VECTORS = {
+    HUB_QUERY: (0.9, 0.436, 0, 0, 0, 0, 0, 0),
+    "meant": (0.6, 0.8, 0, 0, 0, 0, 0, 0),
+    "hub": (0.99, 0, 0.141, 0, 0, 0, 0, 0),
+    **{
+        f"filler {k}": tuple(0.9 if j == 0 else 0.436 if j == k else 0 for j in range(8))
+        for k in range(3, 8)
+    },
+}
+
+
+def _hub_vectors(texts: list[str]) -> np.ndarray:
+    return np.array([HUB_VECTORS[t] for t in texts], dtype=float)
+
+
+@pytest.mark.parametrize(("correction", "first"), [(None, "meant"), (0.0, "hub")])
+def test_a_text_near_every_query_does_not_outrank_the_one_about_it(
+    settings: Settings, correction: float | None, first: str
+) -> None:
+    """With an e5 model's hub correction (the default for e5), the text closest to the
+    namespace's mean direction loses what every text shares, and the text about the
+    query's topic comes first; off (0), raw cosine puts the generic text first. A field
+    equal to the query still scores 1."""
+    emb = CallableEmbedder(_hub_vectors, dim=DIM, model_name="intfloat/multilingual-e5-small")
+    assert profile_for(emb.model_name).hub_correction == 0.75
+    mem = Memory(
+        ("fusion", "hub"),
+        settings=settings.model_copy(update={"embedding_hub_correction": correction}),
+        embedder=emb,
+    )
+    items = Items(mem, index=ItemIndex(dims=DIM, fields=("text",)))
+    ns = ("fusion", "hub", str(correction))
+    items.batch([PutItem(ns, t, {"text": t}) for t in HUB_VECTORS if t != HUB_QUERY])
+    hits = items.search(ns, query=HUB_QUERY, limit=2)
+    assert [h.item.key for h in hits][0] == first, [(h.item.key, h.breakdown) for h in hits]
+    assert {h.item.key for h in hits} == {"meant", "hub"}
+    items.batch([PutItem(ns, "same", {"text": HUB_QUERY})])
+    top = items.search(ns, query=HUB_QUERY, limit=1)[0]
+    assert top.item.key == "same" and top.score == pytest.approx(1.0)
+    mem.close()
+
+
+def test_the_hub_correction_setting_wins() -> None:
+    emb = _embedder(None, model_name="intfloat/multilingual-e5-small")
+    assert hub_correction(Settings(), emb) == 0.75
+    assert hub_correction(Settings(embedding_hub_correction=0.0), emb) == 0.0
+    assert hub_correction(Settings(), _embedder(None)) == 0.0

@@ -66,15 +66,16 @@ def two_dbs(database_url: str) -> Iterator[list[str]]:
     admin.dispose()
 
 
-def _store(url: str) -> HindsightStore:
+def _store(url: str, hub: float | None = None) -> HindsightStore:
     index = {"dims": DIMS, "embed": char_embed, "fields": ["text"]}
-    return HindsightStore(url, index=index, settings=Settings(database_url=url))
+    settings = Settings(database_url=url, embedding_hub_correction=hub)
+    return HindsightStore(url, index=index, settings=settings)
 
 
-def _top10s(url: str) -> tuple[list[Any], list[float]]:
+def _top10s(url: str, hub: float | None = None) -> tuple[list[Any], list[float]]:
     """Every query's top 10 under every prefix: keys and how they were found, and the
     scores. A new store each time: nothing cached from an earlier search."""
-    store = _store(url)
+    store = _store(url, hub)
     ranked: list[Any] = []
     scores: list[float] = []
     try:
@@ -94,7 +95,12 @@ def _same(a: tuple[list[Any], list[float]], b: tuple[list[Any], list[float]]) ->
     assert a[1] == pytest.approx(b[1], abs=1e-6)
 
 
-def test_two_fresh_loads_rank_alike_with_or_without_analyze(two_dbs: list[str]) -> None:
+# 0.75: the hub correction (an e5 model's) on, its mean taken over the query's nearest
+# fields (items_search_sql.HUB_NEIGHBOURS).
+@pytest.mark.parametrize("hub", [None, 0.75])
+def test_two_fresh_loads_rank_alike_with_or_without_analyze(
+    two_dbs: list[str], hub: float | None
+) -> None:
     for url in two_dbs:
         store = _store(url)
         store.setup()
@@ -102,7 +108,7 @@ def test_two_fresh_loads_rank_alike_with_or_without_analyze(two_dbs: list[str]) 
         for i in range(0, len(ops), 100):  # the same records, in the same order
             store.batch(ops[i : i + 100])
         store.close()
-    first, second = (_top10s(url) for url in two_dbs)
+    first, second = (_top10s(url, hub) for url in two_dbs)
     _same(first, second)
     engine = sa.create_engine(two_dbs[0], isolation_level="AUTOCOMMIT")
     with engine.connect() as conn:
@@ -116,6 +122,6 @@ def test_two_fresh_loads_rank_alike_with_or_without_analyze(two_dbs: list[str]) 
         ).scalar()
     engine.dispose()
     assert common  # the statistics now call terms common
-    _same(_top10s(two_dbs[0]), second)
+    _same(_top10s(two_dbs[0], hub), second)
     # every prefix here is small enough to be ranked exactly, the whole table included
     assert {scan for rows in second[0] for _, scan in rows} == {"exact"}

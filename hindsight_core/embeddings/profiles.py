@@ -5,7 +5,8 @@ A profile is looked up by model name (``intfloat/multilingual-e5-small``,
 model card (``language:`` in ``README.md``) and its name. Settings override every
 field (``HINDSIGHT_EMBEDDING_LANGUAGES``, ``HINDSIGHT_EMBEDDING_QUERY_PREFIX``,
 ``HINDSIGHT_EMBEDDING_DOCUMENT_PREFIX``, ``HINDSIGHT_EMBEDDING_COSINE_FLOOR``,
-``HINDSIGHT_EMBEDDING_FIELDS``, ``HINDSIGHT_DEDUP_THRESHOLD``).
+``HINDSIGHT_EMBEDDING_HUB_CORRECTION``, ``HINDSIGHT_EMBEDDING_FIELDS``,
+``HINDSIGHT_DEDUP_THRESHOLD``).
 
 A model nothing is known about counts as English-only: dedup of other languages then
 needs the same content words, which can keep a rewording apart but never merges two
@@ -66,6 +67,18 @@ class ModelProfile:
             model whose cosine separates rewordings from different lessons (MiniLM),
             the vector is the dedup test, and it must not move with the run's action
             or outcome. e5 models embed every field (see :func:`_e5`).
+        hub_correction: how much of a stored text's closeness to the mean direction
+            of the query's nearest texts item search takes off its cosine (0: none;
+            see :func:`hub_correction`). A model whose vectors all lie in a narrow
+            cone (e5: a conversation's mean vector has a norm of ~0.96) gives a text
+            near the cone's axis (a short or generic chat turn, a question) a high
+            cosine to every query: such "hubs" crowded the top ranks. Taking off
+            ``hub_correction * (cos(text, mean) - cos(query, mean))``, with ``mean``
+            that of the query's 40 nearest fields (a text's mean similarity to them),
+            ranks by what a text shares with the query beyond what the texts around
+            it share (hubness reduction, as CSLS does with the neighbours' mean
+            similarity; the common direction is what "all-but-the-top"
+            post-processing removes), and an exact match still scores 1.
     """
 
     languages: frozenset[str] | None = ENGLISH
@@ -75,11 +88,15 @@ class ModelProfile:
     dim: int | None = None
     cosine_floor: float = 0.0
     document_fields: tuple[str, ...] = LESSON_AND_TRIGGER
+    hub_correction: float = 0.0
 
 
 def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfile:
     """e5 models: trained with prefixes (and a temperature of 0.01, whence cosines of
     0.7-1.0: their model cards); cosines crowd near 1 (measured in bench_zh).
+
+    Their hub correction is 0.75 (:class:`ModelProfile`; bench_locomo, store hybrid
+    R@5 / R@10, 0.5 / 0.75 / 1.0 in bench/README.md's ablation).
 
     The multilingual ones embed the whole record (lesson, trigger, scene, action,
     outcome). They are asymmetric retrieval models, trained to match a short query with
@@ -95,7 +112,14 @@ def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfil
     """
     fields = RECORD_FIELDS if languages is None else LESSON_AND_TRIGGER
     return ModelProfile(
-        languages, "query: ", "passage: ", 0.96, dim, cosine_floor=0.7, document_fields=fields
+        languages,
+        "query: ",
+        "passage: ",
+        0.96,
+        dim,
+        cosine_floor=0.7,
+        document_fields=fields,
+        hub_correction=0.75,
     )
 
 
@@ -234,6 +258,8 @@ def profile_from_settings(settings: Settings, model_name: str) -> ModelProfile:
         changes["cosine_floor"] = settings.embedding_cosine_floor
     if settings.embedding_fields is not None:
         changes["document_fields"] = parse_fields(settings.embedding_fields)
+    if settings.embedding_hub_correction is not None:
+        changes["hub_correction"] = settings.embedding_hub_correction
     return replace(profile, **changes) if changes else profile
 
 
@@ -260,6 +286,18 @@ def cosine_floor(settings: Settings, embedder: Any) -> float:
     if floor is None:
         floor = profile_for(embedder.model_name).cosine_floor
     return float(floor)
+
+
+def hub_correction(settings: Settings, embedder: Any) -> float:
+    """Item search's hub correction (:class:`ModelProfile`): the
+    ``embedding_hub_correction`` setting when given, else the embedder's profile's,
+    else its model's profile's."""
+    if settings.embedding_hub_correction is not None:
+        return float(settings.embedding_hub_correction)
+    profile = getattr(embedder, "profile", None)
+    if not isinstance(profile, ModelProfile):
+        profile = profile_for(embedder.model_name)
+    return float(profile.hub_correction)
 
 
 def document_fields(settings: Settings, embedder: Any) -> tuple[str, ...]:

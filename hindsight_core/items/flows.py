@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from ..embeddings import Embedder
-from ..embeddings.profiles import covers, keyword_weight
+from ..embeddings.profiles import covers, hub_correction, keyword_weight
 from ..errors import ValidationError
 from ..memory.scan import ScanChoice
 from ..memory.terms import CommonTerms
@@ -245,6 +245,7 @@ class ItemFlows(ABC):
             self._terms = CommonTerms(q.V)
         common = (yield from self._terms.flow(settings.keyword_scan_limit, ac)) if terms else {}
         rare = fts.rare_terms(terms, common)
+        w_hub = hub_correction(settings, self.embedder)
         params.update(
             {
                 "cand": max(40, (op.limit + op.offset) * n_fields * 4),
@@ -260,6 +261,7 @@ class ItemFlows(ABC):
                     keyword_weight=keyword_weight(settings, self.embedder),
                     now=now,
                 ),
+                "w_hub": w_hub,  # items only: storage/items_search_sql.py, ``hub``
             }
         )
         stmt = qs.hybrid_search_sql(
@@ -271,6 +273,7 @@ class ItemFlows(ABC):
             bool(terms if exact else rare),
             settings.keyword_scan_limit,
             exact,
+            w_hub > 0,
         )
         rows = yield from Sql(stmt, params, autocommit=ac)
         # A "flat" index is no index: its search is an exact scan either way.

@@ -66,6 +66,14 @@ def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool, ns: st
 # scan does too (``recall_sql``). ``ns`` is never NULL.
 UNINDEXED_NS = "COALESCE({}, '')"
 
+# The hub correction's mean direction (see hybrid_search_sql) is the mean of the query's
+# nearest this many fields: the semantic candidates' first rows, so no extra scan (a
+# sample of the namespace's rows in key order had to sort them: a sequential scan of a
+# 10k-row prefix per search); a fixed count, so the same whatever the page's limit. In
+# a model's narrow cone the mean of 40 neighbours points where the namespace's does
+# (LoCoMo dev: the same recall as the mean of 500 rows, bench/README.md's ablation).
+HUB_NEIGHBOURS = 40
+
 
 # ---------------------------------------------------------------------- search
 
@@ -117,6 +125,7 @@ def hybrid_search_sql(
     keyword_candidates: bool | None = None,
     scan_limit: int = 1000,
     exact: bool = False,
+    hub: bool = False,
 ) -> sa.TextClause:
     """The core's fusion for items: semantic + keyword, bent by recency decay.
 
@@ -135,6 +144,14 @@ def hybrid_search_sql(
     with ``decay`` the record decay applied to the time since the item's last update.
     Items whose fused ``w_sem * semantic + w_kw * keyword`` is below ``:min_relevance``
     are left out.
+
+    ``hub``: each field's cosine is first corrected by ``:w_hub`` times its closeness to
+    the mean direction ``mu`` of the query's ``HUB_NEIGHBOURS`` nearest fields (a text's
+    mean similarity to them: how much of a hub it is there) less the query's,
+    ``cos(q, v) - w_hub * (cos(v, mu) - cos(q, mu))``
+    (``embeddings.profiles.ModelProfile.hub_correction``): candidates are found by the
+    plain cosine, the correction reorders them, and a field equal to the query keeps
+    a semantic score of 1.
 
     The division is by one number per query, so it changes no order: it makes an exact
     match score 1 (as PostgresStore's cosine does) for every query. Undivided, the
@@ -194,17 +211,36 @@ def hybrid_search_sql(
             + ","
         )
     cosine = VectorSpec(spec.dims, "cosine", "vector")
+    similarity = cosine.similarity_sql()
+    hub_cte = sem_extra = ""
+    if hub:
+        # The vectors are read again for the 40 nearest rows (primary-key lookups), not
+        # carried through the exact scan's sort of every row.
+        sem_extra = f", v.field, {spec.distance_sql()} AS d"
+        # cos(v, mu) - cos(q, mu) = d(q, mu) - d(v, mu) in cosine distances; no semantic
+        # candidate (mu NULL): no correction.
+        hub_cte = f"""hub AS MATERIALIZED (
+            SELECT h.mu, {cosine.query()} <=> h.mu AS dq FROM (
+                SELECT avg({cosine.expr()}) AS mu FROM (
+                    SELECT s.ns, s.key, s.field FROM sem s ORDER BY s.d, s.ns, s.key, s.field
+                    LIMIT {HUB_NEIGHBOURS}) n
+                JOIN {V} v ON v.ns = n.ns AND v.key = n.key AND v.field = n.field) h
+        ),"""
+        similarity = (
+            f"({similarity} - :w_hub * COALESCE((SELECT dq FROM hub)"
+            f" - ({cosine.expr()} <=> (SELECT mu FROM hub)), 0))"
+        )
     return sa.text(
         f"""
         WITH {stats} sem AS (
-            SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
+            SELECT v.ns, v.key{sem_extra} {source} AND {spec.dims_predicate()}
             ORDER BY {spec.distance_sql()}{" + 0, v.ns, v.key, v.field" if exact else ""}
             LIMIT :cand
-        ), {kw},
+        ), {hub_cte} {kw},
         cand AS (SELECT ns, key FROM sem UNION SELECT ns, key FROM kw),
         ranked AS (
             SELECT c.ns, c.key,
-                max({cosine.similarity_sql()}) FILTER (WHERE {spec.dims_predicate()}) AS sim,
+                max({similarity}) FILTER (WHERE {spec.dims_predicate()}) AS sim,
                 max({rank}) AS kw_rank
             FROM cand c JOIN {V} v ON v.ns = c.ns AND v.key = c.key
             GROUP BY c.ns, c.key
