@@ -28,7 +28,7 @@ from ..embeddings import (
     profile_for,
 )
 from ..embeddings.default import mismatch_message
-from ..embeddings.profiles import covers, document_fields, keyword_weight
+from ..embeddings.profiles import covers, dedup_candidate_floor, document_fields, keyword_weight
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -131,6 +131,13 @@ class MemoryBase:
         """The record fields embedded for a record (``inputs.embedding_text``): the
         ``embedding_fields`` setting when given, else the model profile's."""
         return document_fields(self.settings, self.embedder)
+
+    @property
+    def dedup_floor(self) -> float | None:
+        """With more than lesson and trigger embedded, the stored vectors' cosine from
+        which a stored record is a dedup candidate, decided on lesson + trigger
+        (``embeddings.profiles.dedup_candidate_floor``); else ``None``."""
+        return dedup_candidate_floor(self.settings, self.embedder)
 
     @property
     def keyword_weight(self) -> float:

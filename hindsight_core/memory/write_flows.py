@@ -6,14 +6,15 @@ The read and curation flows live in ``read_flows.py`` and ``curation.py``;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..dedup_veto import merge_veto, repeat_key
 from ..embeddings import as_matrix
-from ..embeddings.profiles import ENGLISH, cosine_floor
-from ..models import Namespace, WriteResult, raise_validation
+from ..embeddings.profiles import ENGLISH, LESSON_AND_TRIGGER, cosine_floor
+from ..models import ExperienceIn, Namespace, WriteResult, raise_validation
 from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql, Unit
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
@@ -72,6 +73,54 @@ class WriteFlows(MemoryBase):
             or bool(set(self.document_fields) - {"lesson", "trigger"})
         )
         return merge_veto(a, b, covered=covered, minimal_pairs=minimal_pairs) is None
+
+    def _decided(
+        self,
+        parsed: Sequence[ExperienceIn],
+        near: Mapping[int, Sequence[Mapping[str, Any]]],
+        planner: Planner,
+        floor: float,
+    ) -> Flow[dict[int, list[dict[str, Any]]]]:
+        """The stored candidates of each batch record (found by the whole record's
+        vector), their ``similarity`` now the cosine of the two lesson + trigger
+        embeddings, most similar first; and ``planner.decide`` the same for the batch's
+        linked records. One ``Embed`` for every text needed: the batch records with a
+        candidate, and the candidates the lexical veto lets through (the others cannot
+        merge at any cosine, unless a repeat: ``Planner``)."""
+        keep: dict[int, list[dict[str, Any]]] = {}
+        for i, ns_ in near.items():
+            lesson = parsed[i].lesson
+            cands = [
+                dict(n)
+                for n in ns_
+                if "key" in n
+                or (n["similarity"] >= floor and self.same_meaning(lesson, n["lesson"], 1.0))
+            ]
+            if cands:
+                keep[i] = cands
+        rows = sorted(set(keep) | set(planner.linked))
+        index: dict[str, int] = {}
+        for i in rows:
+            index.setdefault(_lesson_text(parsed[i].lesson, parsed[i].trigger), len(index))
+        for cands in keep.values():
+            for n in cands:
+                index.setdefault(_lesson_text(n["lesson"], n.get("trigger")), len(index))
+        if not index:
+            return keep
+        vectors = as_matrix((yield from Embed(list(index))))
+        own = {i: vectors[index[_lesson_text(parsed[i].lesson, parsed[i].trigger)]] for i in rows}
+        for i, cands in keep.items():
+            for n in cands:
+                other = vectors[index[_lesson_text(n["lesson"], n.get("trigger"))]]
+                n["similarity"] = float(own[i] @ other)
+            cands.sort(key=lambda n: -n["similarity"])
+        if planner.linked:
+            decide = np.full((len(parsed), len(parsed)), -1.0, dtype=np.float32)
+            linked = planner.linked
+            sub = np.stack([own[i] for i in linked])
+            decide[np.ix_(linked, linked)] = sub @ sub.T
+            planner.decide = decide
+        return keep
 
     def _lookups(
         self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool
@@ -133,17 +182,21 @@ class WriteFlows(MemoryBase):
             analyzed = yield from Unit(_analyze(), gives_up=True)
             if not analyzed:  # queued behind DDL (a reindex) waiting for this transaction
                 yield Sql(scan_sql.ANALYZE, fetch="none")
+        # With the whole record embedded (``dedup_floor``), the stored vectors only find
+        # candidates, from a looser cosine: another run's action and outcome move a
+        # rewording's vector more than a different lesson's. The merge is decided on
+        # the lesson + trigger embeddings (``_decided``).
+        floor = self.dedup_floor
+        link = self.dedup_threshold if floor is None else floor
         exact = (
-            exact_neighbours(
-                matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS, keys=keys
-            )
+            exact_neighbours(matrix, gate, threshold=link, most=DEDUP_NEIGHBOURS, keys=keys)
             if gate["exact"]
             else None
         )
         planner = Planner(
             parsed,
             matrix @ matrix.T,
-            threshold=self.dedup_threshold,
+            threshold=link,
             same_meaning=self.same_meaning,
             new_id=self._new_id,
             keys=keys,
@@ -153,9 +206,14 @@ class WriteFlows(MemoryBase):
             order[lo:hi] for lo, hi in write_stages(len(order), FIRST_STAGE_RECORDS, STAGE_RECORDS)
         ]
 
+        decided: dict[int, list[dict[str, Any]]] | None = None
+
         def step(k: int, found: Rows) -> Sql | None:
             # Plan stage k from its lookup's rows; insert the rows that became final.
-            near = exact if exact is not None else by_record(found, stages[k])
+            if decided is not None:
+                near: Mapping[int, Sequence[Mapping[str, Any]]] = decided
+            else:
+                near = exact if exact is not None else by_record(found, stages[k])
             ready = planner.plan_stage(stages[k], near)
             if not ready:
                 return None
@@ -171,13 +229,33 @@ class WriteFlows(MemoryBase):
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 
         lookups, again = self._lookups(ns, matrix, stages, exact is not None)
-        yield from Pipelined(lookups, step, again)
+        if floor is None:
+            yield from Pipelined(lookups, step, again)
+        else:
+            # Every lookup first (no insert yet, so none sees the batch's own rows), then
+            # one embedding of the lesson + trigger texts the decisions need, then the
+            # inserts, a stage at a time.
+            near_all: dict[int, list[dict[str, Any]]] = {}
+
+            def collect(k: int, found: Rows) -> None:
+                near_all.update(by_record(found, stages[k]))
+
+            if exact is None:
+                yield from Pipelined(lookups, collect, again)
+            decided = yield from self._decided(
+                parsed, exact if exact is not None else near_all, planner, floor
+            )
+            yield from Pipelined((None,) * len(stages), step)
         plan = planner.plan
         if plan.merges:
             updates, events = merge_params(plan, ns=ns, now=now)
             yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows(updates), fetch="none")
             yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows(events), fetch="none")
         return plan.results
+
+
+def _lesson_text(lesson: str, trigger: str | None) -> str:
+    return embedding_text({"lesson": lesson, "trigger": trigger or ""}, LESSON_AND_TRIGGER)
 
 
 def _analyze() -> Flow[bool]:

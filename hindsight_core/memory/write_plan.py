@@ -107,10 +107,12 @@ def exact_neighbours(
     stored = stored[:, 1:].astype(np.float32)  # without each vector's 4-byte header
     norms = np.linalg.norm(stored, axis=1)
     sims = (matrix @ stored.T) / np.where(norms == 0, 1.0, norms)
+    triggers = row["triggers"] if keys is not None else None
     for i, j in zip(*np.nonzero(sims >= threshold), strict=True):
-        neighbours[int(i)].append(
-            {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
-        )
+        n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
+        if triggers is not None:
+            n["trigger"] = triggers[j]
+        neighbours[int(i)].append(n)
     for i, near in neighbours.items():
         neighbours[i] = sorted(near, key=lambda n: -n["similarity"])[:most]
     if keys is not None:
@@ -122,7 +124,7 @@ def exact_neighbours(
             for j in stored_keys.get(key, ()):
                 if ids[j] not in seen:
                     n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
-                    neighbours[i].append({**n, "key": key})
+                    neighbours[i].append({**n, "trigger": row["triggers"][j], "key": key})
     return neighbours
 
 
@@ -156,6 +158,9 @@ class Planner:
         self.plan = WritePlan()
         self._records, self._sims, self._keys = records, sims, keys
         self._same_meaning, self._new_id = same_meaning, new_id
+        self.decide: np.ndarray | None = None
+        """The cosines the merge test takes for pairs of the batch, when not ``sims``
+        (``threshold`` then only links candidates): set before :meth:`plan_stage`."""
         # Earlier records of the batch at the threshold, per record, found at once: most
         # records have none, and picking a row's inserts one record at a time
         # (``sims[i, inserts]``) was a numpy call per record.
@@ -175,8 +180,10 @@ class Planner:
                     self._last_later[j] = max(self._last_later.get(j, i), i)
                 first[key].append(i)
         linked = set(self._earlier) | set(self._last_later)
+        self.linked = sorted(linked)
+        """The records with another record of the batch at ``threshold`` (or repeated)."""
         solo = [i for i in range(len(records)) if i not in linked]
-        self.order = self.chained(solo) + sorted(linked)
+        self.order = self.chained(solo) + self.linked
         """The batch indexes in the order to look up and plan (:meth:`plan_stage`)."""
         self._planned = np.zeros(len(records), dtype=bool)
         self._results: list[WriteResult | None] = [None] * len(records)
@@ -225,7 +232,7 @@ class Planner:
                 i,
                 neighbours.get(i, ()),
                 self._earlier.get(i, ()),
-                self._sims,
+                self._sims if self.decide is None else self.decide,
                 self._same_meaning,
                 self._keys,
             )
