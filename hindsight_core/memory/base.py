@@ -17,6 +17,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from ..embeddings import (
     DefaultEmbedder,
     Embedder,
@@ -53,6 +55,9 @@ log = logging.getLogger("hindsight")
 
 Clock = Callable[[], datetime]
 QUERY_CACHE_SIZE = 512
+# Lesson + trigger vectors dedup decides on (``WriteFlows._decided``): the stored
+# candidates of a namespace's writes recur, and each is embedded once.
+LESSON_CACHE_SIZE = 4096
 
 
 class MemoryBase:
@@ -86,6 +91,7 @@ class MemoryBase:
         self._model_loaded = False  # the embedder has answered once (see recall)
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._lesson_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()  # a Memory may be shared by threads
         # terms too common to generate keyword candidates (cached for a minute)
         self._common_terms = CommonTerms(q.T)

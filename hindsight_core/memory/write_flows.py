@@ -19,14 +19,19 @@ from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql, Unit
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage.vectors import vectors_param
-from .base import MemoryBase
+from .base import LESSON_CACHE_SIZE, MemoryBase
 from .curation import CurationFlows
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
-from .write_plan import Planner, by_record, exact_neighbours, write_stages
+from .write_plan import PairCosines, Planner, by_record, exact_neighbours, write_stages
 from .write_rows import insert_params, merge_params
 
 # Near-duplicate candidates per record (the lexical veto may reject the nearest).
 DEDUP_NEIGHBOURS = 3
+# With the merge decided on lesson + trigger (``dedup_floor``), more: the stored
+# vectors rank by the whole record, and records of the same run (its action and
+# outcome) can crowd a rewording from another run out of the nearest three. Only those
+# the lexical veto lets through are embedded (``WriteFlows._decided``).
+DEDUP_CANDIDATES = 8
 # The dedup lookup compares a namespace exactly (``scan_sql.DEDUP_VECTORS``) when it
 # holds at most EXACT_DEDUP_PER_RECORD records per batch record, or, under a fifth of
 # the table, EXACT_DEDUP_SMALL_PER_RECORD (at most EXACT_DEDUP_MAX records in all).
@@ -99,40 +104,52 @@ class WriteFlows(MemoryBase):
             if cands:
                 keep[i] = cands
         rows = sorted(set(keep) | set(planner.linked))
-        index: dict[str, int] = {}
-        for i in rows:
-            index.setdefault(_lesson_text(parsed[i].lesson, parsed[i].trigger), len(index))
+        texts = {i: _lesson_text(parsed[i].lesson, parsed[i].trigger) for i in rows}
+        needed = set(texts.values())
         for cands in keep.values():
-            for n in cands:
-                index.setdefault(_lesson_text(n["lesson"], n.get("trigger")), len(index))
-        if not index:
-            return keep
-        vectors = as_matrix((yield from Embed(list(index))))
-        own = {i: vectors[index[_lesson_text(parsed[i].lesson, parsed[i].trigger)]] for i in rows}
+            needed.update(_lesson_text(n["lesson"], n.get("trigger")) for n in cands)
+        vectors = yield from self._lesson_vectors(sorted(needed))
+        own = {i: vectors[t] for i, t in texts.items()}
         for i, cands in keep.items():
             for n in cands:
-                other = vectors[index[_lesson_text(n["lesson"], n.get("trigger"))]]
+                other = vectors[_lesson_text(n["lesson"], n.get("trigger"))]
                 n["similarity"] = float(own[i] @ other)
             cands.sort(key=lambda n: -n["similarity"])
         if planner.linked:
-            decide = np.full((len(parsed), len(parsed)), -1.0, dtype=np.float32)
-            linked = planner.linked
-            sub = np.stack([own[i] for i in linked])
-            decide[np.ix_(linked, linked)] = sub @ sub.T
-            planner.decide = decide
+            planner.decide = PairCosines({i: own[i] for i in planner.linked})
         return keep
 
+    def _lesson_vectors(self, texts: Sequence[str]) -> Flow[dict[str, np.ndarray]]:
+        """The vectors of lesson + trigger ``texts`` (as documents): recent ones from a
+        small LRU cache, the others in one ``Embed``."""
+        out: dict[str, np.ndarray] = {}
+        with self._cache_lock:
+            for t in texts:
+                v = self._lesson_cache.get(t)
+                if v is not None:
+                    self._lesson_cache.move_to_end(t)
+                    out[t] = v
+        missing = [t for t in texts if t not in out]
+        if missing:
+            matrix = as_matrix((yield from Embed(missing)))
+            with self._cache_lock:
+                for t, v in zip(missing, matrix, strict=True):
+                    out[t] = self._lesson_cache[t] = v.copy()  # not the batch matrix
+                while len(self._lesson_cache) > LESSON_CACHE_SIZE:
+                    self._lesson_cache.popitem(last=False)
+        return out
+
     def _lookups(
-        self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool
+        self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool, most: int
     ) -> tuple[tuple[Sql | None, ...], tuple[Sql | None, ...]]:
         """Each stage's HNSW lookup of its records' stored neighbours (none when the
-        namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record; and the same
+        namespace is compared exactly): ``most`` per record; and the same
         without the transaction's own rows (``Pipelined.again``)."""
         if exact:
             return (None,) * len(stages), (None,) * len(stages)
         dim = self.embedder.dim
-        stmt = q.nearest_many(dim, DEDUP_NEIGHBOURS)
-        not_own = q.nearest_many(dim, DEDUP_NEIGHBOURS, own_rows=False)
+        stmt = q.nearest_many(dim, most)
+        not_own = q.nearest_many(dim, most, own_rows=False)
         params = [
             {"ns": ns, "vectors": vectors_param(matrix[stage]), "n": len(stage)} for stage in stages
         ]
@@ -188,8 +205,9 @@ class WriteFlows(MemoryBase):
         # the lesson + trigger embeddings (``_decided``).
         floor = self.dedup_floor
         link = self.dedup_threshold if floor is None else floor
+        most = DEDUP_NEIGHBOURS if floor is None else DEDUP_CANDIDATES
         exact = (
-            exact_neighbours(matrix, gate, threshold=link, most=DEDUP_NEIGHBOURS, keys=keys)
+            exact_neighbours(matrix, gate, threshold=link, most=most, keys=keys)
             if gate["exact"]
             else None
         )
@@ -228,7 +246,7 @@ class WriteFlows(MemoryBase):
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 
-        lookups, again = self._lookups(ns, matrix, stages, exact is not None)
+        lookups, again = self._lookups(ns, matrix, stages, exact is not None, most)
         if floor is None:
             yield from Pipelined(lookups, step, again)
         else:

@@ -128,6 +128,20 @@ def exact_neighbours(
     return neighbours
 
 
+class PairCosines:
+    """The cosines of pairs of batch records, from their vectors (``vectors``: by
+    batch index), computed when asked (``cosines[i, j]``): :attr:`Planner.decide`
+    asks only for the pairs the stored vectors linked, fewer than a square matrix of
+    a large batch holds."""
+
+    def __init__(self, vectors: Mapping[int, np.ndarray]) -> None:
+        self._vectors = vectors
+
+    def __getitem__(self, pair: tuple[int, int]) -> float:
+        i, j = pair
+        return float(self._vectors[i] @ self._vectors[j])
+
+
 class Planner:
     """Plans a batch a stage at a time: :meth:`plan_stage` decides some records and
     says which new records are final, so that their rows can be inserted while the
@@ -158,7 +172,7 @@ class Planner:
         self.plan = WritePlan()
         self._records, self._sims, self._keys = records, sims, keys
         self._same_meaning, self._new_id = same_meaning, new_id
-        self.decide: np.ndarray | None = None
+        self.decide: PairCosines | None = None
         """The cosines the merge test takes for pairs of the batch, when not ``sims``
         (``threshold`` then only links candidates): set before :meth:`plan_stage`."""
         # Earlier records of the batch at the threshold, per record, found at once: most
@@ -307,7 +321,7 @@ def _target(
     i: int,
     near: Sequence[Mapping[str, Any]],
     earlier: Sequence[int],
-    sims: np.ndarray,
+    sims: np.ndarray | PairCosines,
     same_meaning: SameMeaning,
     keys: Sequence[Hashable] | None,
 ) -> tuple[uuid.UUID, float, int | None] | None:
