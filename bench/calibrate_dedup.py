@@ -15,7 +15,10 @@ threshold when its cosine (of the fields the model's profile embeds) reaches it 
 the merge test passes (``Memory.same_meaning``: the lexical veto). With the action and
 outcome embedded, the duplicates are also measured *written by two runs*: each side
 with the action and outcome of another development lesson, as two runs that learned
-the same lesson write it.
+the same lesson write it. With a ``dedup_candidate_floor`` (the multilingual e5
+profiles), the cosine is that of the lesson + trigger embeddings, which dedup decides
+on, and the lowest cosine of the stored vectors of two runs' duplicates is shown: the
+floor must sit under it.
 
 The rule (precision first): the highest threshold on a 0.005 grid around the profile's
 that still merges at least 90 % of the core duplicates, less one step of margin (the
@@ -40,6 +43,7 @@ import bench_zh as zh
 
 from hindsight_core import Memory, Settings
 from hindsight_core.dedup_veto import repeat_key
+from hindsight_core.embeddings.profiles import LESSON_AND_TRIGGER
 from hindsight_core.memory.inputs import embedding_text
 
 PAIRS = Path(__file__).parent / "data" / "dedup_pairs.json"
@@ -88,8 +92,14 @@ def population() -> tuple[list[dict[str, Any]], list[tuple[int, int]], list[int]
     return records, core, [root(i) for i in range(len(records))], runs
 
 
-def cosines(mem: Memory, records: list[dict[str, Any]]) -> np.ndarray:
-    texts = [embedding_text(r, mem.document_fields) for r in records]
+def cosines(
+    mem: Memory, records: list[dict[str, Any]], fields: tuple[str, ...] | None = None
+) -> np.ndarray:
+    """The records' cosines of ``fields`` (default: what dedup decides on: lesson and
+    trigger when the profile has a ``dedup_candidate_floor``, else what is embedded)."""
+    if fields is None:
+        fields = LESSON_AND_TRIGGER if mem.dedup_floor is not None else mem.document_fields
+    texts = [embedding_text(r, fields) for r in records]
     v = np.asarray(mem.embedder.embed_documents(texts), dtype=np.float64)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return v @ v.T
@@ -117,6 +127,7 @@ def calibrate(settings: dict[str, Any]) -> dict[str, Any]:
         for a, b in core
     ]  # fmt: skip
     two_runs: list[float] = []
+    lowest_stored = 1.0  # of the stored (embedded) vectors, of two runs' duplicates
     if runs and {"action", "outcome"} & set(mem.document_fields):
         rng = random.Random(7)
         for (a, b), d in zip(core, dup, strict=True):
@@ -124,6 +135,8 @@ def calibrate(settings: dict[str, Any]) -> dict[str, Any]:
             ra = {**records[a], "action": aa, "outcome": ao}
             rb = {**records[b], "action": ba, "outcome": bo}
             two_runs.append(float(cosines(mem, [ra, rb])[0, 1]) if d >= 0 else -1.0)
+            stored = cosines(mem, [ra, rb], mem.document_fields)[0, 1]
+            lowest_stored = min(lowest_stored, float(stored))
     rows: list[dict[str, Any]] = [
         {
             "threshold": t,
@@ -142,6 +155,8 @@ def calibrate(settings: dict[str, Any]) -> dict[str, Any]:
         "different_pairs": n_different,
         "core_duplicates": len(dup),
         "rule_threshold": round(max(keeping) - 0.005, 3) if keeping else None,
+        "dedup_candidate_floor": mem.dedup_floor,
+        "lowest_two_runs_stored_cosine": round(lowest_stored, 4) if two_runs else None,
         "rows": rows,
     }
     mem.close()
@@ -151,7 +166,13 @@ def calibrate(settings: dict[str, Any]) -> dict[str, Any]:
 def table(name: str, r: dict[str, Any]) -> str:
     lines = [
         f"{name}: threshold {r['dedup_threshold']}, embeds {', '.join(r['document_fields'])}; "
-        f"precision-first rule: {r['rule_threshold']}",
+        f"precision-first rule: {r['rule_threshold']}"
+        + (
+            f"; candidates from {r['dedup_candidate_floor']} of the stored vectors (two "
+            f"runs' duplicates from {r['lowest_two_runs_stored_cosine']})"
+            if r["dedup_candidate_floor"] is not None
+            else ""
+        ),
         f"| threshold | different-lesson pairs merged (of {r['different_pairs']}) | core "
         f"duplicates merged (of {r['core_duplicates']}) | the same, written by two runs |",
         "|---:|---:|---:|---:|",

