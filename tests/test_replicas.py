@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 from _replica_util import Standby, wait_for
 
 from hindsight_core import AsyncMemory, Memory, Settings
@@ -35,12 +36,13 @@ def standby(database_url: str) -> Iterator[Standby]:
 
 def _settings(database_url: str, standby: Standby, **extra: object) -> Settings:
     options: dict[str, object] = {
+        "read_database_urls": standby.url,
         "read_your_writes_timeout": 30.0,
         "replica_max_lag": 600.0,
         "replica_check_interval": 0.0,
     }
     options.update(extra)
-    return Settings(database_url=database_url, read_database_urls=standby.url, **options)
+    return Settings(database_url=database_url, **options)
 
 
 def _record(lesson: str) -> dict[str, object]:
@@ -67,8 +69,6 @@ def test_reads_served_by_the_replica_and_read_your_writes(
         first = writer.write(_record("Pin the base image digest"))
         assert writer.get(first.id).lesson == "Pin the base image digest"  # waited, replica
         assert writer.stats(namespace=namespace).reads["replica"] >= 1
-        reader.setup()
-        hasty.setup()
         with _paused(standby):
             second = hasty.write(_record("Rotate the API keys monthly"))
             # The reader never wrote: the (stale) replica serves it, without the new record.
@@ -96,7 +96,6 @@ def test_reads_served_by_the_replica_and_read_your_writes(
                 embedder=embedder,
             )
             try:
-                strict.setup()
                 assert second.id in {r.id for r in strict.list_records()}
                 reads = strict.stats().reads
                 assert reads["skipped_lag"] == 1 and reads["replica"] == 0
@@ -113,6 +112,38 @@ def test_reads_served_by_the_replica_and_read_your_writes(
         writer.close()
         reader.close()
         hasty.close()
+
+
+async def test_first_reads_on_a_fresh_database_go_to_the_replica(
+    fresh_db: str, standby: Standby, embedder, namespace
+) -> None:
+    """A read sets the memory up on the primary first, then goes to the replica: the
+    first read after the first write into an empty database, and a new memory's (a
+    new process's) first read. Alone, the session's database was empty too, and these
+    reads stayed on the primary; only a record another test wrote hid it."""
+    wait_for(standby.caught_up, "the standby to replay the new database")
+    replica = sa.make_url(standby.url).set(database=sa.make_url(fresh_db).database)
+    settings = _settings(
+        fresh_db, standby, read_database_urls=replica.render_as_string(hide_password=False)
+    )
+    with Memory(namespace, settings=settings, embedder=embedder) as empty:
+        # No record yet: not set up (another model may still adopt the database).
+        assert empty.list_records() == [] and empty.stats().reads.get("replica", 0) == 0
+    with Memory(namespace, settings=settings, embedder=embedder) as writer:
+        first = writer.write(_record("Pin the base image digest"))
+        assert writer.get(first.id).id == first.id
+        Items(writer).put(("replica", "fresh"), "k", {"v": 1})
+        assert writer.stats().reads["replica"] == 1
+    with Memory(namespace, settings=settings, embedder=embedder) as reader:
+        assert Items(reader).get(("replica", "fresh"), "k").value == {"v": 1}
+        assert reader.stats().reads["replica"] == 1
+    amem = AsyncMemory(namespace, settings=settings, embedder=embedder)
+    try:
+        assert [r.id for r in await amem.list_records()] == [first.id]
+        reads = (await amem.stats()).reads
+        assert reads["replica"] == 1 and reads["primary"] == 0
+    finally:
+        await amem.aclose()
 
 
 class _paused:

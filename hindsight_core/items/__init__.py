@@ -123,6 +123,8 @@ class _ItemsBase(ItemFlows):
         """``batch``: a batch of reads on a read replica when configured, its TTL
         refresh (a write) deferred to the primary; any other batch on the primary, one
         transaction retried on a deadlock, noting the WAL position if it wrote."""
+        if self._runner.checks_first():  # set up, so that the reads may go to a replica
+            yield from Run(self._ready_flow)
         if self._runner.routes() and all(isinstance(op, _READS) for op in ops):
             later: list[Sql] = []
 
@@ -167,7 +169,9 @@ class Items(_ItemsBase):
     _runner: SyncRunner
 
     def _new_runner(self) -> SyncRunner:
-        return SyncRunner(self.memory, lambda: self.embedder, ready=lambda: self._ready)
+        return SyncRunner(
+            self.memory, lambda: self.embedder, ready=lambda: self._ready, check=self._ready_flow
+        )
 
     def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         """Run operations in one transaction; one result per op, in input order.
@@ -249,7 +253,9 @@ class AsyncItems(_ItemsBase):
     _runner: AsyncRunner
 
     def _new_runner(self) -> AsyncRunner:
-        return AsyncRunner(self.memory, lambda: self.embedder, ready=lambda: self._ready)
+        return AsyncRunner(
+            self.memory, lambda: self.embedder, ready=lambda: self._ready, check=self._ready_flow
+        )
 
     async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
         """:meth:`Items.batch`, awaited."""

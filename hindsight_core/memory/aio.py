@@ -58,6 +58,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
             self,
             lambda: self.embedder,
             ready=lambda: self._ready,
+            check=self._read_check_flow,
             side=self._side_engine if self._owns_engine else None,
         )
 

@@ -192,6 +192,13 @@ class MemoryBase:
         yield from Migrate()
         self._ready = yield from Unit(self._setup_flow(check_model))
 
+    def _read_check_flow(self) -> Flow[None]:
+        """:meth:`ready_flow` before a read that may go to a replica (the runner's
+        ``check``): a model mismatch leaves the memory not ready, instead of raising,
+        so that the read runs on the primary and its own flow decides (stats lets it
+        through)."""
+        return self.ready_flow(check_model=False)
+
     def _setup_flow(self, check_model: bool) -> Flow[bool]:
         """Record the model (first use) or check it; build the index. True when the
         configured model is the recorded one (with ``check_model=False`` a mismatch is

@@ -66,6 +66,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
             self,
             lambda: self.embedder,
             ready=lambda: self._ready,
+            check=self._read_check_flow,
             side=self._side_engine if self._owns_engine else None,
         )
 

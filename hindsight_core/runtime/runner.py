@@ -17,7 +17,9 @@ that decides where a flow runs, each with the driver of its I/O style
 - :meth:`~SyncRunner.run`: on the primary (set-up first, if the front end has one);
 - :meth:`~SyncRunner.run_read`: on a read replica when replicas are configured and
   the front end is set up (the router picks one fresh enough for ``key``'s
-  read-your-writes session, ``storage/replicas.py``), else on the primary;
+  read-your-writes session, ``storage/replicas.py``), else on the primary; a front
+  end not set up yet runs its ``check`` on the primary first, so that its first read
+  (a new process's, or the first after the first write) can go to a replica;
 - :meth:`~SyncRunner.run_write`: on the primary, then, with replicas, the primary's
   WAL position is noted for ``key``, so that ``key``'s next reads wait for it;
 - :meth:`~SyncRunner.call`: an operation of several runs (an item batch whose TTL
@@ -169,6 +171,10 @@ class _Runner(Generic[H, C]):
             default: never, every read on the primary).
         setup: the front end's set-up flow, run on the primary before a flow while
             not ``ready`` (checkpoints' migration); ``None``: the flows set up themselves.
+        check: the set-up of flows that set up themselves (``Memory.ready_flow``), run
+            on the primary before a read while not ``ready`` and with replicas: a read
+            goes to a replica only once set up (set-up writes), and without it each
+            new front end's first read would stay on the primary; default: ``setup``.
         side: builds the side pool of ``flow.Pipelined`` reads (``Memory``'s).
     """
 
@@ -179,12 +185,14 @@ class _Runner(Generic[H, C]):
         *,
         ready: Callable[[], bool] = _never,
         setup: MakeFlow[None] | None = None,
+        check: MakeFlow[None] | None = None,
         side: Callable[[], Any] | None = None,
     ) -> None:
         self._host = host
         self._embedder = embedder
         self._ready = ready
         self._setup = setup
+        self._check = check or setup
         self._side = side
         self._conns: C | None = None
         self._lock = threading.Lock()
@@ -192,6 +200,16 @@ class _Runner(Generic[H, C]):
 
     def _needs_setup(self) -> bool:
         return self._setup is not None and not self._ready()
+
+    def _check_first(self, reads: object | None) -> MakeFlow[None] | None:
+        """The set-up to run on the primary before a read, so that the read may go to
+        a replica (with replicas, while not ``ready``), else None."""
+        return self._check if reads is not None and not self._ready() else None
+
+    def checks_first(self) -> bool:
+        """Whether a read would run ``check`` first (for a :data:`Call` that decides
+        with :meth:`routes` where its reads go)."""
+        return self._check_first(self._host.replica_reads()) is not None
 
     def routes(self) -> bool:
         """Whether reads go to read replicas now (configured, and set up)."""
@@ -225,8 +243,11 @@ class SyncRunner(_Runner[FlowHost, Connections]):
     def run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """Run ``make()``'s read flow on a replica fresh enough for ``key`` (``None``:
         any), else on the primary."""
-        reads = self._host.replica_reads() if self._ready() else None
-        if reads is None:
+        reads = self._host.replica_reads()
+        check = self._check_first(reads)
+        if check is not None:
+            run_sync(check, self._connections(), self._embedder())
+        if reads is None or not self._ready():  # e.g. an empty database (ready_flow)
             return self.run(make)
         return reads.run(make, self._embedder(), key, lambda: self.run(make))
 
@@ -303,8 +324,11 @@ class AsyncRunner(_Runner[AsyncFlowHost, AsyncConnections]):
 
     async def run_read(self, make: MakeFlow[R], key: str | None) -> R:
         """:meth:`SyncRunner.run_read`, awaited."""
-        reads = self._host.replica_reads() if self._ready() else None
-        if reads is None:
+        reads = self._host.replica_reads()
+        check = self._check_first(reads)
+        if check is not None:
+            await run_async(check, await self._connections(), self._embedder())
+        if reads is None or not self._ready():
             return await self.run(make)
         return await reads.run(make, self._embedder(), key, lambda: self.run(make))
 
