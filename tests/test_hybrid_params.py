@@ -114,13 +114,9 @@ def test_recall_parameters_carry_the_settings_and_the_query() -> None:
     assert _recall(rare=[])["tsq_cand"] is None
 
 
-def test_items_search_binds_the_same_fusion_parameters() -> None:
-    """Items' hybrid statement binds every parameter ``hybrid_params`` builds, with the
-    same values recall gets from the same settings."""
-    spec = ItemIndex(dims=3).spec
-    statement = items_search_sql.hybrid_search_sql(spec, 2, (), False, True, True)
-    terms = tsquery_terms("answer style")
-    fusion = hybrid_params(
+def _item_fusion(terms: list[str]) -> dict[str, object]:
+    """An item search's fusion parameters: every term a keyword candidate, no common ones."""
+    return hybrid_params(
         SETTINGS,
         terms=terms,
         common={},
@@ -129,6 +125,15 @@ def test_items_search_binds_the_same_fusion_parameters() -> None:
         keyword_weight=0.09,
         now=NOW,
     )
+
+
+def test_items_search_binds_the_same_fusion_parameters() -> None:
+    """Items' hybrid statement binds every parameter ``hybrid_params`` builds, with the
+    same values recall gets from the same settings."""
+    spec = ItemIndex(dims=3).spec
+    statement = items_search_sql.hybrid_search_sql(spec, 2, (), False, True, True)
+    terms = tsquery_terms("answer style")
+    fusion = _item_fusion(terms)
     assert set(fusion) <= _binds(statement)
     recall = _recall(terms=terms, common={}, rare=terms, whole_query=False)
     assert {k: recall[k] for k in fusion} == fusion
@@ -138,7 +143,6 @@ def _item_search(*, prefix: str, flt: object, hub: float) -> dict[str, object]:
     """What ``items/flows.py``'s ``_search`` binds for a hybrid search (its names and
     sources: page, prefix, filters, query vector, candidates, fusion, hub weight)."""
     spec_f, values = parse_filter(flt)
-    terms = tsquery_terms("answer style")
     return {
         "limit": 5,
         "offset": 0,
@@ -148,15 +152,7 @@ def _item_search(*, prefix: str, flt: object, hub: float) -> dict[str, object]:
         "qvec": [0.5, -0.25, 1.0],
         "cand": 40,
         "kw_qlen": 2,
-        **hybrid_params(
-            SETTINGS,
-            terms=terms,
-            common={},
-            candidates=terms,
-            whole_query=False,
-            keyword_weight=0.09,
-            now=NOW,
-        ),
+        **_item_fusion(tsquery_terms("answer style")),
         "w_hub": hub,
     }
 
