@@ -304,10 +304,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep expired items
         and abandoned task logs."""
-        return await self._runner.run_write(
-            self._maintain_flow(namespace, namespace is None),
-            None if namespace is None else self.namespace_key(namespace),
-        )
+        return await self._runner.run_write(*self._maintain_write(namespace))
 
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""

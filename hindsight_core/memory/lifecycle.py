@@ -40,6 +40,14 @@ EVICT_NAMESPACES = 64
 class LifecycleFlows(MemoryBase):
     """Whole-store operations (flows; see ``runtime/flow.py``)."""
 
+    def _maintain_write(
+        self, namespace: Namespace | str | None
+    ) -> tuple[Flow[MaintenanceReport], str | None]:
+        """``maintain``'s write for either front end's ``runner.run_write``: its flow
+        and the key it notes (``namespace=None``: every namespace, every key's)."""
+        key = None if namespace is None else self.namespace_key(namespace)
+        return self._maintain_flow(namespace, namespace is None), key
+
     def _maintain_flow(
         self, namespace: Namespace | str | None, all_namespaces: bool
     ) -> Flow[MaintenanceReport]:

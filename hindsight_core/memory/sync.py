@@ -348,10 +348,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep
         expired items and abandoned task logs. ``namespace=None``: every namespace."""
-        return self._runner.run_write(
-            self._maintain_flow(namespace, namespace is None),
-            None if namespace is None else self.namespace_key(namespace),
-        )
+        return self._runner.run_write(*self._maintain_write(namespace))
 
     def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
