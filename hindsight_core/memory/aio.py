@@ -27,7 +27,6 @@ from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
 from .export_file import read_import_lines
-from .inputs import check_search
 from .inspection import AsyncInspectMethods
 from .lifecycle import LifecycleFlows, Progress
 from .results import Feedback, RecallResult
@@ -161,19 +160,10 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         include_superseded: bool = False,
     ) -> list[SearchHit]:
         """Hybrid recall: semantic + keyword, bent by the decayed score."""
-        # before connecting: see check_search
-        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
         return await self._runner.run_read(
-            lambda: self._search_flow(
-                query,
-                namespace,
-                scene,
-                top_k,
-                filters,
-                include_superseded=include_superseded,
-                namespaces=namespaces,
-            ),
-            self._read_key(namespace, namespaces),
+            *self._search_read(
+                query, namespace, namespaces, scene, top_k, filters, include_superseded
+            )
         )
 
     async def recall(
@@ -203,8 +193,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         self, *, namespace: Namespace | str | None = None, **options: Any
     ) -> list[Experience]:
         """Records of a namespace, filtered, ordered and paged as :meth:`Memory.list_records`'s."""
-        key = None if options.get("all_namespaces") else self.namespace_key(namespace)
-        return await self._runner.run_read(lambda: self._list_flow(namespace, **options), key)
+        return await self._runner.run_read(*self._list_read(namespace, options))
 
     async def mark_used(
         self,
@@ -316,10 +305,7 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
     async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep expired items
         and abandoned task logs."""
-        return await self._runner.run_write(
-            self._maintain_flow(namespace, namespace is None),
-            None if namespace is None else self.namespace_key(namespace),
-        )
+        return await self._runner.run_write(*self._maintain_write(namespace))
 
     async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""

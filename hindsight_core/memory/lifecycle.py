@@ -9,22 +9,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
 
-import pydantic
-from pydantic import Field
-
-from ..errors import ImportFormatError, ValidationError
 from ..items.flows import sweep_flow
 from ..models import (
     Experience,
-    ExperienceIn,
     MaintenanceReport,
     Namespace,
     ReindexReport,
     Stats,
     ns_key,
-    parse_experience,
-    raise_validation,
-    to_utc,
     validate_namespace,
 )
 from ..runtime.flow import Embed, Flow, Sql, Unit
@@ -32,8 +24,8 @@ from ..runtime.runner import Call, Run
 from ..storage import batch_sql, namespace_sql, tasks_sql, versions_sql
 from ..storage import experiences_sql as q
 from .base import MemoryBase
+from .export_file import ExportedRecord, check_import_lines, write_export
 from .export_file import read_import_lines as read_import_lines  # the CLI's import
-from .export_file import write_export
 from .inputs import embedding_text
 from .write_rows import record_row
 
@@ -45,38 +37,16 @@ REINDEX_BATCH = 256
 EVICT_NAMESPACES = 64
 
 
-class ExportedRecord(ExperienceIn):
-    """One line of an export file: a record with its identity and lifecycle state."""
-
-    id: uuid.UUID
-    namespace: tuple[str, ...]
-    score: float = Field(default=1.0, ge=0)
-    use_count: int = Field(default=0, ge=0)
-    occurrences: int = Field(default=1, ge=1)
-    last_used_at: datetime | None = None
-    created_at: datetime | None = None
-    updated_at: datetime | None = None
-    archived_at: datetime | None = None
-    merged_into: uuid.UUID | None = None
-    merged_from: list[uuid.UUID] = Field(default_factory=list)
-    scenes: list[str] = Field(default_factory=list)
-    # its place in a chain of versions (docs/versions.md)
-    version: int = Field(default=1, ge=1)
-    lineage: uuid.UUID | None = None
-    supersedes: uuid.UUID | None = None
-    superseded_by: uuid.UUID | None = None
-    superseded_at: datetime | None = None
-    superseded_reason: str | None = None
-    superseded_actor: str | None = None
-
-    @pydantic.field_validator("last_used_at", "updated_at", "archived_at", "superseded_at")
-    @classmethod
-    def _utc_more(cls, value: datetime | None) -> datetime | None:
-        return to_utc(value) if value is not None else None
-
-
 class LifecycleFlows(MemoryBase):
     """Whole-store operations (flows; see ``runtime/flow.py``)."""
+
+    def _maintain_write(
+        self, namespace: Namespace | str | None
+    ) -> tuple[Flow[MaintenanceReport], str | None]:
+        """``maintain``'s write for either front end's ``runner.run_write``: its flow
+        and the key it notes (``namespace=None``: every namespace, every key's)."""
+        key = None if namespace is None else self.namespace_key(namespace)
+        return self._maintain_flow(namespace, namespace is None), key
 
     def _maintain_flow(
         self, namespace: Namespace | str | None, all_namespaces: bool
@@ -186,59 +156,23 @@ class LifecycleFlows(MemoryBase):
         skip_invalid: bool = False,
         progress: Progress | None = None,
     ) -> Flow[dict[str, Any]]:
-        """Validate every line first; write nothing if one is bad (unless skipping).
+        """Validate every line first (``export_file.check_import_lines``); write
+        nothing if one is bad (unless skipping).
 
         A line with an ``id`` is an exported record, restored as it was (kept if that
         id is already stored). A line without one is a new record, written through
         the normal write path (dedup included) in its ``namespace`` or the default.
         """
-        records: list[ExportedRecord] = []
-        plain: dict[Namespace, list[ExperienceIn]] = {}
-        skipped: list[int] = []
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-                if not isinstance(data, dict):
-                    raise ValidationError("a line must hold a JSON object", field="(line)")
-                if "id" not in data:
-                    raw_ns = data.pop("namespace", None)
-                    ns = self.namespace if raw_ns is None else validate_namespace(raw_ns)
-                    plain.setdefault(ns, []).append(
-                        parse_experience(
-                            data,
-                            lesson_max_chars=self.settings.lesson_max_chars,
-                            field_max_chars=self.settings.field_max_chars,
-                        )
-                    )
-                    continue
-                data["namespace"] = list(validate_namespace(data.get("namespace")))
-                record = ExportedRecord.model_validate(
-                    data,
-                    context={
-                        "lesson_max_chars": self.settings.lesson_max_chars,
-                        "field_max_chars": self.settings.field_max_chars,
-                    },
-                )
-            except (ValueError, ValidationError) as exc:
-                if isinstance(exc, pydantic.ValidationError):
-                    exc = raise_validation(exc)
-                if skip_invalid:
-                    skipped.append(number)
-                    continue
-                raise ImportFormatError(
-                    f"line {number}: {exc}. Nothing was imported; fix the line or pass "
-                    "--skip-invalid to import the other lines.",
-                    line=number,
-                ) from None
-            records.append(record)
+        checked = check_import_lines(
+            lines,
+            default=self.namespace,
+            lesson_max_chars=self.settings.lesson_max_chars,
+            field_max_chars=self.settings.field_max_chars,
+            skip_invalid=skip_invalid,
+        )
+        restored, plain, total = checked.restored, checked.plain, checked.total
         yield from self.ready_flow()
         now = self.now()
-        total = len(records) + sum(map(len, plain.values()))
-        restored: dict[Namespace, list[ExportedRecord]] = {}
-        for r in records:
-            restored.setdefault(tuple(r.namespace), []).append(r)
         done = existing = inserted = merged = 0
         # A namespace at a time, in namespace order, each locked before its first row:
         # as a write locks its namespace before the keyword counter its insert takes, and
@@ -266,11 +200,11 @@ class LifecycleFlows(MemoryBase):
                 if progress:
                     progress(done, total)
         return {
-            "read": total + len(skipped),
-            "imported": len(records) - existing + inserted,
+            "read": total + len(checked.skipped),
+            "imported": checked.restoring - existing + inserted,
             "merged": merged,
             "already_present": existing,
-            "skipped_lines": skipped,
+            "skipped_lines": checked.skipped,
         }
 
     def _restore_flow(self, batch: list[ExportedRecord], now: datetime) -> Flow[int]:

@@ -11,7 +11,7 @@ from ..arguments import parse_id
 from ..embeddings.profiles import covers
 from ..errors import HindsightError, NotFoundError, ValidationError
 from ..models import Experience, Namespace, SearchHit, ns_from_key, show_namespace
-from ..runtime.flow import Flow, Sql
+from ..runtime.flow import Flow, MakeFlow, Sql
 from ..runtime.runner import Call, Read, Vectors
 from ..storage import experiences_sql as q
 from ..storage import fulltext_sql as fts
@@ -70,6 +70,34 @@ class RecallFlows(MemoryBase):
             raise
         except (HindsightError, TimeoutError) as exc:
             return degraded(exc)
+
+    def _search_read(
+        self,
+        query: str,
+        namespace: Namespace | str | None,
+        namespaces: object,
+        scene: str | None,
+        top_k: int,
+        filters: Mapping[str, Any] | None,
+        include_superseded: bool,
+    ) -> tuple[MakeFlow[list[SearchHit]], str | None]:
+        """``search``'s read for either front end's ``runner.run_read``: the maker of
+        its flow and the session key it reads after. The arguments are checked here,
+        before connecting (``inputs.check_search``)."""
+        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
+
+        def make() -> Flow[list[SearchHit]]:
+            return self._search_flow(
+                query,
+                namespace,
+                scene,
+                top_k,
+                filters,
+                include_superseded=include_superseded,
+                namespaces=namespaces,
+            )
+
+        return make, self._read_key(namespace, namespaces)
 
     def _search_flow(
         self,
@@ -185,6 +213,15 @@ class RecallFlows(MemoryBase):
         yield from self.ready_flow()
         rows = yield from Sql(sharing_sql.LOCATE, {**scope.params(), "id": rid}, autocommit=True)
         return ns_from_key(rows[0]["ns"]) if rows else None
+
+    def _list_read(
+        self, namespace: Namespace | str | None, options: Mapping[str, Any]
+    ) -> tuple[MakeFlow[list[Experience]], str | None]:
+        """``list_records``' read for either front end's ``runner.run_read``: the maker
+        of its flow and the session key it reads after (every write's, ``None``, for
+        ``all_namespaces``)."""
+        key = None if options.get("all_namespaces") else self.namespace_key(namespace)
+        return (lambda: self._list_flow(namespace, **options)), key
 
     def _list_flow(
         self,

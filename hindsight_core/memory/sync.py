@@ -30,7 +30,6 @@ from ..runtime.runner import SyncRunner
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
 from .export_file import read_import_lines
-from .inputs import check_search
 from .inspection import InspectMethods
 from .lifecycle import LifecycleFlows, Progress
 from .results import Feedback, RecallResult
@@ -191,19 +190,10 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         Raises:
             ValidationError: a bad argument, or both ``namespace`` and ``namespaces``.
         """
-        # before connecting: see check_search
-        check_search(query, scene, top_k, filters, namespace=namespace, namespaces=namespaces)
         return self._runner.run_read(
-            lambda: self._search_flow(
-                query,
-                namespace,
-                scene,
-                top_k,
-                filters,
-                include_superseded=include_superseded,
-                namespaces=namespaces,
-            ),
-            self._read_key(namespace, namespaces),
+            *self._search_read(
+                query, namespace, namespaces, scene, top_k, filters, include_superseded
+            )
         )
 
     def recall(
@@ -230,8 +220,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     ) -> list[Experience]:
         """Records of a namespace; options: ``scene``, ``archived`` (False, True or None
         for both), ``order_by``, ``descending``, ``limit``, ``offset``, ``all_namespaces``."""
-        key = None if options.get("all_namespaces") else self.namespace_key(namespace)
-        return self._runner.run_read(lambda: self._list_flow(namespace, **options), key)
+        return self._runner.run_read(*self._list_read(namespace, options))
 
     # ------------------------------------------------------------------ feedback & curation
 
@@ -360,10 +349,7 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
     def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
         """Archive records decayed below ``evict_below`` (never critical ones), sweep
         expired items and abandoned task logs. ``namespace=None``: every namespace."""
-        return self._runner.run_write(
-            self._maintain_flow(namespace, namespace is None),
-            None if namespace is None else self.namespace_key(namespace),
-        )
+        return self._runner.run_write(*self._maintain_write(namespace))
 
     def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
         """Counts of records, archived records, namespaces, items, scenes and LLM usage."""

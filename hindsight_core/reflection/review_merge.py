@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from ..errors import HindsightError, ValidationError
@@ -27,7 +28,7 @@ from .parse import ParseError, coerce_number, flagged_json
 from .review_results import ReviewDecision, ReviewResult
 from .screen import screen_merge
 
-__all__ = ["clusters_flow", "review_cluster"]
+__all__ = ["clusters_flow", "connected_groups", "review_cluster"]
 
 MERGE_PROMPT = "merge_v2"
 MAX_CLUSTERS = 3
@@ -54,6 +55,26 @@ MERGE_SCHEMA: dict[str, Any] = {
 }
 
 
+def connected_groups(pairs: Iterable[tuple[uuid.UUID, uuid.UUID]]) -> list[list[uuid.UUID]]:
+    """The connected groups of ``pairs`` (an id paired with one of a group joins it),
+    largest first, in the same order for the same ``pairs`` (sizes tied: the group
+    met first). Pure: :func:`clusters_flow` keeps the first ``MAX_CLUSTERS``."""
+    parent: dict[uuid.UUID, uuid.UUID] = {}
+
+    def root(x: uuid.UUID) -> uuid.UUID:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in pairs:
+        parent[root(a)] = root(b)
+    groups: dict[uuid.UUID, list[uuid.UUID]] = {}
+    for x in list(parent):
+        groups.setdefault(root(x), []).append(x)
+    return sorted(groups.values(), key=len, reverse=True)
+
+
 def clusters_flow(
     memory: RecordContext, namespace: Namespace | str | None, scene: str, threshold: float
 ) -> Flow[list[list[dict[str, Any]]]]:
@@ -64,21 +85,8 @@ def clusters_flow(
         review_sql.near_pairs_sql(memory.embedder.dim),
         {"ns": ns, "scene": scene, "threshold": threshold, "max_records": MAX_SCAN},
     )
-    parent: dict[uuid.UUID, uuid.UUID] = {}
-
-    def root(x: uuid.UUID) -> uuid.UUID:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for p in pairs:
-        parent[root(p["a"])] = root(p["b"])
-    groups: dict[uuid.UUID, list[uuid.UUID]] = {}
-    for x in list(parent):
-        groups.setdefault(root(x), []).append(x)
     out: list[list[dict[str, Any]]] = []
-    for ids in sorted(groups.values(), key=len, reverse=True)[:MAX_CLUSTERS]:
+    for ids in connected_groups([(p["a"], p["b"]) for p in pairs])[:MAX_CLUSTERS]:
         rows = yield from Sql(
             q.GET, {"ns": ns, "ids": ids[:MAX_CLUSTER_SIZE], **memory.decay_params(memory.now())}
         )

@@ -29,6 +29,10 @@ that decides where a flow runs, each with the driver of its I/O style
 
 A new operation gets its sync and async method by writing its flow once (or its
 call, for several runs) and adding the two one-line methods above to the front ends.
+What an operation does before its flow runs (checking arguments before connecting,
+choosing its key) is written once beside the flow, returning the runner's arguments::
+
+    return self._runner.run_read(*self._search_read(query, ...))       # both fronts
 
 Where a recall runs, end to end: ``Memory.recall`` -> :meth:`SyncRunner.call` of
 ``RecallFlows._recall_call`` (``memory/read_flows.py``) -> :class:`Read` bounded by
