@@ -8,35 +8,25 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
-from ..models import (
-    Experience,
-    MaintenanceReport,
-    Namespace,
-    ReindexReport,
-    SearchHit,
-    Stats,
-    WriteResult,
-)
+from ..models import Experience, Namespace, SearchHit, WriteResult
 from ..runtime.flow import Flow, MakeFlow, R
 from ..runtime.routing import AsyncReplicaReads
 from ..runtime.runner import AsyncRunner
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
-from .export_file import read_import_lines
 from .inspection import AsyncInspectMethods
-from .lifecycle import LifecycleFlows, Progress
 from .results import Feedback, RecallResult
+from .store_methods import AsyncStoreMethods
 from .write_flows import RecordFlows, RecordInput
 
 if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 
-class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
+class AsyncMemory(RecordFlows, AsyncStoreMethods, AsyncInspectMethods):
     """Hindsight memory for asyncio code; see :class:`~hindsight_core.Memory` for the API.
 
     I/O is natively async (psycopg's async driver); the local embedding model runs
@@ -301,47 +291,3 @@ class AsyncMemory(RecordFlows, LifecycleFlows, AsyncInspectMethods):
         return await self._runner.run_read(
             lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
-
-    async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
-        """Archive records decayed below ``evict_below`` (never critical ones), sweep expired items
-        and abandoned task logs."""
-        return await self._runner.run_write(*self._maintain_write(namespace))
-
-    async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
-        """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
-        return await self._runner.call(self._stats_call(namespace))
-
-    async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
-        return await self._runner.run(self._drop_namespace_flow(namespace))
-
-    async def export(
-        self,
-        target: str | Path | IO[str],
-        *,
-        namespace: Namespace | str | None = None,
-        all_namespaces: bool = False,
-    ) -> int:
-        """Write records (archived too) as JSON lines; returns how many."""
-        return await self._runner.call(self._export_call(target, namespace, all_namespaces))
-
-    async def import_records(
-        self,
-        source: str | Path | Iterable[str],
-        *,
-        skip_invalid: bool = False,
-        progress: Progress | None = None,
-    ) -> dict[str, Any]:
-        """Import JSON lines: written by :meth:`export`, or one new record per line."""
-        return await self._runner.run_write(
-            self._import_flow(
-                read_import_lines(source), skip_invalid=skip_invalid, progress=progress
-            ),
-            None,
-        )
-
-    async def reindex(
-        self, *, force: bool = False, progress: Progress | None = None
-    ) -> ReindexReport:
-        """Re-embed with the configured model the records whose vector came from another model or
-        from other text (``force``: every record), record the model and build the index."""
-        return await self._runner.run_write(self._reindex_flow(progress, force), None)

@@ -10,35 +10,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import sqlalchemy as sa
 
-from ..models import (
-    Experience,
-    MaintenanceReport,
-    Namespace,
-    ReindexReport,
-    SearchHit,
-    Stats,
-    WriteResult,
-)
+from ..models import Experience, Namespace, SearchHit, WriteResult
 from ..runtime.flow import Flow, MakeFlow, R
 from ..runtime.routing import ReplicaReads
 from ..runtime.runner import SyncRunner
 from ..storage.engine import create_side_engine, create_sync_engine
 from ..storage.vectors import adopt_engine
-from .export_file import read_import_lines
 from .inspection import InspectMethods
-from .lifecycle import LifecycleFlows, Progress
 from .results import Feedback, RecallResult
+from .store_methods import StoreMethods
 from .write_flows import RecordFlows, RecordInput
 
 log = logging.getLogger("hindsight")
 
 
-class Memory(RecordFlows, LifecycleFlows, InspectMethods):
+class Memory(RecordFlows, StoreMethods, InspectMethods):
     """Hindsight memory, synchronous.
 
     Every method is confined to one namespace: ``namespace=`` when given, else the
@@ -343,68 +333,3 @@ class Memory(RecordFlows, LifecycleFlows, InspectMethods):
         return self._runner.run_read(
             lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
         )
-
-    # ------------------------------------------------------------------ whole store
-
-    def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
-        """Archive records decayed below ``evict_below`` (never critical ones), sweep
-        expired items and abandoned task logs. ``namespace=None``: every namespace."""
-        return self._runner.run_write(*self._maintain_write(namespace))
-
-    def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
-        """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
-        return self._runner.call(self._stats_call(namespace))
-
-    def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
-        """Delete everything stored in ``namespace`` (exactly it, not those under it):
-        records, their history, items and task logs. For throw-away namespaces (demos,
-        examples, tests); there is no undo.
-
-        Returns:
-            How many ``records``, ``events``, ``items`` and ``tasks`` were deleted.
-        """
-        return self._runner.run(self._drop_namespace_flow(namespace))
-
-    def export(
-        self,
-        target: str | Path | IO[str],
-        *,
-        namespace: Namespace | str | None = None,
-        all_namespaces: bool = False,
-    ) -> int:
-        """Write records (archived too) as JSON lines; returns how many."""
-        return self._runner.call(self._export_call(target, namespace, all_namespaces))
-
-    def import_records(
-        self,
-        source: str | Path | Iterable[str],
-        *,
-        skip_invalid: bool = False,
-        progress: Progress | None = None,
-    ) -> dict[str, Any]:
-        """Import JSON lines: written by :meth:`export`, or one new record per line.
-
-        A line with an ``id`` is restored as exported (kept if already stored); a
-        line without one (``{"lesson": ..., "trigger": ...}``, optionally with a
-        ``namespace``) is written like :meth:`write_many`, near-duplicates merged.
-        A malformed line raises :class:`ImportFormatError` with its line number and
-        nothing is imported, unless ``skip_invalid``.
-
-        Returns:
-            Counts: ``read``, ``imported``, ``merged``, ``already_present`` and
-            ``skipped_lines`` (their numbers).
-        """
-        return self._runner.run_write(
-            self._import_flow(
-                read_import_lines(source), skip_invalid=skip_invalid, progress=progress
-            ),
-            None,
-        )
-
-    def reindex(self, *, force: bool = False, progress: Progress | None = None) -> ReindexReport:
-        """Re-embed with the configured model the records whose vector came from another
-        model or from other text (``force``: every record), record the model and build
-        the index. Returns how many were re-embedded and skipped. One transaction:
-        writes wait until it commits; searches go on (not while it drops the index, with
-        another model or ``force``)."""
-        return self._runner.run_write(self._reindex_flow(progress, force), None)
