@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemory
-from llama_index.core.memory import Memory as ChatMemory
 
 from hindsight_core import AsyncMemory, Experience, Memory, RecallResult, SearchHit
 from hindsight_core.errors import NotFoundError
@@ -35,6 +34,7 @@ from hindsight_core.models import show_namespace, validate_namespace
 
 from ._bridge import READ_NAMESPACES, CoreBridge, render_lessons
 from ._messages import query_from, trajectory_from, with_system_text
+from ._short_term import aactive_history, active_history, adispose, default_short_term
 from .block import DEFAULT_HEADER
 from .llm import as_hindsight_llm
 
@@ -163,10 +163,8 @@ class HindsightMemory(BaseMemory):
     def short_term(self) -> BaseMemory:
         """The wrapped short-term memory (created on first use)."""
         if self._short_term is None:
-            self._short_term = ChatMemory.from_defaults(
-                session_id=self.session_id,
-                token_limit=self.token_limit,
-                tokenizer_fn=self._tokenizer_fn,
+            self._short_term = default_short_term(
+                self.session_id, self.token_limit, self._tokenizer_fn
             )
             self._owns_short_term = True
         return self._short_term
@@ -199,17 +197,17 @@ class HindsightMemory(BaseMemory):
     async def aput(self, message: ChatMessage) -> None:
         st = await self._ast()
         await st.aput(message)
-        await self._amirror(st)
+        self.chat_history = await aactive_history(st)
 
     async def aput_messages(self, messages: list[ChatMessage]) -> None:
         st = await self._ast()
         await st.aput_messages(messages)
-        await self._amirror(st)
+        self.chat_history = await aactive_history(st)
 
     async def aset(self, messages: list[ChatMessage]) -> None:
         st = await self._ast()
         await st.aset(messages)
-        await self._amirror(st)
+        self.chat_history = await aactive_history(st)
 
     async def areset(self) -> None:
         """Clear the history and the current task's lesson ids."""
@@ -249,9 +247,7 @@ class HindsightMemory(BaseMemory):
         """Close the default short-term store and what this object opened."""
         st = self._short_term
         if st is not None and self._owns_short_term:
-            engine = getattr(getattr(st, "sql_store", None), "_async_engine", None)
-            if engine is not None:
-                await engine.dispose()
+            await adispose(st)
             self._short_term = None
         if self._owns_bridge:
             self._bridge.close()
@@ -275,17 +271,17 @@ class HindsightMemory(BaseMemory):
     def put(self, message: ChatMessage) -> None:
         st = self._st()
         st.put(message)
-        self._mirror(st)
+        self.chat_history = active_history(st)
 
     def put_messages(self, messages: list[ChatMessage]) -> None:
         st = self._st()
         st.put_messages(messages)
-        self._mirror(st)
+        self.chat_history = active_history(st)
 
     def set(self, messages: list[ChatMessage]) -> None:
         st = self._st()
         st.set(messages)
-        self._mirror(st)
+        self.chat_history = active_history(st)
 
     def reset(self) -> None:
         self._st().reset()
@@ -328,22 +324,6 @@ class HindsightMemory(BaseMemory):
             self._pending_history = False
             st.set(list(self.chat_history))
         return st
-
-    async def _amirror(self, st: BaseMemory) -> None:
-        if isinstance(st, ChatMemory):
-            from llama_index.core.storage.chat_store.base_db import MessageStatus
-
-            self.chat_history = await st.aget_all(status=MessageStatus.ACTIVE)
-        else:
-            self.chat_history = list(await st.aget_all())
-
-    def _mirror(self, st: BaseMemory) -> None:
-        if isinstance(st, ChatMemory):
-            from llama_index.core.storage.chat_store.base_db import MessageStatus
-
-            self.chat_history = st.get_all(status=MessageStatus.ACTIVE)
-        else:
-            self.chat_history = list(st.get_all())
 
     def _scope(self) -> dict[str, Any]:
         return self._bridge.scope(self.namespace, self.read_namespaces)
