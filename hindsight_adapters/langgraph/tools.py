@@ -218,17 +218,18 @@ def create_memory_tools(
             {"id": str(rec.id), "score": round(rec.decayed_score, 4), "use_count": rec.use_count}
         )
 
-    def _not_read(id: str) -> NotFoundError:
-        return NotFoundError(f"no record {id} in the namespaces this agent reads")
+    def _used_at(id: str, where: Any, runtime: Any) -> dict[str, Any]:
+        # mark_used's namespace (where the lesson was found: among the read namespaces,
+        # else the own one) and its ``by`` (the agent's own namespace).
+        if where is None:
+            raise NotFoundError(f"no record {id} in the namespaces this agent reads")
+        return {"namespace": where, "by": "/".join(_ns(runtime))}
 
     def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:
         try:
             mem, scope = _store(runtime, store).memory, _scope(runtime)
             where = mem.locate(id, **scope) if reads else scope["namespace"]
-            if where is None:
-                raise _not_read(id)
-            by = "/".join(_ns(runtime))
-            return _usage(mem.mark_used(id, helpful, namespace=where, by=by))
+            return _usage(mem.mark_used(id, helpful, **_used_at(id, where, runtime)))
         except HindsightError as exc:
             return _error(exc)
 
@@ -236,10 +237,7 @@ def create_memory_tools(
         try:
             mem, scope = _store(runtime, store).amemory, _scope(runtime)
             where = (await mem.locate(id, **scope)) if reads else scope["namespace"]
-            if where is None:
-                raise _not_read(id)
-            by = "/".join(_ns(runtime))
-            return _usage(await mem.mark_used(id, helpful, namespace=where, by=by))
+            return _usage(await mem.mark_used(id, helpful, **_used_at(id, where, runtime)))
         except HindsightError as exc:
             return _error(exc)
 
