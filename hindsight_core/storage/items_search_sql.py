@@ -71,7 +71,7 @@ UNINDEXED_NS = "COALESCE({}, '')"
 # sample of the namespace's rows in key order had to sort them: a sequential scan of a
 # 10k-row prefix per search); a fixed count, so the same whatever the page's limit. In
 # a model's narrow cone the mean of 40 neighbours points where the namespace's does
-# (LoCoMo dev: the same recall as the mean of 500 rows, bench/README.md's ablation).
+# (LoCoMo dev: the same recall as the mean of 500 rows, bench/HISTORY.md's LoCoMo ablation).
 HUB_NEIGHBOURS = 40
 
 
