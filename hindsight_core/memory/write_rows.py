@@ -81,7 +81,7 @@ def search_tsv(rec: Any, fields: Sequence[str] = LESSON_AND_TRIGGER) -> str:
     words with a record's situation (what was done, what happened) as much as with its
     advice, which is why e5 embeds every field (``embeddings.profiles._e5``); indexed
     for keywords too, a word of the action is evidence on both sides instead of
-    counting against the record on one (bench/README.md, "Recall quality, principled").
+    counting against the record on one (bench/HISTORY.md, "LoCoMo with the default model").
     With lesson and trigger embedded (MiniLM) the text is what it was.
     """
     extra = [getattr(rec, f) for f in fields if f not in ("lesson", "trigger", "scene")]

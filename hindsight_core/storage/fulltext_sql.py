@@ -40,7 +40,8 @@ MIN_MASS_SHARE = 0.1
 # recall. Below ~10,000 rows this cut, not
 # ``keyword_scan_limit``, decides. LongMemEval with each question's ~500 turns alone in
 # the table: hybrid and vector-only metrics identical, keyword-only identical but one
-# (session recall_all@10 0.883 -> 0.900), and hybrid search faster (bench/README).
+# (session recall_all@10 0.883 -> 0.900), and hybrid search faster
+# (bench/HISTORY.md, "Retrieval quality on LongMemEval").
 COMMON_TERM_SHARE = 0.02
 
 # Document frequencies of the query's uncommon terms are counted up to this many rows

@@ -9,8 +9,8 @@ for under ``EXACT_SCAN_SHARE`` of the table by ``pg_class.reltuples``, which is 
 the table's first (auto)analyze and moves with each one, so the same data in the same
 order was ranked exactly or through the index (whose graph differs from build to
 build: pgvector draws each node's level at random) depending on when autovacuum had
-run (bench/README.md, "Same data, same results"). ``memory.scan.ScanChoice`` caches
-the answer.
+run (bench/HISTORY.md, "LoCoMo with the default model": reproducibility).
+``memory.scan.ScanChoice`` caches the answer.
 
 The write path's dedup lookup makes the same choice per batch
 (:data:`DEDUP_VECTORS`), with bounds that grow with the batch.
