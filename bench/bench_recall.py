@@ -367,10 +367,7 @@ def end_to_end(
 
 
 def reuse_database() -> tuple[str, Any]:
-    from hindsight_core.storage import embedded
-
-    url = sa.make_url(embedded.embedded_url(c.HOME)).set(database="hindsight_bench_recall")
-    return url.render_as_string(hide_password=False), lambda: None
+    return c.database_url("hindsight_bench_recall"), lambda: None
 
 
 def plot(rows: list[dict[str, Any]], path: Path) -> None:

