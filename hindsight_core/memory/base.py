@@ -30,7 +30,13 @@ from ..embeddings import (
     profile_for,
 )
 from ..embeddings.default import mismatch_message
-from ..embeddings.profiles import covers, dedup_candidate_floor, document_fields, keyword_weight
+from ..embeddings.profiles import (
+    covers,
+    dedup_as_query,
+    dedup_candidate_floor,
+    document_fields,
+    keyword_weight,
+)
 from ..errors import EmbeddingModelMismatchError, ValidationError
 from ..models import (
     Experience,
@@ -140,10 +146,17 @@ class MemoryBase:
 
     @property
     def dedup_floor(self) -> float | None:
-        """With more than lesson and trigger embedded, the stored vectors' cosine from
+        """With more than lesson and trigger embedded, or lesson + trigger compared
+        from the query side (:attr:`dedup_as_query`), the stored vectors' cosine from
         which a stored record is a dedup candidate, decided on lesson + trigger
-        (``embeddings.profiles.dedup_candidate_floor``); else ``None``."""
+        embedded apart (``embeddings.profiles.dedup_candidate_floor``); else ``None``."""
         return dedup_candidate_floor(self.settings, self.embedder)
+
+    @property
+    def dedup_as_query(self) -> bool:
+        """Whether dedup embeds the lessons (and triggers) it compares as queries: a
+        symmetric comparison, as e5's model card says (``ModelProfile.dedup_as_query``)."""
+        return dedup_as_query(self.embedder)
 
     @property
     def keyword_weight(self) -> float:

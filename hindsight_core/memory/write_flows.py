@@ -120,8 +120,9 @@ class WriteFlows(MemoryBase):
         return keep
 
     def _lesson_vectors(self, texts: Sequence[str]) -> Flow[dict[str, np.ndarray]]:
-        """The vectors of lesson + trigger ``texts`` (as documents): recent ones from a
-        small LRU cache, the others in one ``Embed``."""
+        """The vectors of lesson + trigger ``texts``, from the side dedup compares
+        (:attr:`dedup_as_query`): recent ones from a small LRU cache, the others in one
+        ``Embed``."""
         out: dict[str, np.ndarray] = {}
         with self._cache_lock:
             for t in texts:
@@ -131,7 +132,7 @@ class WriteFlows(MemoryBase):
                     out[t] = v
         missing = [t for t in texts if t not in out]
         if missing:
-            matrix = as_matrix((yield from Embed(missing)))
+            matrix = as_matrix((yield from Embed(missing, query=self.dedup_as_query)))
             with self._cache_lock:
                 for t, v in zip(missing, matrix, strict=True):
                     out[t] = self._lesson_cache[t] = v.copy()  # not the batch matrix
@@ -184,12 +185,13 @@ class WriteFlows(MemoryBase):
             if set(self.document_fields) - {"lesson", "trigger"}
             else None
         )
+        floor = self.dedup_floor  # the lessons decide: they need the stored triggers
         gate = (
             yield from Sql(
                 scan_sql.DEDUP_VECTORS,
                 {
                     "ns": ns,
-                    "triggers": keys is not None,
+                    "triggers": keys is not None or floor is not None,
                     "cap": EXACT_DEDUP_PER_RECORD * len(matrix),
                     "cap_small": min(EXACT_DEDUP_MAX, EXACT_DEDUP_SMALL_PER_RECORD * len(matrix)),
                 },
@@ -202,8 +204,9 @@ class WriteFlows(MemoryBase):
         # With the whole record embedded (``dedup_floor``), the stored vectors only find
         # candidates, from a looser cosine: another run's action and outcome move a
         # rewording's vector more than a different lesson's. The merge is decided on
-        # the lesson + trigger embeddings (``_decided``).
-        floor = self.dedup_floor
+        # the lesson + trigger embeddings (``_decided``), from the side the model
+        # compares paraphrases with (``dedup_as_query``; the stored vectors are search
+        # documents, so with that side they only find candidates too).
         link = self.dedup_threshold if floor is None else floor
         most = DEDUP_NEIGHBOURS if floor is None else DEDUP_CANDIDATES
         exact = (

@@ -92,8 +92,8 @@ def exact_neighbours(
     Args:
         matrix: the batch's vectors, one a row.
         row: the reply of ``scan_sql.DEDUP_VECTORS``: the namespace's ``ids``,
-            ``lessons``, ``vectors`` (pgvector's binary form, one after another) and,
-            with ``keys``, ``triggers``.
+            ``lessons``, ``vectors`` (pgvector's binary form, one after another) and
+            ``triggers`` (``None`` when not asked for; asked for with ``keys``).
         threshold: the dedup threshold (only pairs at it can merge).
         most: how many neighbours a record keeps, most similar first.
         keys: per batch record, its ``dedup_veto.repeat_key``: a stored record with
@@ -107,7 +107,7 @@ def exact_neighbours(
     stored = stored[:, 1:].astype(np.float32)  # without each vector's 4-byte header
     norms = np.linalg.norm(stored, axis=1)
     sims = (matrix @ stored.T) / np.where(norms == 0, 1.0, norms)
-    triggers = row["triggers"] if keys is not None else None
+    triggers = row.get("triggers")
     for i, j in zip(*np.nonzero(sims >= threshold), strict=True):
         n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
         if triggers is not None:

@@ -66,7 +66,8 @@ def _reinforce_flow(
 ) -> Flow[dict[int, WriteResult]]:
     # Embedded before the first statement: no connection (nor lock) while the model runs.
     vectors = yield from Embed(
-        [_text(r["lesson"]) for r in records] + [_text(r["lesson"]) for r in live]
+        [_text(r["lesson"]) for r in records] + [_text(r["lesson"]) for r in live],
+        query=memory.dedup_as_query,  # the side dedup compares (e5: a symmetric task)
     )
     matrix = as_matrix(vectors)
     sims = matrix[: len(records)] @ matrix[len(records) :].T

@@ -97,6 +97,11 @@ class RecordContext(FlowContext, Protocol):
         """The cosine from which a new record merges into a stored one."""
         ...
 
+    @property
+    def dedup_as_query(self) -> bool:
+        """Whether dedup embeds the lessons it compares as queries (``Embed.query``)."""
+        ...
+
     def same_meaning(self, a: str, b: str, similarity: float) -> bool:
         """Whether two lessons at ``similarity`` may be merged (threshold and veto)."""
         ...
