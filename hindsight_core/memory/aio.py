@@ -21,13 +21,12 @@ from ..storage.vectors import adopt_engine
 from .inspection import AsyncInspectMethods
 from .store_methods import AsyncStoreMethods
 from .sync import Memory
-from .write_flows import RecordFlows
 
 if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 
-class AsyncMemory(RecordFlows, AsyncStoreMethods, AsyncInspectMethods):
+class AsyncMemory(AsyncStoreMethods, AsyncInspectMethods):
     """Hindsight memory for asyncio code; see :class:`~hindsight_core.Memory` for the API.
 
     I/O is natively async (psycopg's async driver); the local embedding model runs

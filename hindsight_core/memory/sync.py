@@ -1,7 +1,10 @@
 """The synchronous front end: :class:`Memory`.
 
 Each operation is a flow of the mixins (``write_flows.py``, ``read_flows.py``, ...)
-bound in one line through the memory's runner (``runtime/runner.py``); ``aio.py``'s
+bound in one line through the memory's runner (``runtime/runner.py``): the record
+operations here, the whole-store ones in ``store_methods.py`` (whose
+``lifecycle.LifecycleFlows`` are built on the record flows, ``write_flows.RecordFlows``)
+and the inspection ones in ``inspection.py``. ``aio.py``'s
 :class:`AsyncMemory` takes these very methods, awaited (``runtime/twin.py``), so each
 body returns its runner call and does nothing after it.
 """
@@ -24,12 +27,12 @@ from ..storage.vectors import adopt_engine
 from .inspection import InspectMethods
 from .results import Feedback, RecallResult
 from .store_methods import StoreMethods
-from .write_flows import RecordFlows, RecordInput
+from .write_flows import RecordInput
 
 log = logging.getLogger("hindsight")
 
 
-class Memory(RecordFlows, StoreMethods, InspectMethods):
+class Memory(StoreMethods, InspectMethods):
     """Hindsight memory, synchronous.
 
     Every method is confined to one namespace: ``namespace=`` when given, else the
