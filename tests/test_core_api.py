@@ -5,6 +5,9 @@ Each scenario below is one async body run on either front end by the ``api`` fix
 ``test_front_ends_agree`` runs every scenario on both front ends and compares those
 transcripts, so the two cannot drift apart unnoticed; the last two tests check that
 both offer the same operations and that a scenario here calls each of them.
+
+Internals: ``runtime.host``'s protocols, to tell the public operations from the internal
+host API.
 """
 
 from __future__ import annotations

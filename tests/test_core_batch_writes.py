@@ -1,7 +1,10 @@
 """A batch is written in one statement per kind (``storage/batch_sql.py``: inserts,
 merges into stored records, events), its columns sent as arrays: every value arrives
 as it was given, whatever its characters, NULLs stay NULL, and the BM25 counters
-follow the batch exactly."""
+follow the batch exactly.
+
+Internals: ``storage.experiences_sql.nearest_many`` run by hand, to see what the dedup
+lookup in a write's own transaction finds (no public call runs it alone)."""
 
 from __future__ import annotations
 

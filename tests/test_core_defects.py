@@ -1,6 +1,9 @@
 """Defects of issue 16, each reproduced: scenes kept through dedup, set-up committed on
 its own, one embedded text everywhere, recall bounded in time, embedding errors named
-as such; and ``reindex`` skipping what is up to date (issue 14)."""
+as such; and ``reindex`` skipping what is up to date (issue 14).
+
+Internals: ``storage.vectors.Float4Array``, to check that the vector dumper is
+registered on our engines only, never on psycopg's global adapters."""
 
 from __future__ import annotations
 

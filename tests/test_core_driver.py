@@ -3,6 +3,9 @@
 Each test runs the same flow on both drivers: the connection strategy (transaction or
 warm autocommit connection) is the flow's first statement's to declare, the retry
 policy is the caller's, and replies are typed through ``yield from``.
+
+Internals: the drivers themselves (``runtime.driver``, ``runtime.connections``,
+``runtime.flow``), on purpose.
 """
 
 from __future__ import annotations

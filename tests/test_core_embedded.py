@@ -1,4 +1,7 @@
-"""The embedded PostgreSQL: shared by processes, never a silent fallback."""
+"""The embedded PostgreSQL: shared by processes, never a silent fallback.
+
+Internals: the embedded server's start, sharing and stop (``storage.embedded``) and the
+mapping of its errors (``storage.engine``), on purpose."""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """Keyword scoring: BM25 that agrees with rank_bm25, per-namespace counters kept exact
 under concurrent writes, merges, archiving and deletes, and fusion that one common
-word cannot tip."""
+word cannot tip.
+
+Internals: ``storage.fulltext_sql``'s BM25 constants and statements, to compare the
+scores with rank_bm25's."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Recall: paraphrased queries in English and Chinese, scene filter, score breakdown,
-namespace isolation, degrading on failure; sync and async agree."""
+namespace isolation, degrading on failure; sync and async agree.
+
+Internals: the recall statement (``storage.recall_sql``, ``fulltext_sql``, ``vectors``)
+run by hand, to check the plan it keeps once prepared."""
 
 from __future__ import annotations
 

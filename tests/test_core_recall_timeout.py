@@ -1,6 +1,9 @@
 """Recall's timeout without a transaction: ``Sql.timeout_ms`` bounds one statement on
 either driver and either connection strategy, and ``recall`` runs on a warm
-autocommit connection like ``search`` (no pool checkout, BEGIN or COMMIT per call)."""
+autocommit connection like ``search`` (no pool checkout, BEGIN or COMMIT per call).
+
+Internals: the drivers (``runtime.driver``, ``runtime.connections``) running flows with
+``Sql.timeout_ms``, on purpose."""
 
 from __future__ import annotations
 

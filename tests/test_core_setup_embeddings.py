@@ -1,4 +1,7 @@
-"""Set-up under concurrency, and the OpenAI-compatible embedder over real HTTP."""
+"""Set-up under concurrency, and the OpenAI-compatible embedder over real HTTP.
+
+Internals: ``storage.migrate``'s revisions, to check that the schema reached head and
+that an old index was rebuilt."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The write path: validation, coercion, dedup and its guard, batches."""
+"""The write path: validation, coercion, dedup and its guard, batches.
+
+Internals: ``storage.scan_sql.DEDUP_VECTORS`` run by hand, to check its choice between
+an exact scan and the index."""
 
 from __future__ import annotations
 

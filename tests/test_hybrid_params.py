@@ -5,6 +5,9 @@ recall (``recall_params``, fed to ``recall_sql.search_sql``) and for items' sear
 (``hybrid_params``, fed to ``items_search_sql.hybrid_search_sql``); these tests check,
 without connecting, that every parameter the statements bind is given and what each
 is worth.
+
+Internals: the pure parameter builders (``storage.hybrid_params``,
+``items_filters_sql``) and the statements they feed, on purpose.
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@
 ``items/batch_plan.py`` validates and groups a batch (reads, then one put per key),
 lists the texts to embed and builds the statements' parameters; these tests check
 its decisions directly.
+
+Internals: ``storage.items_sql``'s statements, which the plan must pick.
 """
 
 from __future__ import annotations

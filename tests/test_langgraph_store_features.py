@@ -1,4 +1,7 @@
-"""HindsightStore beyond PostgresStore parity: TTL, hybrid ranking, embedder kinds."""
+"""HindsightStore beyond PostgresStore parity: TTL, hybrid ranking, embedder kinds.
+
+Internals: BM25's constants (``storage.fulltext_sql``) for an expected score, and the
+item search statement (``storage.items_search_sql``, ``runtime.cursors``) for its plan."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ connection, tagged with an ``application_name``) run into it, and then looks fro
 server's side at what the waiting writer holds. A writer that waits for a lock while
 holding one that comes later in the order is half of a deadlock: a second writer
 taking the two the other way round completes it.
+
+Internals: ``storage.items_sql.SWEEP_CHUNK``, to expire more items than two sweep
+chunks.
 """
 
 from __future__ import annotations

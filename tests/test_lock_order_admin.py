@@ -5,6 +5,9 @@ imports: ``test_lock_order_import.py``).
 Each test holds a lock from a connection of its own so that the operation stops
 half-way, holding some rows or locks, lets a real writer run into it, and then lets
 go: before the fixes, the two then waited for each other (SQLSTATE 40P01, one failed).
+
+Internals: ``runtime.io_steps.SyncIO.side`` patched, to start a reindex at the moment a
+write takes its side connection.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """docs/operations.md, run: where the data lives, a PostgreSQL of your own with the
 documented grants (and the error when pgvector cannot be installed), upgrading and
 what an older version does with a newer schema, backup and restore of the embedded
-database."""
+database.
+
+Internals: ``storage.embedded`` and ``storage.migrate``, to stand up, stop and downgrade
+servers and schemas as the operator's guide does with the CLI."""
 
 from __future__ import annotations
 

@@ -5,6 +5,9 @@ under the test's tmp dir), controlled with the wheel's ``pg_ctl``, so the sessio
 server that other tests use is never disturbed. The kill test uses the session
 server: a subprocess (URL from ``HINDSIGHT_DATABASE_URL``) is SIGKILLed while its
 ``write_many`` transaction is inserting.
+
+Internals: ``storage.embedded``, to run a server of the test's own that it stops and
+restarts.
 """
 
 from __future__ import annotations

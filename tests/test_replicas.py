@@ -5,6 +5,9 @@ over its unix socket (``_replica_util.Standby``). Pausing its WAL replay
 (``pg_wal_replay_pause()``) makes it stale on purpose: a read that returns the old
 state proves it was served by the replica, and read-your-writes must then fall back
 to the primary. Every wait polls with a deadline; the standby is always removed.
+
+Internals: ``storage.replicas``' router, its policy driven step by step without a
+database.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from _replica_util import Standby, wait_for
 from hindsight_core import AsyncMemory, Memory, Settings
 from hindsight_core.errors import ConfigurationError
 from hindsight_core.items import Items
-from hindsight_core.storage.replicas import parse_urls
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +51,17 @@ def _record(lesson: str) -> dict[str, object]:
     return {"scene": "replica-test", "trigger": f"when {lesson}", "lesson": lesson}
 
 
-def test_bad_replica_url_names_the_setting() -> None:
-    with pytest.raises(ConfigurationError, match="HINDSIGHT_READ_DATABASE_URLS"):
-        parse_urls("mysql://x@y/z")
-    assert parse_urls(" , ") == []
+def test_bad_replica_url_names_the_setting(database_url: str, embedder, namespace) -> None:
+    bad = Settings(database_url=database_url, read_database_urls="mysql://x@y/z")
+    with (
+        Memory(namespace, settings=bad, embedder=embedder) as mem,
+        pytest.raises(ConfigurationError, match="HINDSIGHT_READ_DATABASE_URLS"),
+    ):
+        mem.search("deleting old files")
+    blank = Settings(database_url=database_url, read_database_urls=" , ")
+    with Memory(namespace, settings=blank, embedder=embedder) as mem:
+        assert mem.search("deleting old files") == []
+        assert mem.stats().reads == {}  # no replica: nothing routed
 
 
 def test_reads_served_by_the_replica_and_read_your_writes(
@@ -250,7 +259,7 @@ def test_router_policy_failed_read_vs_unreachable_vs_not_a_standby(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from hindsight_core.errors import DatabaseError, DatabaseUnavailableError
-    from hindsight_core.storage.replicas import Primary, Probe, Read, ReadRouter
+    from hindsight_core.storage.replicas import Primary, Probe, Read, ReadRouter, parse_urls
 
     settings = Settings(replica_retry_interval=60, replica_check_interval=60)
     router = ReadRouter(settings, parse_urls("postgresql://u:secret@replica/db"))

@@ -1,4 +1,6 @@
-"""The typed internal API: the host protocols and typed request replies (no database)."""
+"""The typed internal API: the host protocols and typed request replies (no database).
+
+Internals: the typed internal API (``runtime.host``, ``runtime.flow``), on purpose."""
 
 from __future__ import annotations
 
@@ -202,3 +204,32 @@ def test_tests_read_no_private_member_of_the_library() -> None:
     files = sorted((ROOT / "tests").glob("*.py"))
     assert len(files) > 10
     assert [hit for p in files for hit in _private_reads_in_tests(p)] == []
+
+
+INTERNALS = ("hindsight_core.runtime", "hindsight_core.storage")
+
+
+def _internal_imports(tree: ast.Module) -> set[str]:
+    """The runtime and storage modules a test module imports (``from x import y`` and
+    ``import x``, at any depth)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.startswith(INTERNALS)}
+
+
+def test_a_test_of_internals_says_which_and_why() -> None:
+    # Behaviour that is public is tested through the public API; a test module that
+    # imports the runtime or storage does so on purpose and its docstring says why,
+    # in a paragraph starting "Internals:" (the fixtures of conftest.py aside).
+    unsaid = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text("utf-8"))
+        doc = ast.get_docstring(tree) or ""
+        if _internal_imports(tree) and "\nInternals: " not in doc:
+            unsaid.append(path.name)
+    assert unsaid == []

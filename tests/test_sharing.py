@@ -1,7 +1,10 @@
 """Search across namespaces (docs/sharing.md): ``search(namespaces=[...])`` with
 prefixes, each hit's namespace, BM25 statistics of the union, current versions only,
 and the argument checks, against the real database; ``api`` runs each on both front
-ends."""
+ends.
+
+Internals: the recall and sharing statements (``storage.recall_sql``, ``sharing_sql``,
+``runtime.cursors``), to check their query plans."""
 
 from __future__ import annotations
 

@@ -5,32 +5,25 @@ later calls give, not "memory unavailable ... recall timed out"."""
 from __future__ import annotations
 
 import asyncio
-import threading
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-from hindsight_core import AsyncMemory, DatabaseUnavailableError, Memory, Settings, ValidationError
+from hindsight_core import AsyncMemory, Memory, Settings, ValidationError
 from hindsight_core.embeddings.callable import CallableEmbedder
 
 
 @pytest.fixture
-def hung_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A database still starting: resolving its URL (where the embedded server's start
-    is waited for) blocks until the test ends, then fails."""
-    from hindsight_core.storage import engine
-
-    started = threading.Event()
-
-    def starting(settings: Settings, url: str | None = None) -> str:
-        started.wait(10)
-        raise DatabaseUnavailableError("the database is still starting")
-
-    monkeypatch.setattr(engine, "resolve_url", starting)
-    yield "postgresql://nobody@127.0.0.1:1/hindsight"
-    started.set()
+def hung_url() -> Iterator[str]:
+    """A database that does not answer (still starting, or hung): a socket that takes
+    connections and never says a word, so a client that connected would wait."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(64)
+        yield f"postgresql://nobody@127.0.0.1:{server.getsockname()[1]}/hindsight"
 
 
 def _settings(url: str) -> Settings:

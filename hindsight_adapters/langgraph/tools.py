@@ -12,23 +12,28 @@ replaced by ``config["configurable"][name]``::
     graph = builder.compile(store=HindsightStore())
     graph.invoke(inputs, {"configurable": {"user_id": "u42"}})
 
-Everything they do is a call into the core (``store.memory`` / ``store.amemory``);
-results are compact JSON: the lesson and its trigger first, with an id for feedback.
+Everything they do is a call into the core (``store.memory`` / ``store.amemory``),
+each tool written once as a generator of those calls (:data:`Steps`) that a sync and
+an async driver run; results are compact JSON: the lesson and its trigger first,
+with an id for feedback.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from typing import Any, ParamSpec
 
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.prebuilt import ToolRuntime
 
 from hindsight_core.errors import HindsightError, NotFoundError, ValidationError
+from hindsight_core.runtime.driver import Plan
 
 DEFAULT_NAMESPACE: tuple[str, ...] = ("lessons", "{user_id}")
+P = ParamSpec("P")
 
 SEARCH_DESCRIPTION = (
     "Recall lessons learned in earlier runs. Call this BEFORE starting a task or a risky "
@@ -109,6 +114,64 @@ def _error(exc: HindsightError) -> str:
     return _dump({"error": str(exc)})
 
 
+Steps = Generator[Any, Any, str]
+"""A tool written once, as the core's flows are: it yields the store it works on and
+gets back that store's memory (``Memory`` in the sync tool, ``AsyncMemory`` in the
+async one), then yields each call it makes on that memory and gets back the call's
+result (``result = yield mem.recall(...)``); it returns the tool's answer."""
+
+
+def _answered(steps: Steps, memory: str) -> Steps:
+    """``steps`` given the store's ``memory`` (``"memory"`` or ``"amemory"``), with a
+    Hindsight error (raised in it, or thrown in at a ``yield``) as its answer. Written
+    once: the two drivers below only carry out the calls, one of them awaiting."""
+    try:
+        reply: Any = getattr(next(steps), memory)
+        while True:
+            reply = yield steps.send(reply)
+    except StopIteration as done:
+        answer: str = done.value
+        return answer
+    except HindsightError as exc:
+        return _error(exc)
+
+
+def _sync_tool(tool: Callable[P, Steps]) -> Callable[P, str]:
+    """``tool`` on the store's ``Memory``: a call's result is there when it is yielded."""
+
+    def run(*args: P.args, **kwargs: P.kwargs) -> str:
+        plan = Plan(_answered(tool(*args, **kwargs), "memory"))
+        for result in plan:
+            plan.reply = result
+        return plan.result
+
+    functools.update_wrapper(run, tool)
+    return run
+
+
+def _async_tool(tool: Callable[P, Steps]) -> Callable[P, Coroutine[Any, Any, str]]:
+    """``tool`` on the store's ``AsyncMemory``: each call awaited, its error thrown back."""
+
+    async def run(*args: P.args, **kwargs: P.kwargs) -> str:
+        plan = Plan(_answered(tool(*args, **kwargs), "amemory"))
+        for call in plan:
+            try:
+                plan.reply = await call
+            except HindsightError as exc:
+                plan.error = exc
+        return plan.result
+
+    functools.update_wrapper(run, tool)
+    return run
+
+
+def _both(tool: Callable[..., Steps], name: str, description: str) -> BaseTool:
+    """The LangChain tool of ``tool``, sync and async (its arguments from its signature)."""
+    return StructuredTool.from_function(
+        func=_sync_tool(tool), coroutine=_async_tool(tool), name=name, description=description
+    )
+
+
 def create_memory_tools(
     namespace: tuple[str, ...] = DEFAULT_NAMESPACE,
     *,
@@ -160,23 +223,11 @@ def create_memory_tools(
             out["warning"] = result.warning
         return _dump(out)
 
-    def search(query: str, runtime: ToolRuntime, scene: str | None = None) -> str:
-        try:
-            s = _store(runtime, store)
-            return _search_result(
-                s.memory.recall(query, **_scope(runtime), scene=scene, top_k=top_k)
-            )
-        except HindsightError as exc:
-            return _error(exc)
-
-    async def asearch(query: str, runtime: ToolRuntime, scene: str | None = None) -> str:
-        try:
-            s = _store(runtime, store)
-            return _search_result(
-                await s.amemory.recall(query, **_scope(runtime), scene=scene, top_k=top_k)
-            )
-        except HindsightError as exc:
-            return _error(exc)
+    def search(query: str, runtime: ToolRuntime, scene: str | None = None) -> Steps:
+        mem = yield _store(runtime, store)
+        return _search_result(
+            (yield mem.recall(query, **_scope(runtime), scene=scene, top_k=top_k))
+        )
 
     def _record(
         lesson: str, trigger: str, scene: str, outcome: str, runtime: Any
@@ -191,27 +242,11 @@ def create_memory_tools(
 
     def write(
         lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general", outcome: str = ""
-    ) -> str:
-        try:
-            s = _store(runtime, store)
-            res = s.memory.write(
-                _record(lesson, trigger, scene, outcome, runtime), namespace=_ns(runtime)
-            )
-            return _dump({"id": str(res.id), "status": res.status})
-        except HindsightError as exc:
-            return _error(exc)
-
-    async def awrite(
-        lesson: str, trigger: str, runtime: ToolRuntime, scene: str = "general", outcome: str = ""
-    ) -> str:
-        try:
-            s = _store(runtime, store)
-            res = await s.amemory.write(
-                _record(lesson, trigger, scene, outcome, runtime), namespace=_ns(runtime)
-            )
-            return _dump({"id": str(res.id), "status": res.status})
-        except HindsightError as exc:
-            return _error(exc)
+    ) -> Steps:
+        mem = yield _store(runtime, store)
+        record = _record(lesson, trigger, scene, outcome, runtime)
+        res = yield mem.write(record, namespace=_ns(runtime))
+        return _dump({"id": str(res.id), "status": res.status})
 
     def _usage(rec: Any) -> str:
         return _dump(
@@ -225,21 +260,10 @@ def create_memory_tools(
             raise NotFoundError(f"no record {id} in the namespaces this agent reads")
         return {"namespace": where, "by": "/".join(_ns(runtime))}
 
-    def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:
-        try:
-            mem, scope = _store(runtime, store).memory, _scope(runtime)
-            where = mem.locate(id, **scope) if reads else scope["namespace"]
-            return _usage(mem.mark_used(id, helpful, **_used_at(id, where, runtime)))
-        except HindsightError as exc:
-            return _error(exc)
-
-    async def ausage(id: str, runtime: ToolRuntime, helpful: bool = True) -> str:
-        try:
-            mem, scope = _store(runtime, store).amemory, _scope(runtime)
-            where = (await mem.locate(id, **scope)) if reads else scope["namespace"]
-            return _usage(await mem.mark_used(id, helpful, **_used_at(id, where, runtime)))
-        except HindsightError as exc:
-            return _error(exc)
+    def usage(id: str, runtime: ToolRuntime, helpful: bool = True) -> Steps:
+        mem, scope = (yield _store(runtime, store)), _scope(runtime)
+        where = (yield mem.locate(id, **scope)) if reads else scope["namespace"]
+        return _usage((yield mem.mark_used(id, helpful, **_used_at(id, where, runtime))))
 
     def _correction(lesson: str, trigger: str | None, runtime: Any) -> dict[str, Any]:
         # scene, action, outcome (and the trigger, unless given): the old version's
@@ -255,26 +279,9 @@ def create_memory_tools(
         reason: str,
         runtime: ToolRuntime,
         trigger: str | None = None,
-    ) -> str:
-        try:
-            mem, record = _store(runtime, store).memory, _correction(lesson, trigger, runtime)
-            return _superseded(mem.supersede(id, record, reason=reason, namespace=_ns(runtime)))
-        except HindsightError as exc:
-            return _error(exc)
-
-    async def asupersede(
-        id: str,
-        lesson: str,
-        reason: str,
-        runtime: ToolRuntime,
-        trigger: str | None = None,
-    ) -> str:
-        try:
-            mem, record = _store(runtime, store).amemory, _correction(lesson, trigger, runtime)
-            done = await mem.supersede(id, record, reason=reason, namespace=_ns(runtime))
-            return _superseded(done)
-        except HindsightError as exc:
-            return _error(exc)
+    ) -> Steps:
+        mem, record = (yield _store(runtime, store)), _correction(lesson, trigger, runtime)
+        return _superseded((yield mem.supersede(id, record, reason=reason, namespace=_ns(runtime))))
 
     def _chain(chain: list[Any]) -> str:
         keep = ("version", "lesson", "trigger", "superseded_at", "superseded_reason")
@@ -288,40 +295,18 @@ def create_memory_tools(
             }
         )
 
-    def history(id: str, runtime: ToolRuntime) -> str:
-        try:
-            return _chain(_store(runtime, store).memory.history(id, namespace=_ns(runtime)))
-        except HindsightError as exc:
-            return _error(exc)
-
-    async def ahistory(id: str, runtime: ToolRuntime) -> str:
-        try:
-            s = _store(runtime, store)
-            return _chain(await s.amemory.history(id, namespace=_ns(runtime)))
-        except HindsightError as exc:
-            return _error(exc)
+    def history(id: str, runtime: ToolRuntime) -> Steps:
+        mem = yield _store(runtime, store)
+        return _chain((yield mem.history(id, namespace=_ns(runtime))))
 
     extra = [
-        StructuredTool.from_function(
-            func=supersede,
-            coroutine=asupersede,
-            name="supersede_memory",
-            description=SUPERSEDE_DESCRIPTION,
-        ),
-        StructuredTool.from_function(
-            func=history, coroutine=ahistory, name="memory_history", description=HISTORY_DESCRIPTION
-        ),
+        _both(supersede, "supersede_memory", SUPERSEDE_DESCRIPTION),
+        _both(history, "memory_history", HISTORY_DESCRIPTION),
     ]
     return [
-        StructuredTool.from_function(
-            func=search, coroutine=asearch, name="search_memory", description=SEARCH_DESCRIPTION
-        ),
-        StructuredTool.from_function(
-            func=write, coroutine=awrite, name="write_memory", description=WRITE_DESCRIPTION
-        ),
-        StructuredTool.from_function(
-            func=usage, coroutine=ausage, name="update_memory_usage", description=USAGE_DESCRIPTION
-        ),
+        _both(search, "search_memory", SEARCH_DESCRIPTION),
+        _both(write, "write_memory", WRITE_DESCRIPTION),
+        _both(usage, "update_memory_usage", USAGE_DESCRIPTION),
         *(extra if versions else []),
     ]
 

@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hindsight_core import AsyncMemory, Memory, RecallResult
 from hindsight_core.memory.results import degraded
-from hindsight_core.models import Experience, Namespace
+from hindsight_core.memory.scope import read_set
+from hindsight_core.models import Experience, Namespace, validate_namespace
 
 if TYPE_CHECKING:
     from hindsight_core.reflection import (
@@ -49,6 +50,17 @@ READ_NAMESPACES = (
     "Namespaces also recalled from (an agent's team's, a sibling's; 'acme/team/*' for one "
     "and all under it), ranked with the own namespace's as one collection (docs/sharing.md)."
 )
+
+
+def checked_scope(data: dict[str, Any]) -> dict[str, Any]:
+    """A memory block's or memory's fields with ``namespace`` validated (stored as its
+    tuple) and ``read_namespaces`` checked, before pydantic sees them, so that a bad
+    one fails when the object is built, with an error naming the field."""
+    if data.get("namespace") is not None:
+        data["namespace"] = validate_namespace(data["namespace"])
+    if data.get("read_namespaces") is not None:
+        read_set(data["read_namespaces"], field="read_namespaces")
+    return data
 
 
 class CoreBridge:

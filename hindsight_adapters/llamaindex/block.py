@@ -11,10 +11,8 @@ from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.memory import BaseMemoryBlock
 
 from hindsight_core import AsyncMemory, Memory, SearchHit
-from hindsight_core.memory.scope import read_set
-from hindsight_core.models import validate_namespace
 
-from ._bridge import READ_NAMESPACES, CoreBridge, render_lessons
+from ._bridge import READ_NAMESPACES, CoreBridge, checked_scope, render_lessons
 from ._messages import query_from, trajectory_from
 from .llm import as_hindsight_llm
 
@@ -78,11 +76,7 @@ class HindsightMemoryBlock(BaseMemoryBlock[str]):
     def __init__(
         self, *, memory: Memory | AsyncMemory, reflection_llm: Any = None, **data: Any
     ) -> None:
-        if data.get("namespace") is not None:
-            data["namespace"] = validate_namespace(data["namespace"])
-        if data.get("read_namespaces") is not None:
-            read_set(data["read_namespaces"], field="read_namespaces")  # fail early
-        super().__init__(**data)
+        super().__init__(**checked_scope(data))
         self._bridge = CoreBridge(memory, as_hindsight_llm(reflection_llm))
 
     # ------------------------------------------------------------------ introspection

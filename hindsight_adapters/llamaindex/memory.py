@@ -29,10 +29,9 @@ from llama_index.core.memory import BaseMemory
 
 from hindsight_core import AsyncMemory, Experience, Memory, RecallResult, SearchHit
 from hindsight_core.errors import NotFoundError
-from hindsight_core.memory.scope import read_set
-from hindsight_core.models import show_namespace, validate_namespace
+from hindsight_core.models import show_namespace
 
-from ._bridge import READ_NAMESPACES, CoreBridge, render_lessons
+from ._bridge import READ_NAMESPACES, CoreBridge, checked_scope, render_lessons
 from ._messages import query_from, trajectory_from, with_system_text
 from ._short_term import aactive_history, active_history, adispose, default_short_term
 from .block import DEFAULT_HEADER
@@ -117,11 +116,7 @@ class HindsightMemory(BaseMemory):
         tokenizer_fn: Callable[[str], list[Any]] | None = None,
         **data: Any,
     ) -> None:
-        if data.get("namespace") is not None:
-            data["namespace"] = validate_namespace(data["namespace"])
-        if data.get("read_namespaces") is not None:
-            read_set(data["read_namespaces"], field="read_namespaces")  # fail early
-        super().__init__(**data)
+        super().__init__(**checked_scope(data))
         bridge = _BRIDGES.get(self.memory_key) if memory is None else None
         if bridge is None:
             if memory is None:

@@ -6,12 +6,13 @@ and pending writes are ``(idx, channel, type, bytes)``. Serialization of framewo
 objects is the adapter's job (``hindsight_adapters.langgraph.checkpoint``).
 
 Each operation is a flow (``flows.py``; see ``runtime/flow.py``); :class:`Checkpoints`
-(sync) and :class:`AsyncCheckpoints` (asyncio) bind each to a one-line method through
-their runner (``runtime/runner.py``), on the pool of a :class:`~hindsight_core.Memory`
-/ :class:`~hindsight_core.AsyncMemory`: reads on a read replica when configured,
-writes noting the WAL position for the checkpoints' read-your-writes session. The
-flows of one statement say ``autocommit`` and run on warm connections (one round trip
-each; ``runtime/connections.py``); the others in a transaction.
+(sync) binds each to a one-line method through its runner (``runtime/runner.py``) and
+:class:`AsyncCheckpoints` (asyncio) takes the same methods, awaited (``runtime/twin.py``),
+on the pool of a :class:`~hindsight_core.Memory` / :class:`~hindsight_core.AsyncMemory`:
+reads on a read replica when configured, writes noting the WAL position for the
+checkpoints' read-your-writes session. The flows of one statement say ``autocommit``
+and run on warm connections (one round trip each; ``runtime/connections.py``); the
+others in a transaction.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..embeddings.base import NoEmbedder
 from ..runtime.flow import Flow, Migrate
 from ..runtime.runner import AsyncRunner, SyncRunner
+from ..runtime.twin import awaited
 from .flows import (
     PRUNE_STRATEGIES,
     BlobIn,
@@ -86,7 +88,7 @@ class Checkpoints(_Base):
     def setup(self) -> None:
         """Apply migrations (idempotent; also done on first use)."""
         self._migrated = False
-        self._runner.prepare()
+        return self._runner.prepare()
 
     def put(
         self,
@@ -204,109 +206,14 @@ class AsyncCheckpoints(_Base):
         """Return the warm connections to the pool."""
         await self._runner.aclose()
 
-    async def setup(self) -> None:
-        """Apply migrations (idempotent; also done on first use)."""
-        self._migrated = False
-        await self._runner.prepare()
-
-    async def put(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        parent_checkpoint_id: str | None,
-        checkpoint: Mapping[str, Any] | str,
-        metadata: Mapping[str, Any] | str,
-        blobs: Sequence[BlobIn] = (),
-    ) -> None:
-        """:meth:`Checkpoints.put`, awaited."""
-        return await self._runner.run_write(
-            lambda: put_flow(
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                parent_checkpoint_id,
-                checkpoint,
-                metadata,
-                blobs,
-            ),
-            _KEY,
-        )
-
-    async def put_writes(
-        self,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        task_id: str,
-        writes: Sequence[WriteIn],
-        *,
-        task_path: str = "",
-        upsert: bool = False,
-    ) -> None:
-        """:meth:`Checkpoints.put_writes`, awaited."""
-        return await self._runner.run_write(
-            lambda: put_writes_flow(
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                task_id,
-                writes,
-                task_path=task_path,
-                upsert=upsert,
-            ),
-            _KEY,
-        )
-
-    async def get(
-        self, thread_id: str, checkpoint_ns: str = "", checkpoint_id: str | None = None
-    ) -> CheckpointRow | None:
-        """:meth:`Checkpoints.get`, awaited."""
-        return await self._runner.run_read(
-            lambda: get_flow(thread_id, checkpoint_ns, checkpoint_id), _KEY
-        )
-
-    async def list(
-        self,
-        thread_id: str | None = None,
-        checkpoint_ns: str | None = None,
-        *,
-        checkpoint_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
-        before: str | None = None,
-        limit: int | None = None,
-    ) -> list[CheckpointRow]:
-        """:meth:`Checkpoints.list`, awaited."""
-        return await self._runner.run_read(
-            lambda: list_flow(
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id=checkpoint_id,
-                metadata=metadata,
-                before=before,
-                limit=limit,
-            ),
-            _KEY,
-        )
-
-    async def delete_threads(self, thread_ids: Sequence[str]) -> None:
-        """:meth:`Checkpoints.delete_threads`, awaited."""
-        return await self._runner.run_write(lambda: delete_threads_flow(thread_ids), _KEY)
-
-    async def delete_for_runs(self, run_ids: Sequence[str]) -> int:
-        """:meth:`Checkpoints.delete_for_runs`, awaited."""
-        return await self._runner.run_write(lambda: delete_for_runs_flow(run_ids), _KEY)
-
-    async def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """:meth:`Checkpoints.copy_thread`, awaited."""
-        return await self._runner.run_write(
-            lambda: copy_thread_flow(source_thread_id, target_thread_id), _KEY
-        )
-
-    async def prune(self, thread_ids: Sequence[str], strategy: str = "keep_latest") -> None:
-        """:meth:`Checkpoints.prune`, awaited."""
-        return await self._runner.run_write(lambda: prune_flow(thread_ids, strategy), _KEY)
-
-    async def thread_stats(self, thread_id: str) -> dict[str, int]:
-        """:meth:`Checkpoints.thread_stats`, awaited."""
-        return await self._runner.run_read(lambda: thread_stats_flow(thread_id), _KEY)
+    # Checkpoints' methods, awaited (``runtime/twin.py``).
+    setup = awaited(Checkpoints.setup)
+    put = awaited(Checkpoints.put)
+    put_writes = awaited(Checkpoints.put_writes)
+    get = awaited(Checkpoints.get)
+    list = awaited(Checkpoints.list)
+    delete_threads = awaited(Checkpoints.delete_threads)
+    delete_for_runs = awaited(Checkpoints.delete_for_runs)
+    copy_thread = awaited(Checkpoints.copy_thread)
+    prune = awaited(Checkpoints.prune)
+    thread_stats = awaited(Checkpoints.thread_stats)

@@ -10,9 +10,10 @@ LangMem memories, usable on its own::
     items.put(("users", "u1"), "prefs", {"text": "likes short answers"})
     hits = items.search(("users",), query="answer style")
 
-:class:`Items` (blocking) and :class:`AsyncItems` (asyncio) run the same flows
-(``flows.py``) through their runner (``runtime/runner.py``; a batch is one call,
-:meth:`_ItemsBase._batch_call`, written once: reads on a read replica when
+:class:`Items` (blocking) binds each operation through its runner in one line and
+:class:`AsyncItems` (asyncio) takes the same methods, awaited (``runtime/twin.py``).
+The flows (``flows.py``) run through the runner (``runtime/runner.py``; a batch is
+one call, :meth:`_ItemsBase._batch_call`, written once: reads on a read replica when
 configured, others in a transaction retried on a deadlock; batches of
 single-statement units on warm autocommit connections) on the connection pool of
 the :class:`Memory` / :class:`AsyncMemory` they are given, embedding with
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from ..embeddings import Embedder, ensure_embedder
 from ..embeddings.base import NoEmbedder
@@ -33,6 +34,7 @@ from ..models import Item, ItemHit, Namespace
 from ..runtime.flow import Flow, MakeFlow, Sql
 from ..runtime.host import AsyncFlowHost, FlowHost
 from ..runtime.runner import AsyncRunner, Call, Read, Run, SyncRunner, Write
+from ..runtime.twin import awaited
 from .flows import ItemFlows, Result, parse_filter
 from .index_health import IndexHealth
 from .ops import GetItem, ItemIndex, ItemOp, ListNamespaces, PutItem, Ranking, SearchItems
@@ -141,6 +143,18 @@ class _ItemsBase(ItemFlows):
             return (yield from Write(batch, ITEMS_KEY, deadlock_retry))
         return (yield from Run(batch, deadlock_retry))
 
+    @overload
+    def _one(self, op: GetItem) -> Call[Item | None]: ...
+    @overload
+    def _one(self, op: PutItem) -> Call[None]: ...
+    @overload
+    def _one(self, op: SearchItems) -> Call[list[ItemHit]]: ...
+    @overload
+    def _one(self, op: ListNamespaces) -> Call[list[Namespace]]: ...
+    def _one(self, op: ItemOp) -> Call[Any]:
+        """The batch of ``op`` alone; its one result (``get``, ``put``, ``search``, ...)."""
+        return (yield from self._batch_call([op]))[0]
+
     @staticmethod
     def _conditions(
         prefix: Namespace | None, suffix: Namespace | None
@@ -186,7 +200,7 @@ class Items(_ItemsBase):
 
     def setup(self) -> None:
         """Migrate and create the vector index (also done on first use)."""
-        self._runner.run(self._ready_flow())
+        return self._runner.run(self._ready_flow())
 
     def sweep(self) -> int:
         """Delete expired items; returns how many."""
@@ -203,7 +217,9 @@ class Items(_ItemsBase):
         return self._runner.run(lambda: self._rebuild_flow(force))
 
     def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
-        return self.batch([GetItem(namespace, key, refresh_ttl)])[0]  # type: ignore[return-value]
+        """The item at ``key`` in ``namespace``, or None (``refresh_ttl``: its TTL starts
+        again)."""
+        return self._runner.call(self._one(GetItem(namespace, key, refresh_ttl)))
 
     def put(
         self,
@@ -214,10 +230,13 @@ class Items(_ItemsBase):
         index: Literal[False] | list[str] | None = None,
         ttl: float | None = None,
     ) -> None:
-        self.batch([PutItem(namespace, key, value, index, ttl)])
+        """Store ``value`` at ``key`` in ``namespace`` (``index``: the fields embedded,
+        ``False`` for none, default the index's; ``ttl``: minutes until it expires)."""
+        return self._runner.call(self._one(PutItem(namespace, key, value, index, ttl)))
 
     def delete(self, namespace: Namespace, key: str) -> None:
-        self.batch([PutItem(namespace, key, None)])
+        """Delete the item at ``key`` in ``namespace`` (nothing if there is none)."""
+        return self._runner.call(self._one(PutItem(namespace, key, None)))
 
     def search(
         self,
@@ -230,8 +249,11 @@ class Items(_ItemsBase):
         refresh_ttl: bool = True,
         ranking: Ranking | None = None,
     ) -> list[ItemHit]:
+        """Items under ``namespace_prefix`` matching ``filter``, ranked for ``query`` when
+        given and the items are indexed (``ranking``: default the store's), else newest
+        first."""
         op = SearchItems(namespace_prefix, query, filter, limit, offset, refresh_ttl, ranking)
-        return self.batch([op])[0]  # type: ignore[return-value]
+        return self._runner.call(self._one(op))
 
     def list_namespaces(
         self,
@@ -242,8 +264,10 @@ class Items(_ItemsBase):
         limit: int = 100,
         offset: int = 0,
     ) -> list[Namespace]:
+        """The namespaces holding items, filtered by ``prefix`` / ``suffix`` and cut to
+        ``max_depth`` labels."""
         op = ListNamespaces(self._conditions(prefix, suffix), max_depth, limit, offset)
-        return self.batch([op])[0]  # type: ignore[return-value]
+        return self._runner.call(self._one(op))
 
 
 class AsyncItems(_ItemsBase):
@@ -257,69 +281,18 @@ class AsyncItems(_ItemsBase):
             self.memory, lambda: self.embedder, ready=lambda: self._ready, check=self._ready_flow
         )
 
-    async def batch(self, ops: Sequence[ItemOp]) -> list[Result]:
-        """:meth:`Items.batch`, awaited."""
-        return await self._runner.call(self._batch_call(ops))
-
     async def aclose(self) -> None:
         """Give connections kept warm back to the pool (the memory is not closed)."""
         await self._runner.aclose()
 
-    async def setup(self) -> None:
-        """:meth:`Items.setup`, awaited."""
-        await self._runner.run(self._ready_flow())
-
-    async def sweep(self) -> int:
-        """:meth:`Items.sweep`, awaited."""
-        return await self._runner.run(self._sweep_flow)
-
-    async def index_health(self) -> list[IndexHealth]:
-        """:meth:`Items.index_health`, awaited."""
-        return await self._runner.run(self._health_flow)
-
-    async def rebuild_indexes(self, *, force: bool = False) -> list[IndexHealth]:
-        """:meth:`Items.rebuild_indexes`, awaited."""
-        return await self._runner.run(lambda: self._rebuild_flow(force))
-
-    async def get(self, namespace: Namespace, key: str, *, refresh_ttl: bool = True) -> Item | None:
-        return (await self.batch([GetItem(namespace, key, refresh_ttl)]))[0]  # type: ignore[return-value]
-
-    async def put(
-        self,
-        namespace: Namespace,
-        key: str,
-        value: Mapping[str, Any],
-        *,
-        index: Literal[False] | list[str] | None = None,
-        ttl: float | None = None,
-    ) -> None:
-        await self.batch([PutItem(namespace, key, value, index, ttl)])
-
-    async def delete(self, namespace: Namespace, key: str) -> None:
-        await self.batch([PutItem(namespace, key, None)])
-
-    async def search(
-        self,
-        namespace_prefix: Namespace,
-        *,
-        query: str | None = None,
-        filter: Mapping[str, Any] | None = None,
-        limit: int = 10,
-        offset: int = 0,
-        refresh_ttl: bool = True,
-        ranking: Ranking | None = None,
-    ) -> list[ItemHit]:
-        op = SearchItems(namespace_prefix, query, filter, limit, offset, refresh_ttl, ranking)
-        return (await self.batch([op]))[0]  # type: ignore[return-value]
-
-    async def list_namespaces(
-        self,
-        *,
-        prefix: Namespace | None = None,
-        suffix: Namespace | None = None,
-        max_depth: int | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[Namespace]:
-        op = ListNamespaces(self._conditions(prefix, suffix), max_depth, limit, offset)
-        return (await self.batch([op]))[0]  # type: ignore[return-value]
+    # Items' methods, awaited (``runtime/twin.py``).
+    batch = awaited(Items.batch)
+    setup = awaited(Items.setup)
+    sweep = awaited(Items.sweep)
+    index_health = awaited(Items.index_health)
+    rebuild_indexes = awaited(Items.rebuild_indexes)
+    get = awaited(Items.get)
+    put = awaited(Items.put)
+    delete = awaited(Items.delete)
+    search = awaited(Items.search)
+    list_namespaces = awaited(Items.list_namespaces)

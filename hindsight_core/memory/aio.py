@@ -1,32 +1,32 @@
 """The asyncio front end: :class:`AsyncMemory` (same API as ``Memory``, awaited).
 
-The same flows as ``Memory``'s, bound in one line each through an
-:class:`~hindsight_core.runtime.runner.AsyncRunner`.
+Its operations are ``Memory``'s methods, awaited (``runtime/twin.py``): each body is
+one call of the front end's runner, and this one holds an
+:class:`~hindsight_core.runtime.runner.AsyncRunner`. What is its own is the I/O
+set-up: the async engine, its side pool and replicas, and closing them.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..models import Experience, Namespace, SearchHit, WriteResult
 from ..runtime.flow import Flow, MakeFlow, R
 from ..runtime.routing import AsyncReplicaReads
 from ..runtime.runner import AsyncRunner
+from ..runtime.twin import awaited
 from ..storage.embedded import exit_on_signals
 from ..storage.engine import create_async, create_async_side_engine
 from ..storage.vectors import adopt_engine
 from .inspection import AsyncInspectMethods
-from .results import Feedback, RecallResult
 from .store_methods import AsyncStoreMethods
-from .write_flows import RecordFlows, RecordInput
+from .sync import Memory
 
 if TYPE_CHECKING:  # loads the ORM: imported when the engine is built (storage.engine)
     from sqlalchemy.ext.asyncio import AsyncEngine
 
 
-class AsyncMemory(RecordFlows, AsyncStoreMethods, AsyncInspectMethods):
+class AsyncMemory(AsyncStoreMethods, AsyncInspectMethods):
     """Hindsight memory for asyncio code; see :class:`~hindsight_core.Memory` for the API.
 
     I/O is natively async (psycopg's async driver); the local embedding model runs
@@ -116,178 +116,23 @@ class AsyncMemory(RecordFlows, AsyncStoreMethods, AsyncInspectMethods):
         """Close it (:meth:`aclose`)."""
         await self.aclose()
 
-    async def setup(self) -> None:
-        """Apply migrations and check the embedding model (also done on first use)."""
-        await self._runner.run(self.ready_flow())
-
-    async def write(
-        self, record: RecordInput, *, namespace: Namespace | str | None = None
-    ) -> WriteResult:
-        """Validate and store one record, or merge it into a near-duplicate."""
-        return (
-            await self._runner.run_write(
-                self.write_flow([record], namespace), self.namespace_key(namespace)
-            )
-        )[0]
-
-    async def write_many(
-        self, records: Sequence[RecordInput], *, namespace: Namespace | str | None = None
-    ) -> list[WriteResult]:
-        """Write many records in one transaction (all or nothing), deduplicated."""
-        return await self._runner.run_write(
-            self.write_flow(records, namespace), self.namespace_key(namespace)
-        )
-
-    async def search(
-        self,
-        query: str,
-        *,
-        namespace: Namespace | str | None = None,
-        namespaces: Sequence[Namespace | str] | None = None,
-        scene: str | None = None,
-        top_k: int = 5,
-        filters: Mapping[str, Any] | None = None,
-        include_superseded: bool = False,
-    ) -> list[SearchHit]:
-        """Hybrid recall: semantic + keyword, bent by the decayed score."""
-        return await self._runner.run_read(
-            *self._search_read(
-                query, namespace, namespaces, scene, top_k, filters, include_superseded
-            )
-        )
-
-    async def recall(
-        self,
-        query: str,
-        *,
-        namespace: Namespace | str | None = None,
-        namespaces: Sequence[Namespace | str] | None = None,
-        scene: str | None = None,
-        top_k: int = 5,
-    ) -> RecallResult:
-        """Like :meth:`search`, but never fails the agent: on an error or past
-        ``settings.recall_timeout``, no hits and a warning."""
-        return await self._runner.call(
-            self._recall_call(query, namespace, scene, top_k, namespaces)
-        )
-
-    async def get(
-        self, record_id: object, *, namespace: Namespace | str | None = None
-    ) -> Experience:
-        """One record by id (archived ones too)."""
-        return await self._runner.run_read(
-            lambda: self._get_flow(record_id, namespace), self.namespace_key(namespace)
-        )
-
-    async def list_records(
-        self, *, namespace: Namespace | str | None = None, **options: Any
-    ) -> list[Experience]:
-        """Records of a namespace, filtered, ordered and paged as :meth:`Memory.list_records`'s."""
-        return await self._runner.run_read(*self._list_read(namespace, options))
-
-    async def mark_used(
-        self,
-        record_id: object,
-        helpful: bool = True,
-        *,
-        namespace: Namespace | str | None = None,
-        by: str | None = None,
-    ) -> Experience:
-        """Feedback on a recalled record: helpful raises its score and resets its decay clock;
-        unhelpful lowers it; ``by`` is recorded with it (:meth:`Memory.mark_used`)."""
-        return await self._runner.run_write(
-            self.mark_used_flow(record_id, helpful, namespace, by), self.namespace_key(namespace)
-        )
-
-    async def feedback(
-        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
-    ) -> list[Feedback]:
-        """The usage feedback given on a record, newest first (:meth:`Memory.feedback`)."""
-        return await self._runner.run_read(
-            lambda: self._feedback_flow(record_id, namespace, limit), self.namespace_key(namespace)
-        )
-
-    async def locate(
-        self, record_id: object, *, namespaces: Sequence[Namespace | str]
-    ) -> Namespace | None:
-        """Which of ``namespaces`` holds the record, or None (:meth:`Memory.locate`)."""
-        return await self._runner.run_read(lambda: self._locate_flow(record_id, namespaces), None)
-
-    async def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
-        """Delete a record for good."""
-        await self._runner.run_write(
-            self._change_flow(record_id, "forget", namespace), self.namespace_key(namespace)
-        )
-
-    async def archive(
-        self, record_id: object, *, namespace: Namespace | str | None = None
-    ) -> Experience:
-        """Stop recalling a record (restorable)."""
-        return await self._runner.run_write(
-            self._curate_flow(record_id, "archive", namespace), self.namespace_key(namespace)
-        )
-
-    async def restore(
-        self, record_id: object, *, namespace: Namespace | str | None = None
-    ) -> Experience:
-        """Bring an archived record back (its score is lifted to the eviction line)."""
-        return await self._runner.run_write(
-            self._curate_flow(
-                record_id, "restore", namespace, restore_score=self.settings.evict_below + 0.1
-            ),
-            self.namespace_key(namespace),
-        )
-
-    async def set_critical(
-        self, record_id: object, critical: bool = True, *, namespace: Namespace | str | None = None
-    ) -> Experience:
-        """Mark a record critical (never decays, never evicted) or not."""
-        return await self._runner.run_write(
-            self._curate_flow(record_id, "critical", namespace, critical=bool(critical)),
-            self.namespace_key(namespace),
-        )
-
-    async def edit(
-        self, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
-    ) -> Experience:
-        """Change a record's fields (lesson, trigger, ...); it is re-embedded."""
-        return await self._runner.run_write(
-            self._edit_flow(record_id, changes, namespace), self.namespace_key(namespace)
-        )
-
-    async def merge(
-        self,
-        record_ids: Iterable[object],
-        into: RecordInput,
-        *,
-        namespace: Namespace | str | None = None,
-    ) -> Experience:
-        """Replace records by one more general lesson; the sources are archived and linked."""
-        return await self._runner.run_write(
-            self.merge_flow(record_ids, into, namespace), self.namespace_key(namespace)
-        )
-
-    async def supersede(
-        self,
-        old_id: object,
-        new_record: RecordInput,
-        *,
-        reason: str | None = None,
-        actor: str | None = None,
-        namespace: Namespace | str | None = None,
-    ) -> WriteResult:
-        """Write ``new_record`` as the new version of a lesson (docs/versions.md)."""
-        return await self._runner.run_write(
-            self.supersede_flow(
-                old_id, new_record, reason=reason, actor=actor, namespace=namespace
-            ),
-            self.namespace_key(namespace),
-        )
-
-    async def history(
-        self, record_id: object, *, namespace: Namespace | str | None = None
-    ) -> list[Experience]:
-        """Every version of a lesson, oldest first, from any of its ids."""
-        return await self._runner.run_read(
-            lambda: self._history_flow(record_id, namespace), self.namespace_key(namespace)
-        )
+    # The operations: Memory's, awaited (``runtime/twin.py``): one signature, docstring
+    # and body each, run on this memory's AsyncRunner.
+    setup = awaited(Memory.setup)
+    write = awaited(Memory.write)
+    write_many = awaited(Memory.write_many)
+    search = awaited(Memory.search)
+    recall = awaited(Memory.recall)
+    get = awaited(Memory.get)
+    list_records = awaited(Memory.list_records)
+    mark_used = awaited(Memory.mark_used)
+    feedback = awaited(Memory.feedback)
+    locate = awaited(Memory.locate)
+    forget = awaited(Memory.forget)
+    archive = awaited(Memory.archive)
+    restore = awaited(Memory.restore)
+    set_critical = awaited(Memory.set_critical)
+    edit = awaited(Memory.edit)
+    merge = awaited(Memory.merge)
+    supersede = awaited(Memory.supersede)
+    history = awaited(Memory.history)

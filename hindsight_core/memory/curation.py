@@ -127,6 +127,10 @@ class CurationFlows(VersionFlows):
             return None
         return (yield from self._get_flow(rid, namespace))
 
+    def _forget_flow(self, record_id: object, namespace: Namespace | str | None) -> Flow[None]:
+        """forget: the record deleted, one event."""
+        yield from self._change_flow(record_id, "forget", namespace)
+
     def _curate_flow(
         self, record_id: object, kind: str, namespace: Namespace | str | None, **extra: Any
     ) -> Flow[Experience]:

@@ -1,9 +1,10 @@
 """Looking at the store: namespaces and scenes with counts, activity over time,
 a record's history and its projected score decay (used by the inspector UI).
 
-Written once as flows (see ``runtime/flow.py``); :class:`InspectMethods` and
-:class:`AsyncInspectMethods` are the thin sync and async front ends mixed into
-:class:`~hindsight_core.Memory` and :class:`~hindsight_core.AsyncMemory`.
+Written once as flows (see ``runtime/flow.py``); :class:`InspectMethods` binds each
+through the runner in one line and :class:`AsyncInspectMethods` takes the same methods,
+awaited (``runtime/twin.py``); they are mixed into :class:`~hindsight_core.Memory` and
+:class:`~hindsight_core.AsyncMemory`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..errors import NotFoundError, ValidationError
 from ..models import Namespace, ns_from_key, ns_key, show_namespace, validate_namespace
 from ..runtime.flow import Flow, Sql
 from ..runtime.runner import AsyncRunner, SyncRunner
+from ..runtime.twin import awaited
 from ..storage import inspect_sql as iq
 from .base import MemoryBase
 from .inputs import check_scene
@@ -235,53 +237,16 @@ class InspectMethods(InspectFlows):
 
 
 class AsyncInspectMethods(InspectFlows):
-    """The same as :class:`InspectMethods`, awaited (mixed into ``AsyncMemory``)."""
+    """:class:`InspectMethods`, awaited (``runtime/twin.py``; mixed into ``AsyncMemory``)."""
 
     _runner: AsyncRunner  # AsyncMemory's
 
-    async def namespaces(
-        self, *, prefix: Namespace | str | None = None, limit: int = MAX_NAMESPACES
-    ) -> list[NamespaceSummary]:
-        return await self._runner.run(self._namespaces_flow(prefix, limit))
-
-    async def scenes(self, *, namespace: Namespace | str | None = None) -> list[SceneSummary]:
-        return await self._runner.run(self._scenes_flow(namespace))
-
-    async def count_records(
-        self,
-        *,
-        namespace: Namespace | str | None = None,
-        scene: str | None = None,
-        archived: bool | None = False,
-    ) -> int:
-        return await self._runner.run(self._count_flow(namespace, scene, archived))
-
-    async def activity(
-        self,
-        *,
-        namespace: Namespace | str | None = None,
-        days: int = 30,
-        record_id: object | None = None,
-        all_namespaces: bool = False,
-    ) -> list[ActivityPoint]:
-        return await self._runner.run(
-            self._activity_flow(namespace, days, record_id, all_namespaces)
-        )
-
-    async def events(
-        self, record_id: object, *, namespace: Namespace | str | None = None, limit: int = 100
-    ) -> list[RecordEvent]:
-        return await self._runner.run(self._events_flow(record_id, namespace, limit))
-
-    async def decay_curve(
-        self,
-        record_id: object,
-        *,
-        namespace: Namespace | str | None = None,
-        days: int = 180,
-        points: int = 60,
-    ) -> DecayCurve:
-        return await self._runner.run(self._decay_curve_flow(record_id, namespace, days, points))
+    namespaces = awaited(InspectMethods.namespaces)
+    scenes = awaited(InspectMethods.scenes)
+    count_records = awaited(InspectMethods.count_records)
+    activity = awaited(InspectMethods.activity)
+    events = awaited(InspectMethods.events)
+    decay_curve = awaited(InspectMethods.decay_curve)
 
 
 __all__ = [

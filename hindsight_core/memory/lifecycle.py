@@ -23,10 +23,10 @@ from ..runtime.flow import Embed, Flow, Sql, Unit
 from ..runtime.runner import Call, Run
 from ..storage import batch_sql, namespace_sql, tasks_sql, versions_sql
 from ..storage import experiences_sql as q
-from .base import MemoryBase
 from .export_file import ExportedRecord, check_import_lines, write_export
 from .export_file import read_import_lines as read_import_lines  # the CLI's import
 from .inputs import embedding_text
+from .write_flows import RecordFlows
 from .write_rows import record_row
 
 Progress = Callable[[int, int], None]
@@ -37,8 +37,9 @@ REINDEX_BATCH = 256
 EVICT_NAMESPACES = 64
 
 
-class LifecycleFlows(MemoryBase):
-    """Whole-store operations (flows; see ``runtime/flow.py``)."""
+class LifecycleFlows(RecordFlows):
+    """Whole-store operations (flows; see ``runtime/flow.py``), built on the record
+    flows: export pages through ``_list_flow``, import writes with ``write_flow``."""
 
     def _maintain_write(
         self, namespace: Namespace | str | None
@@ -129,7 +130,7 @@ class LifecycleFlows(MemoryBase):
         out: list[Experience] = []
         offset = 0
         while True:
-            batch = yield from self._list_flow(  # type: ignore[attr-defined]
+            batch = yield from self._list_flow(
                 namespace,
                 archived=None,
                 order_by="created_at",
@@ -193,7 +194,7 @@ class LifecycleFlows(MemoryBase):
             new_records = plain.get(ns, [])
             for start in range(0, len(new_records), REINDEX_BATCH):
                 batch_in = new_records[start : start + REINDEX_BATCH]
-                results = yield from self.write_flow(batch_in, ns)  # type: ignore[attr-defined]
+                results = yield from self.write_flow(batch_in, ns)
                 merged += sum(r.status == "merged" for r in results)
                 inserted += sum(r.status == "inserted" for r in results)
                 done += len(batch_in)

@@ -1,8 +1,9 @@
 """The whole-store methods of both front ends: maintain, stats, drop, export/import,
 reindex.
 
-The flows are ``lifecycle.py``'s; :class:`StoreMethods` and :class:`AsyncStoreMethods`
-bind them through the runner, mixed into :class:`~hindsight_core.Memory` and
+The flows are ``lifecycle.py``'s; :class:`StoreMethods` binds each through the runner
+in one line, and :class:`AsyncStoreMethods` takes the same methods, awaited
+(``runtime/twin.py``); they are mixed into :class:`~hindsight_core.Memory` and
 :class:`~hindsight_core.AsyncMemory` (as ``inspection.py``'s methods are).
 """
 
@@ -14,6 +15,7 @@ from typing import IO, Any
 
 from ..models import MaintenanceReport, Namespace, ReindexReport, Stats
 from ..runtime.runner import AsyncRunner, SyncRunner
+from ..runtime.twin import awaited
 from .export_file import read_import_lines
 from .lifecycle import LifecycleFlows, Progress
 
@@ -88,50 +90,13 @@ class StoreMethods(LifecycleFlows):
 
 
 class AsyncStoreMethods(LifecycleFlows):
-    """The same as :class:`StoreMethods`, awaited (mixed into ``AsyncMemory``)."""
+    """:class:`StoreMethods`, awaited (``runtime/twin.py``; mixed into ``AsyncMemory``)."""
 
     _runner: AsyncRunner  # AsyncMemory's
 
-    async def maintain(self, *, namespace: Namespace | str | None = None) -> MaintenanceReport:
-        """Archive records decayed below ``evict_below`` (never critical ones), sweep expired items
-        and abandoned task logs."""
-        return await self._runner.run_write(*self._maintain_write(namespace))
-
-    async def stats(self, *, namespace: Namespace | str | None = None) -> Stats:
-        """Counts of records, archived records, namespaces, items, scenes and LLM usage."""
-        return await self._runner.call(self._stats_call(namespace))
-
-    async def drop_namespace(self, namespace: Namespace | str) -> dict[str, int]:
-        return await self._runner.run(self._drop_namespace_flow(namespace))
-
-    async def export(
-        self,
-        target: str | Path | IO[str],
-        *,
-        namespace: Namespace | str | None = None,
-        all_namespaces: bool = False,
-    ) -> int:
-        """Write records (archived too) as JSON lines; returns how many."""
-        return await self._runner.call(self._export_call(target, namespace, all_namespaces))
-
-    async def import_records(
-        self,
-        source: str | Path | Iterable[str],
-        *,
-        skip_invalid: bool = False,
-        progress: Progress | None = None,
-    ) -> dict[str, Any]:
-        """Import JSON lines: written by :meth:`export`, or one new record per line."""
-        return await self._runner.run_write(
-            self._import_flow(
-                read_import_lines(source), skip_invalid=skip_invalid, progress=progress
-            ),
-            None,
-        )
-
-    async def reindex(
-        self, *, force: bool = False, progress: Progress | None = None
-    ) -> ReindexReport:
-        """Re-embed with the configured model the records whose vector came from another model or
-        from other text (``force``: every record), record the model and build the index."""
-        return await self._runner.run_write(self._reindex_flow(progress, force), None)
+    maintain = awaited(StoreMethods.maintain)
+    stats = awaited(StoreMethods.stats)
+    drop_namespace = awaited(StoreMethods.drop_namespace)
+    export = awaited(StoreMethods.export)
+    import_records = awaited(StoreMethods.import_records)
+    reindex = awaited(StoreMethods.reindex)

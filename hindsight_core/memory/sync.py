@@ -1,8 +1,12 @@
 """The synchronous front end: :class:`Memory`.
 
 Each operation is a flow of the mixins (``write_flows.py``, ``read_flows.py``, ...)
-bound in one line through the memory's runner (``runtime/runner.py``);
-``aio.py``'s :class:`AsyncMemory` binds the same flows the same way, awaited.
+bound in one line through the memory's runner (``runtime/runner.py``): the record
+operations here, the whole-store ones in ``store_methods.py`` (whose
+``lifecycle.LifecycleFlows`` are built on the record flows, ``write_flows.RecordFlows``)
+and the inspection ones in ``inspection.py``. ``aio.py``'s
+:class:`AsyncMemory` takes these very methods, awaited (``runtime/twin.py``), so each
+body returns its runner call and does nothing after it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from ..models import Experience, Namespace, SearchHit, WriteResult
-from ..runtime.flow import Flow, MakeFlow, R
+from ..runtime.flow import Flow, MakeFlow, R, first
 from ..runtime.routing import ReplicaReads
 from ..runtime.runner import SyncRunner
 from ..storage.engine import create_side_engine, create_sync_engine
@@ -23,12 +27,12 @@ from ..storage.vectors import adopt_engine
 from .inspection import InspectMethods
 from .results import Feedback, RecallResult
 from .store_methods import StoreMethods
-from .write_flows import RecordFlows, RecordInput
+from .write_flows import RecordInput
 
 log = logging.getLogger("hindsight")
 
 
-class Memory(RecordFlows, StoreMethods, InspectMethods):
+class Memory(StoreMethods, InspectMethods):
     """Hindsight memory, synchronous.
 
     Every method is confined to one namespace: ``namespace=`` when given, else the
@@ -123,7 +127,7 @@ class Memory(RecordFlows, StoreMethods, InspectMethods):
 
     def setup(self) -> None:
         """Apply migrations and check the embedding model (also done on first use)."""
-        self._runner.run(self.ready_flow())
+        return self._runner.run(self.ready_flow())
 
     # ------------------------------------------------------------------ write & recall
 
@@ -139,8 +143,8 @@ class Memory(RecordFlows, StoreMethods, InspectMethods):
             ValidationError: the record is malformed; nothing was written.
         """
         return self._runner.run_write(
-            self.write_flow([record], namespace), self.namespace_key(namespace)
-        )[0]
+            first(self.write_flow([record], namespace)), self.namespace_key(namespace)
+        )
 
     def write_many(
         self, records: Sequence[RecordInput], *, namespace: Namespace | str | None = None
@@ -206,7 +210,7 @@ class Memory(RecordFlows, StoreMethods, InspectMethods):
         )
 
     def list_records(
-        self, *, namespace: Namespace | str | None = None, **options: Any
+        self, /, *, namespace: Namespace | str | None = None, **options: Any
     ) -> list[Experience]:
         """Records of a namespace; options: ``scene``, ``archived`` (False, True or None
         for both), ``order_by``, ``descending``, ``limit``, ``offset``, ``all_namespaces``."""
@@ -252,8 +256,8 @@ class Memory(RecordFlows, StoreMethods, InspectMethods):
 
     def forget(self, record_id: object, *, namespace: Namespace | str | None = None) -> None:
         """Delete a record for good."""
-        self._runner.run_write(
-            self._change_flow(record_id, "forget", namespace), self.namespace_key(namespace)
+        return self._runner.run_write(
+            self._forget_flow(record_id, namespace), self.namespace_key(namespace)
         )
 
     def archive(self, record_id: object, *, namespace: Namespace | str | None = None) -> Experience:
@@ -281,7 +285,7 @@ class Memory(RecordFlows, StoreMethods, InspectMethods):
         )
 
     def edit(
-        self, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
+        self, /, record_id: object, *, namespace: Namespace | str | None = None, **changes: Any
     ) -> Experience:
         """Change a record's fields (lesson, trigger, ...); it is re-embedded. A new
         lesson or trigger (beyond a typo) is a new version (:meth:`supersede`), returned."""

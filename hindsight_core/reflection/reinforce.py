@@ -9,12 +9,17 @@ guard's lexical veto (``WriteFlows.same_meaning``), the recalled record gets
 ``occurrences + 1`` and a ``merged`` event (and the candidate's scene, as a
 write-time merge would), and the candidate is not written. The update takes the
 namespace lock first and reinforces only records still live (:func:`reinforce`).
+
+What is decided without I/O is written as pure functions, tested without a database
+(``tests/test_reinforce_plan.py``): which candidate repeats which record
+(:func:`repeats`) and what each reinforced record gains (:func:`reinforced`).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..embeddings import as_matrix
@@ -61,25 +66,63 @@ def _recalled_flow(
     return [r for r in rows if r["archived_at"] is None]
 
 
+def repeats(
+    lessons: Sequence[str],
+    live: Sequence[Mapping[str, Any]],
+    vectors: Sequence[Sequence[float]],
+    same_meaning: Callable[[str, str, float], bool],
+    threshold: float,
+) -> dict[int, WriteResult]:
+    """Which candidate repeats which live recalled record (pure: no I/O).
+
+    Args:
+        lessons: the candidates' lessons.
+        live: the live recalled records (``id``, ``lesson``).
+        vectors: the embeddings of ``lessons`` and then of ``live``'s lessons.
+        same_meaning: the dedup rule (``RecordContext.same_meaning``: threshold and veto).
+        threshold: the dedup threshold; a candidate's records are looked at from the
+            most similar down to it.
+
+    Returns:
+        Candidate index -> the ``merged`` write into the record it repeats.
+    """
+    matrix = as_matrix(vectors)
+    sims = matrix[: len(lessons)] @ matrix[len(lessons) :].T
+    found: dict[int, WriteResult] = {}
+    for i, lesson in enumerate(lessons):
+        for j in sims[i].argsort()[::-1]:
+            sim = float(sims[i, j])
+            if same_meaning(lesson, live[j]["lesson"], sim):
+                found[i] = WriteResult(id=live[j]["id"], status="merged", similarity=round(sim, 4))
+                break
+            if sim < threshold:
+                break
+    return found
+
+
+def reinforced(
+    found: Mapping[int, WriteResult], records: Sequence[Mapping[str, Any]]
+) -> dict[uuid.UUID, tuple[int, list[str]]]:
+    """Per reinforced record, in id order: how many candidates repeat it, and its scenes
+    to add (the candidates', as a write-time merge adds them; pure)."""
+    out: dict[uuid.UUID, tuple[int, list[str]]] = {}
+    for i, res in sorted(found.items(), key=lambda kv: kv[0]):
+        added, scenes = out.get(res.id, (0, []))
+        scene = records[i]["scene"]
+        out[res.id] = (added + 1, scenes if scene in scenes else [*scenes, scene])
+    return dict(sorted(out.items()))
+
+
 def _reinforce_flow(
     memory: RecordContext, ns: str, live: list[dict[str, Any]], records: list[dict[str, Any]]
 ) -> Flow[dict[int, WriteResult]]:
     # Embedded before the first statement: no connection (nor lock) while the model runs.
+    lessons = [r["lesson"] for r in records]
     vectors = yield from Embed(
-        [_text(r["lesson"]) for r in records] + [_text(r["lesson"]) for r in live],
+        [_text(x) for x in lessons] + [_text(r["lesson"]) for r in live],
         query=memory.dedup_as_query,  # the side dedup compares (e5: a symmetric task)
     )
-    matrix = as_matrix(vectors)
-    sims = matrix[: len(records)] @ matrix[len(records) :].T
-    found: dict[int, WriteResult] = {}
-    for i, rec in enumerate(records):
-        for j in sims[i].argsort()[::-1]:
-            sim = float(sims[i, j])
-            if memory.same_meaning(rec["lesson"], live[j]["lesson"], sim):
-                found[i] = WriteResult(id=live[j]["id"], status="merged", similarity=round(sim, 4))
-                break
-            if sim < memory.dedup_threshold:
-                break
+    found = repeats(lessons, live, vectors, memory.same_meaning, memory.dedup_threshold)
     if not found:
         return {}
     yield Sql(q.LOCK_NAMESPACE, {"ns": ns})
@@ -89,11 +132,7 @@ def _reinforce_flow(
     if not out:
         return out
     now = memory.now()
-    added = [r.id for r in out.values()]
-    scenes: dict[uuid.UUID, list[str]] = {rid: [] for rid in ids if rid in still}
-    for i, res in out.items():  # the record now also belongs to the candidate's scene
-        if records[i]["scene"] not in scenes[res.id]:
-            scenes[res.id].append(records[i]["scene"])
+    gains = reinforced(out, records)
     yield Sql(
         batch_sql.MERGE_ROWS,
         batch_sql.merge_rows(
@@ -102,12 +141,12 @@ def _reinforce_flow(
                     "ns": ns,
                     "id": rid,
                     "now": now,
-                    "added": added.count(rid),
+                    "added": added,
                     "critical": False,
                     "importance": None,
-                    "scenes": scenes[rid],
+                    "scenes": scenes,
                 }
-                for rid in scenes
+                for rid, (added, scenes) in gains.items()
             ]
         ),
         fetch="none",
@@ -121,9 +160,9 @@ def _reinforce_flow(
                     "record_id": rid,
                     "kind": "merged",
                     "now": now,
-                    "detail": json.dumps({"added": added.count(rid), "by": "reflection"}),
+                    "detail": json.dumps({"added": added, "by": "reflection"}),
                 }
-                for rid in scenes
+                for rid, (added, _scenes) in gains.items()
             ]
         ),
         fetch="none",

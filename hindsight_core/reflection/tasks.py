@@ -24,6 +24,7 @@ from ..models import Namespace
 from ..runtime.flow import Flow, Sql
 from ..runtime.host import AsyncFlowHost, FlowContext, FlowHost
 from ..runtime.runner import AsyncRunner, SyncRunner
+from ..runtime.twin import awaited
 from ..storage import tasks_sql as t
 from .trajectory import Step, Trajectory
 
@@ -239,7 +240,7 @@ class TaskLog:
         namespace: Namespace | str | None = None,
     ) -> None:
         """Append a step (a :class:`Step` or a mapping with the same fields)."""
-        self._runner.run(self._flows.log(task_id, [step], namespace))
+        return self._runner.run(self._flows.log(task_id, [step], namespace))
 
     def note_recall(
         self,
@@ -250,7 +251,7 @@ class TaskLog:
         namespace: Namespace | str | None = None,
     ) -> None:
         """Remember which records were shown to the agent, and which of them helped."""
-        self._runner.run(self._flows.note_recall(task_id, recalled, used, namespace))
+        return self._runner.run(self._flows.note_recall(task_id, recalled, used, namespace))
 
     def end_task(
         self,
@@ -282,49 +283,10 @@ class AsyncTaskLog:
         self._flows = TaskFlows(memory)
         self._runner = AsyncRunner(memory, lambda: memory.embedder)  # on the primary
 
-    async def start_task(
-        self,
-        goal: str,
-        *,
-        namespace: Namespace | str | None = None,
-        scene: str | None = None,
-        source: Mapping[str, Any] | None = None,
-    ) -> uuid.UUID:
-        return await self._runner.run(self._flows.start(goal, namespace, scene, source))
-
-    async def log_step(
-        self,
-        task_id: object,
-        step: Step | Mapping[str, Any],
-        *,
-        namespace: Namespace | str | None = None,
-    ) -> None:
-        await self._runner.run(self._flows.log(task_id, [step], namespace))
-
-    async def note_recall(
-        self,
-        task_id: object,
-        recalled: Iterable[object] = (),
-        used: Iterable[object] = (),
-        *,
-        namespace: Namespace | str | None = None,
-    ) -> None:
-        await self._runner.run(self._flows.note_recall(task_id, recalled, used, namespace))
-
-    async def end_task(
-        self,
-        task_id: object,
-        outcome: str = "success",
-        final_state: str = "",
-        *,
-        namespace: Namespace | str | None = None,
-    ) -> Trajectory:
-        return await self._runner.run(self._flows.end(task_id, outcome, final_state, namespace))
-
-    async def get_trajectory(
-        self, task_id: object, *, namespace: Namespace | str | None = None
-    ) -> Trajectory:
-        return await self._runner.run(self._flows.get(task_id, namespace))
-
-    async def drop_task(self, task_id: object, *, namespace: Namespace | str | None = None) -> bool:
-        return await self._runner.run(self._flows.drop(task_id, namespace))
+    # TaskLog's methods, awaited (``runtime/twin.py``).
+    start_task = awaited(TaskLog.start_task)
+    log_step = awaited(TaskLog.log_step)
+    note_recall = awaited(TaskLog.note_recall)
+    end_task = awaited(TaskLog.end_task)
+    get_trajectory = awaited(TaskLog.get_trajectory)
+    drop_task = awaited(TaskLog.drop_task)

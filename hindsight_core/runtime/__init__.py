@@ -10,6 +10,8 @@ their results; the code here carries them out and holds all the I/O:
   (``SyncRunner`` / ``AsyncRunner``: ``run``, ``run_read`` on a replica or the
   primary, ``run_write`` then the write position noted, ``call`` for operations of
   several runs); every front end binds each public method through it in one line;
+- ``twin.py``: ``awaited``, how an async front end takes its sync twin's methods
+  (one signature, docstring and body; the runner returns an awaitable there);
 - ``driver.py``: the one sync and the one async driver of a flow, every decision
   written once (transaction or warm connection, pipelined writes, retries), and
   ``Plan``, the one generator stepper (the runner's calls and reflection use it too);
@@ -36,8 +38,9 @@ Where to look, for a recall: its SQL is built in ``storage/recall_sql.py``
 ``driver.run_async`` for ``AsyncMemory``).
 
 A new operation gets its sync and its async method like every other: write its flow
-once (SQL in ``storage/``, logic in the flow), then add one line to each front end,
-``return self._runner.run_read(lambda: self._x_flow(...), key)`` and ``return await
-self._runner.run_read(...)`` (``run_write`` for a write, ``run`` for the primary
-only, ``call`` for several runs); ``tests/_front.py`` runs it both ways.
+once (SQL in ``storage/``, logic in the flow), then one method on the sync front end
+whose body returns one runner call, ``return self._runner.run_read(lambda:
+self._x_flow(...), key)`` (``run_write`` for a write, ``run`` for the primary only,
+``call`` for several runs), and one line on the async front end, ``x =
+awaited(Memory.x)`` (``twin.py``); ``tests/_front.py`` runs it both ways.
 """

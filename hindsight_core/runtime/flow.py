@@ -180,6 +180,12 @@ MakeFlow = Callable[[], Flow[R]]
 """Builds a flow; a driver calls it again to run the flow once more (a retry)."""
 
 
+def first(flow: Flow[Sequence[R]]) -> Flow[R]:
+    """The first of ``flow``'s results (``Memory.write``: the one record's write), so that
+    a front end's method returns its runner's call as it is (``twin.py``)."""
+    return (yield from flow)[0]
+
+
 @contextmanager
 def embedding_errors(embedder: Embedder) -> Iterator[None]:
     """Re-raise an embedder's failure as :class:`EmbeddingError`, whatever it raised (a

@@ -16,26 +16,10 @@ import sqlalchemy as sa
 
 from ..embeddings import Embedder
 from ..storage.engine import SET_LOCAL_TIMEOUT
+from . import steps
 from .connections import AsyncConnections, Connections
 from .cursors import afetch, auntime, fetch, untime
 from .flow import Rows, Sql, embed_async, embed_sync
-from .steps import (
-    Close,
-    Commit,
-    Compute,
-    Connect,
-    EmbedTexts,
-    Execute,
-    Fetch,
-    Invalidate,
-    MigrateOn,
-    RunUnit,
-    Settle,
-    Side,
-    Start,
-    StartEach,
-    Wait,
-)
 
 if TYPE_CHECKING:  # loads the ORM: imported with the first async engine (storage.engine)
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -62,7 +46,7 @@ async def _aexecute(conn: AsyncConnection, req: Sql) -> Rows:
 
 
 class SyncIO:
-    """The blocking I/O of one run: each method carries out one kind of :class:`Step`."""
+    """The blocking I/O of one run: each method carries out one kind of :class:`~.steps.Step`."""
 
     __slots__ = ("conns", "embedder")
 
@@ -70,10 +54,10 @@ class SyncIO:
         self.conns = conns
         self.embedder = embedder
 
-    def embed(self, step: EmbedTexts) -> list[list[float]]:
+    def embed(self, step: steps.EmbedTexts) -> list[list[float]]:
         return embed_sync(self.embedder, step.req)
 
-    def migrate(self, step: MigrateOn) -> None:
+    def migrate(self, step: steps.MigrateOn) -> None:
         from ..storage import migrate  # Alembic: loaded by set-up only
 
         try:
@@ -81,34 +65,34 @@ class SyncIO:
         finally:
             step.conn.close()
 
-    def unit(self, step: RunUnit) -> Any:
+    def unit(self, step: steps.RunUnit) -> Any:
         from .driver import run_sync  # the driver imports this module
 
         return run_sync(step.flow, self.conns, self.embedder, patient=step.patient)
 
-    def connect(self, step: Connect) -> sa.Connection:
+    def connect(self, step: steps.Connect) -> sa.Connection:
         conn = self.conns.engine.connect()
         if step.autocommit:
             conn.execution_options(isolation_level="AUTOCOMMIT")
         return conn
 
-    def execute(self, step: Execute) -> Rows:
+    def execute(self, step: steps.Execute) -> Rows:
         return _execute(step.conn, step.req)
 
-    def fetch(self, step: Fetch) -> Rows:
+    def fetch(self, step: steps.Fetch) -> Rows:
         return fetch(step.cur, step.req)
 
-    def side(self, step: Side) -> sa.Connection | None:
+    def side(self, step: steps.Side) -> sa.Connection | None:
         engine = self.conns.side()
         try:
             return None if engine is None else engine.connect()
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             return None
 
-    def compute(self, step: Compute) -> Sql | None:
+    def compute(self, step: steps.Compute) -> Sql | None:
         return step.make(step.k, step.rows)
 
-    def start(self, step: Start) -> Future[Rows]:
+    def start(self, step: steps.Start) -> Future[Rows]:
         # A thread of its own: psycopg waits for the server without the GIL, so the
         # flow's next step runs meanwhile.
         pool = ThreadPoolExecutor(max_workers=1)
@@ -117,7 +101,7 @@ class SyncIO:
         finally:
             pool.shutdown(wait=False)
 
-    def start_each(self, step: StartEach) -> list[Future[Rows] | None]:
+    def start_each(self, step: steps.StartEach) -> list[Future[Rows] | None]:
         # One thread runs the statements one after another, in order, on ``conn``.
         pool = ThreadPoolExecutor(max_workers=1)
         try:
@@ -125,20 +109,20 @@ class SyncIO:
         finally:
             pool.shutdown(wait=False)
 
-    def wait(self, step: Wait) -> Rows:
+    def wait(self, step: steps.Wait) -> Rows:
         rows: Rows = step.started.result()
         return rows
 
-    def settle(self, step: Settle) -> None:
+    def settle(self, step: steps.Settle) -> None:
         wait_futures([step.started])
 
-    def commit(self, step: Commit) -> None:
+    def commit(self, step: steps.Commit) -> None:
         step.conn.commit()
 
-    def invalidate(self, step: Invalidate) -> None:
+    def invalidate(self, step: steps.Invalidate) -> None:
         step.conn.invalidate()
 
-    def close(self, step: Close) -> None:
+    def close(self, step: steps.Close) -> None:
         untime(step.conn)
         step.conn.close()
 
@@ -152,10 +136,10 @@ class AsyncIO:
         self.conns = conns
         self.embedder = embedder
 
-    async def embed(self, step: EmbedTexts) -> list[list[float]]:
+    async def embed(self, step: steps.EmbedTexts) -> list[list[float]]:
         return await embed_async(self.embedder, step.req)
 
-    async def migrate(self, step: MigrateOn) -> None:
+    async def migrate(self, step: steps.MigrateOn) -> None:
         from ..storage import migrate  # Alembic: loaded by set-up only
 
         try:
@@ -163,12 +147,12 @@ class AsyncIO:
         finally:
             await step.conn.close()
 
-    async def unit(self, step: RunUnit) -> Any:
+    async def unit(self, step: steps.RunUnit) -> Any:
         from .driver import run_async  # the driver imports this module
 
         return await run_async(step.flow, self.conns, self.embedder, patient=step.patient)
 
-    async def connect(self, step: Connect) -> AsyncConnection:
+    async def connect(self, step: steps.Connect) -> AsyncConnection:
         conn = await self.conns.engine.connect()
         try:
             if step.autocommit:
@@ -178,28 +162,28 @@ class AsyncIO:
             raise
         return conn
 
-    async def execute(self, step: Execute) -> Rows:
+    async def execute(self, step: steps.Execute) -> Rows:
         return await _aexecute(step.conn, step.req)
 
-    async def fetch(self, step: Fetch) -> Rows:
+    async def fetch(self, step: steps.Fetch) -> Rows:
         return await afetch(step.cur, step.req)
 
-    async def side(self, step: Side) -> AsyncConnection | None:
+    async def side(self, step: steps.Side) -> AsyncConnection | None:
         engine = self.conns.side()
         try:
             return None if engine is None else await engine.connect()
         except sa.exc.TimeoutError:  # the side pool is in use: run in the transaction
             return None
 
-    async def compute(self, step: Compute) -> Sql | None:
+    async def compute(self, step: steps.Compute) -> Sql | None:
         # On a thread, so that the event loop keeps sending and awaiting the write
         # in flight meanwhile.
         return await asyncio.to_thread(step.make, step.k, step.rows)
 
-    async def start(self, step: Start) -> asyncio.Task[Rows]:
+    async def start(self, step: steps.Start) -> asyncio.Task[Rows]:
         return asyncio.ensure_future(_aexecute(step.conn, step.req))
 
-    async def start_each(self, step: StartEach) -> list[asyncio.Task[Rows] | None]:
+    async def start_each(self, step: steps.StartEach) -> list[asyncio.Task[Rows] | None]:
         # A lock (FIFO) keeps the statements one after another, in order, on ``conn``.
         turn = asyncio.Lock()
 
@@ -209,19 +193,19 @@ class AsyncIO:
 
         return [None if r is None else asyncio.ensure_future(one(r)) for r in step.reqs]
 
-    async def wait(self, step: Wait) -> Rows:
+    async def wait(self, step: steps.Wait) -> Rows:
         rows: Rows = await step.started
         return rows
 
-    async def settle(self, step: Settle) -> None:
+    async def settle(self, step: steps.Settle) -> None:
         await asyncio.wait([step.started])
 
-    async def commit(self, step: Commit) -> None:
+    async def commit(self, step: steps.Commit) -> None:
         await step.conn.commit()
 
-    async def invalidate(self, step: Invalidate) -> None:
+    async def invalidate(self, step: steps.Invalidate) -> None:
         await step.conn.invalidate()
 
-    async def close(self, step: Close) -> None:
+    async def close(self, step: steps.Close) -> None:
         await auntime(step.conn)
         await step.conn.close()

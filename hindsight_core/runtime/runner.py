@@ -2,13 +2,13 @@
 
 Every front end binds its operations the same way. A public method builds the flow
 of its operation (a generator over the host's typed context, ``host.py``; its SQL
-from ``storage/``) and hands it to the front end's runner, one line each::
+from ``storage/``) and returns the front end's runner's call of it, one line; the
+async front end takes the same method, awaited (``twin.py``)::
 
     def get(self, record_id, *, namespace=None):                        # Memory
         return self._runner.run_read(lambda: self._get_flow(record_id, namespace), key)
 
-    async def get(self, record_id, *, namespace=None):                  # AsyncMemory
-        return await self._runner.run_read(lambda: self._get_flow(record_id, namespace), key)
+    get = awaited(Memory.get)                                           # AsyncMemory
 
 :class:`SyncRunner` (blocking) and :class:`AsyncRunner` (asyncio) are the only code
 that decides where a flow runs, each with the driver of its I/O style
@@ -28,11 +28,11 @@ that decides where a flow runs, each with the driver of its I/O style
   :class:`Vectors` requests and stepped here with the driver's :class:`~.driver.Plan`.
 
 A new operation gets its sync and async method by writing its flow once (or its
-call, for several runs) and adding the two one-line methods above to the front ends.
-What an operation does before its flow runs (checking arguments before connecting,
-choosing its key) is written once beside the flow, returning the runner's arguments::
+call, for several runs) and adding the two lines above to the front ends. What an
+operation does before its flow runs (checking arguments before connecting, choosing
+its key) is written once beside the flow, returning the runner's arguments::
 
-    return self._runner.run_read(*self._search_read(query, ...))       # both fronts
+    return self._runner.run_read(*self._search_read(query, ...))
 
 Where a recall runs, end to end: ``Memory.recall`` -> :meth:`SyncRunner.call` of
 ``RecallFlows._recall_call`` (``memory/read_flows.py``) -> :class:`Read` bounded by
