@@ -51,10 +51,6 @@ ATTENTION_PAD = 16
 """Attention runs on segments padded to a multiple of this many tokens, those of one
 padded length side by side (few numpy calls per forward pass, whatever its texts)."""
 
-# nibble byte -> its two weights before scaling: low nibble (first 16), high (last 16)
-_LOW = (np.arange(256) & 15).astype(_F) - 8
-_HIGH = (np.arange(256) >> 4).astype(_F) - 8
-
 
 class _Layer(NamedTuple):
     qkv: np.ndarray  # (H, 3H): x @ qkv is the query, key and value side by side
@@ -225,9 +221,11 @@ def _blocks_to_f32(blocks: np.ndarray) -> np.ndarray:
     """4-bit blocks ``(..., 18)`` bytes -> float32 weights ``(..., 32)``."""
     scale = blocks[..., :2].copy().view(np.float16).astype(_F)
     nibbles = blocks[..., 2:]
-    out = np.empty((*blocks.shape[:-1], QK), dtype=_F)
-    np.take(_LOW, nibbles, out=out[..., :16])
-    np.take(_HIGH, nibbles, out=out[..., 16:])
+    q = np.empty((*blocks.shape[:-1], QK), dtype=np.uint8)
+    np.bitwise_and(nibbles, 15, out=q[..., :16])
+    np.right_shift(nibbles, 4, out=q[..., 16:])
+    out = q.astype(_F)
+    out -= _F(8)
     out *= scale
     return out
 

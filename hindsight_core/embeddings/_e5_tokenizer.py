@@ -41,10 +41,12 @@ class E5Tokenizer:
         normalization: dict[int, str],
         unk: int,
     ) -> None:
-        # reversed: of two equal pieces the lower id wins, as the engine's hash table has it
-        ids = dict(zip(reversed(pieces), range(len(pieces) - 1, -1, -1), strict=True))
+        ids = dict(zip(pieces, range(len(pieces)), strict=True))
+        if len(ids) < len(pieces):  # of equal pieces the engine's hash table finds the first
+            ids = dict(zip(reversed(pieces), range(len(pieces) - 1, -1, -1), strict=True))
         del ids[pieces[unk]]
-        if re.search(f"[^\0]{META}", "\0".join(pieces)):
+        joined = "\0".join(pieces)  # a metaspace only first in a piece: after a NUL
+        if joined.count(META) != joined.count("\0" + META) + joined.startswith(META):
             raise ValueError("a vocabulary piece holds a metaspace inside: not this tokenizer")
         self._ids = ids
         self._scores = scores
