@@ -33,6 +33,9 @@ def gelu_(h: np.ndarray) -> np.ndarray:
     np.reciprocal(t, out=t)
     e = np.square(h)
     e *= _F(-0.5)
+    # exp(-80) is a normal float32 and g negligible there; below, exp's results would be
+    # subnormal numbers, which the CPU handles many times slower
+    np.maximum(e, _F(-80.0), out=e)
     np.exp(e, out=e)
     g = np.multiply(t, _F(_ERF_A[4] / 2))
     for a in _ERF_A[3::-1]:  # Horner, the 1/2 folded into the coefficients
