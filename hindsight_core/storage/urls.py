@@ -2,8 +2,8 @@
 
 Apart from the engine (``engine.py``) so that a server can refuse a malformed
 ``HINDSIGHT_DATABASE_URL`` at start without importing the driver, numpy and the
-statement modules the engine brings: ``hindsight mcp`` answers ``initialize``
-before those load (``hindsight_adapters/mcp/_pending.py``).
+statement modules the engine brings: the MCP server over stdio answers
+``initialize`` while a background thread imports those.
 """
 
 from __future__ import annotations
