@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from _mcp_util import http_client, serving, stdio_client, text
+from mcp import Client, StdioServerParameters
 
 from hindsight_adapters.mcp import build_http_app
 from hindsight_core import AsyncMemory, Settings
@@ -76,6 +80,50 @@ async def test_stdio_oversized_argument_is_a_tool_error(stdio: Any) -> None:
     assert result.is_error and "action" in text(result)
     stats = json.loads((await stdio.read_resource("memory://stats")).contents[0].text)
     assert stats["records"] == 0
+
+
+# What the engine is made of, past the URL check (which parses a configured URL with
+# SQLAlchemy's core before serving): the driver, numpy, migrations, the memory's modules.
+ENGINE = (
+    "psycopg",
+    "numpy",
+    "alembic",
+    "hindsight_core.storage.engine",
+    "hindsight_core.memory",
+    "hindsight_core.runtime",
+)
+# ``hindsight mcp`` with every import of the engine noted (thread, module) as it starts.
+TRACED = f"""
+import os, sys, threading
+log = open(os.environ["IMPORT_LOG"], "w", buffering=1)
+def hook(event, args):
+    if event == "import" and args[0].startswith({ENGINE!r}):
+        log.write(threading.current_thread().name + " " + args[0] + "\\n")
+sys.addaudithook(hook)
+from hindsight_adapters.cli import main
+main()
+"""
+
+
+async def test_stdio_initialize_does_not_wait_for_the_engine(
+    database_url: str, tmp_path: Path
+) -> None:
+    """The answer to ``initialize`` needs the SDK and the tools' schemas only: the
+    server's own thread imports nothing of the engine until the client has it (the
+    memory is built by a thread of its own), and the tools work once it is built."""
+    log = tmp_path / "imports"
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-c", TRACED, "mcp", "--namespace", f"stdio/{uuid.uuid4().hex[:10]}"],
+        env={**os.environ, "IMPORT_LOG": str(log)},
+    )
+    async with Client(params) as client:  # initialize answered
+        on_main = [line for line in log.read_text().splitlines() if line.startswith("MainThread")]
+        found = await client.call_tool("search_memory", {"query": "deploy on a Friday"})
+    assert on_main == [], on_main
+    assert not found.is_error, text(found)
+    loaded = log.read_text()  # the hook saw the engine load: by another thread
+    assert " psycopg" in loaded and " hindsight_core.memory" in loaded, loaded
 
 
 # ----------------------------------------------------------------- degraded database

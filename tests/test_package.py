@@ -75,6 +75,19 @@ def test_mcp_server_modules_load_no_engine() -> None:
     assert _loaded(code, ("sqlalchemy", "psycopg", "numpy", "alembic")) == []
 
 
+def test_server_settings_check_loads_no_engine() -> None:
+    """``hindsight mcp`` and ``ui`` check the database URL before serving: with none
+    configured there is nothing to parse, and a configured one is parsed without the
+    driver, numpy or the statement modules (before, the check imported the engine)."""
+    check = "from hindsight_adapters.cli._app import load_server_settings\nload_server_settings()"
+    unset = "import os\nos.environ.pop('HINDSIGHT_DATABASE_URL', None)\n"
+    engine = ("sqlalchemy", "psycopg", "numpy", "hindsight_core.storage")
+    assert _loaded(unset + check, engine) == []
+    url = "import os\nos.environ['HINDSIGHT_DATABASE_URL'] = 'postgresql://u@db.example/x'\n"
+    loaded = _loaded(url + check, ("psycopg", "numpy", "hindsight_core.storage."))
+    assert loaded == ["hindsight_core.storage.urls"], loaded
+
+
 def test_cli_commands_name_the_module_that_registers_them() -> None:
     code = (
         "import importlib, typer.main\n"

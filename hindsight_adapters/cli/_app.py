@@ -86,10 +86,11 @@ def load_server_settings() -> Settings:
         ConfigurationError: the URL is malformed or not PostgreSQL's.
     """
     from hindsight_core.settings import Settings
-    from hindsight_core.storage.engine import parse_database_url
 
     settings = Settings()
-    if settings.database_url is not None:
+    if settings.database_url is not None:  # else nothing to check: the embedded server's
+        from hindsight_core.storage.urls import parse_database_url
+
         parse_database_url(settings.database_url)
     return settings
 

@@ -99,8 +99,10 @@ def serve_stdio(
     ``read`` (``--read``; else ``HINDSIGHT_MCP_READ``) names the namespaces or
     ``prefix/*`` the client may read besides its own (docs/sharing.md).
 
-    ``initialize`` is answered before the engine is imported: the memory is built
-    (and warmed up) in the background once the server serves (:class:`PendingMemory`).
+    ``initialize`` does not wait for the engine: the main thread imports the SDK and
+    the tools' schemas, nothing of the engine (the CLI's URL check included;
+    tests/test_mcp_stdio.py checks it), and the memory is built (and warmed up) by a
+    thread of its own once the server serves (:class:`PendingMemory`).
 
     The process ends through :func:`_exit_now` in both cases: the warm-up's daemon
     threads may still be inside C code (the database driver, numpy, an HTTP request to a dead

@@ -14,10 +14,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-from sqlalchemy.engine import make_url
 
 from ..errors import (
-    ConfigurationError,
     DatabaseBusyError,
     DatabaseError,
     DatabaseUnavailableError,
@@ -27,6 +25,7 @@ from ..errors import (
 from ..settings import Settings
 from . import embedded
 from .experiences_sql import DEDUP_EF_SEARCH, GIVE_UP_LOCK_MS
+from .urls import parse_database_url
 from .vectors import ADAPTERS
 
 if TYPE_CHECKING:  # sqlalchemy.ext.asyncio loads the ORM: imported by the async builders
@@ -46,26 +45,6 @@ VECTOR_GRANT_HELP = (
     "(see docs/operations.md)"
 )
 INSUFFICIENT_PRIVILEGE = "42501"
-
-
-def parse_database_url(raw: str) -> sa.URL:
-    """Parse a configured database URL, or raise one clear line.
-
-    Raises:
-        ConfigurationError: not a URL, or not PostgreSQL's.
-    """
-    try:
-        parsed = make_url(raw)
-    except (sa_exc.ArgumentError, ValueError) as exc:  # ValueError: e.g. a port not a number
-        raise ConfigurationError(
-            f"HINDSIGHT_DATABASE_URL is not a valid URL ({exc}); expected e.g. "
-            "postgresql://user:password@host:5432/dbname"
-        ) from None
-    if parsed.get_backend_name() != "postgresql":
-        raise ConfigurationError(
-            f"HINDSIGHT_DATABASE_URL must point at PostgreSQL, got {parsed.get_backend_name()!r}"
-        )
-    return parsed
 
 
 def resolve_url(settings: Settings, url: str | None = None) -> str:
