@@ -102,11 +102,13 @@ def tsvector_literal(tokens: list[str], labels: AbstractSet[str] = frozenset()) 
     positions: dict[str, list[int]] = {}
     for pos, tok in enumerate(tokens[:16000], start=1):
         positions.setdefault(tok, []).append(min(pos, 16383))
-    out = []
-    for t, p in positions.items():
-        weight = LABEL_WEIGHT if t in labels else ""
-        out.append(f"'{t}':{','.join(f'{n}{weight}' for n in p[:256])}")
-    return " ".join(out)
+    label = LABEL_WEIGHT + ","
+    return " ".join(
+        f"'{t}':{label.join(map(str, p[:256]))}{LABEL_WEIGHT}"
+        if t in labels
+        else f"'{t}':{','.join(map(str, p[:256]))}"
+        for t, p in positions.items()
+    )
 
 
 def term_query(term: str, label: bool = False) -> str:
