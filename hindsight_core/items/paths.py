@@ -62,7 +62,8 @@ def _leaf(obj: Any) -> list[str]:
 
 
 def _walk(obj: Any, toks: tuple[str, ...], pos: int) -> list[Any]:
-    """The objects at ``toks[pos:]`` below ``obj`` (``None`` for a missing one)."""
+    """The objects at ``toks[pos:]`` below ``obj`` (nulls too: :func:`_objects_at` keeps
+    those with a text)."""
     if pos >= len(toks):
         return [obj]
     tok = toks[pos]
