@@ -218,12 +218,13 @@ def bm25_ctes(
         f" WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)"
     )
     # A label match's IDF: LABEL_IDF_SHARE of the way to a term in one row's (df 1).
-    label_cols = label_pass = label_arg = label_col = ""
+    label_cols = label_pass = ""
+    freq_arrays, columns = "(SELECT CAST(:kw_freq AS float8[]))", "q, freq"
     if labels:
         label_cols = f" t.lq, t.w + {LABEL_IDF_SHARE} * (ln(1 + (t.n - 0.5) / 1.5) - t.w) AS wl,"
         label_pass = " t.lq,"
-        label_arg = ", (SELECT CAST(:kw_ltsq AS tsquery[]))"
-        label_col = ", lq"
+        freq_arrays += ", (SELECT CAST(:kw_ltsq AS tsquery[]))"
+        columns += ", lq"
     return f"""kw_tab AS (
             SELECT GREATEST(c.reltuples, 0) AS rows FROM pg_class c
             WHERE c.oid = CAST('{table}' AS regclass)
@@ -255,8 +256,7 @@ def bm25_ctes(
                         ELSE t.freq * st.n
                         END AS df
                     FROM unnest((SELECT CAST(:kw_tsq AS tsquery[])),
-                                (SELECT CAST(:kw_freq AS float8[])){label_arg})
-                        AS t(q, freq{label_col})
+                                {freq_arrays}) AS t({columns})
                     OFFSET 0
                 ) t
             ) t
