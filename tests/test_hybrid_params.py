@@ -13,6 +13,7 @@ Internals: the pure parameter builders (``storage.hybrid_params``,
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import UTC, datetime
 
 import pytest
@@ -118,7 +119,8 @@ def test_recall_parameters_carry_the_settings_and_the_query() -> None:
 
 
 def _item_fusion(terms: list[str]) -> dict[str, object]:
-    """An item search's fusion parameters: every term a keyword candidate, no common ones."""
+    """An item search's fusion parameters: every term a keyword candidate, no common ones,
+    and the terms' label queries (``items/flows.py``)."""
     return hybrid_params(
         SETTINGS,
         terms=terms,
@@ -127,19 +129,27 @@ def _item_fusion(terms: list[str]) -> dict[str, object]:
         whole_query=False,
         keyword_weight=0.09,
         now=NOW,
+        labels=True,
     )
 
 
 def test_items_search_binds_the_same_fusion_parameters() -> None:
     """Items' hybrid statement binds every parameter ``hybrid_params`` builds, with the
-    same values recall gets from the same settings."""
+    same values recall gets from the same settings; only items bind the terms' label
+    queries (records have no labels)."""
     spec = ItemIndex(dims=3).spec
     statement = items_search_sql.hybrid_search_sql(spec, 2, (), False, True, True)
     terms = tsquery_terms("answer style")
     fusion = _item_fusion(terms)
     assert set(fusion) <= _binds(statement)
     recall = _recall(terms=terms, common={}, rare=terms, whole_query=False)
-    assert {k: recall[k] for k in fusion} == fusion
+    assert set(fusion) - set(recall) == {"kw_ltsq"}
+    assert {k: recall[k] for k in fusion if k != "kw_ltsq"} == {
+        k: v for k, v in fusion.items() if k != "kw_ltsq"
+    }
+    ltsq = str(fusion["kw_ltsq"])
+    assert "'answer':A" in ltsq and "'styles':A" in ltsq, ltsq
+    assert re.fullmatch(r"[^']*('[a-z]+':A[^']*)+", ltsq), "every form restricted to labels"
 
 
 def _item_search(*, prefix: str, flt: object, hub: float) -> dict[str, object]:

@@ -55,7 +55,9 @@ def test_the_last_put_of_a_key_wins_and_moves_to_the_end() -> None:
     plan = plan_batch(ops, INDEX)
     assert list(plan.puts) == [(ns_key(B), "j"), (ns_key(A), "k")]
     assert plan.puts[(ns_key(A), "k")][0].value is None, "put then delete deletes"
-    assert plan.fields == [(ns_key(B), "j", "text", "2")], "a deleted item embeds nothing"
+    assert plan.fields == [(ns_key(B), "j", "text", "2", frozenset())], (
+        "a deleted item embeds nothing"
+    )
     assert not plan.autocommit, "a delete and an upsert take two statements: one transaction"
 
 

@@ -40,13 +40,14 @@ from .ops import (
     dump_value,
     namespace_key,
 )
-from .paths import field_texts
+from .paths import indexed_fields
 
 _OPS = frozenset(("$eq", "$ne", "$gt", "$gte", "$lt", "$lte"))
 Key = tuple[str, str]
 """An item's ``(namespace key, key)``."""
-Field = tuple[str, str, str, str]
-"""A text to embed for an item: ``(namespace key, key, field path, text)``."""
+Field = tuple[str, str, str, str, frozenset[str]]
+"""A text to embed for an item: ``(namespace key, key, field path, text, labels)``, the
+labels the search tokens its keyword index marks (``paths.labels``)."""
 
 
 @dataclass
@@ -132,7 +133,7 @@ def _texts_to_embed(plan: BatchPlan, index: ItemIndex) -> None:
         if put.value is None or put.index is False:
             continue
         paths = index.fields if put.index is None else tuple(put.index)
-        plan.fields.extend((ns, key, f, t) for f, t in field_texts(put.value, paths))
+        plan.fields.extend((ns, key, *f) for f in indexed_fields(put.value, paths))
 
 
 def parse_filter(flt: Any) -> tuple[FilterSpec, list[Any]]:
@@ -237,7 +238,7 @@ def put_statements(
                     "v_fields": [f[2] for f in fields],
                     "v_embs": vectors_param(vectors),
                     "v_dim": len(vectors[0]) if vectors else 0,
-                    "v_tsv": [fts.tsvector_literal(tokens(f[3])) for f in fields],
+                    "v_tsv": [fts.tsvector_literal(tokens(f[3]), f[4]) for f in fields],
                     "r_ns": [k[0] for k, _, _ in upserts],
                     "r_keys": [k[1] for k, _, _ in upserts],
                 },

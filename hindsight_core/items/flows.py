@@ -260,6 +260,7 @@ class ItemFlows(ABC):
                     whole_query=covers(self.embedder.languages, op.query or ""),
                     keyword_weight=keyword_weight(settings, self.embedder),
                     now=now,
+                    labels=True,
                 ),
                 "w_hub": w_hub,  # items only: storage/items_search_sql.py, ``hub``
             }

@@ -8,6 +8,7 @@ Chinese (CJK bigrams) is searchable.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from functools import lru_cache
 from typing import Any
 
@@ -32,6 +33,17 @@ B = 0.5
 # found in the collection is a common one ("old", 一个), matching it scores its
 # small share of that (ln 10 ≈ 2.3 in a large collection), not a full 1.
 MIN_MASS_SHARE = 0.1
+
+
+# A query term found in a label of an item (a name, a role, a tag: ``items.paths.labels``,
+# stored with this tsvector weight) counts with an IDF this share of the way from its own
+# to that of a term found in a single item (bm25_sql). How many items share a label says
+# how much a match narrows the search, not how surely the item is about it: a question
+# naming one of a conversation's two speakers asks about that speaker's turns, yet the
+# name, in half of them, weighed least of its terms (bench/HISTORY.md, "Labels"). Items
+# only: records have no labels.
+LABEL_WEIGHT = "A"
+LABEL_IDF_SHARE = 0.5
 
 
 # A term found in more than this share of a table's rows does not generate keyword
@@ -78,8 +90,11 @@ def common_terms_sql(table: str) -> sa.TextClause:
     )
 
 
-def tsvector_literal(tokens: list[str]) -> str:
-    """A tsvector literal with positions, bypassing PostgreSQL's parser.
+def tsvector_literal(tokens: list[str], labels: AbstractSet[str] = frozenset()) -> str:
+    """A tsvector literal with positions, bypassing PostgreSQL's parser; the positions of
+    a token in ``labels`` carry weight ``A`` (an item's labels, ``items.paths.labels``:
+    :func:`bm25_sql` counts a query term found there as more specific), every other
+    position PostgreSQL's default, ``D``. Weights change no match, length or count.
 
     Tokens come from ``text.tokens`` and hold only letters and digits, so they need
     no escaping; they are quoted anyway so that no token is read as an operator.
@@ -87,14 +102,22 @@ def tsvector_literal(tokens: list[str]) -> str:
     positions: dict[str, list[int]] = {}
     for pos, tok in enumerate(tokens[:16000], start=1):
         positions.setdefault(tok, []).append(min(pos, 16383))
-    return " ".join(f"'{t}':{','.join(map(str, p[:256]))}" for t, p in positions.items())
+    label = LABEL_WEIGHT + ","
+    return " ".join(
+        f"'{t}':{label.join(map(str, p[:256]))}{LABEL_WEIGHT}"
+        if t in labels
+        else f"'{t}':{','.join(map(str, p[:256]))}"
+        for t, p in positions.items()
+    )
 
 
-def term_query(term: str) -> str:
+def term_query(term: str, label: bool = False) -> str:
     """A query term as a tsquery literal matching any of its forms (``text.word_forms``:
     "painted" matches "paint", "painting", ...). BM25 counts the group as one term:
-    one document frequency, one IDF, a match when a record holds any of the forms."""
-    return " | ".join(f"'{f}'" for f in word_forms(term))
+    one document frequency, one IDF, a match when a record holds any of the forms.
+    ``label``: only where a form is a label (weight ``A``, :func:`tsvector_literal`)."""
+    restrict = f":{LABEL_WEIGHT}" if label else ""
+    return " | ".join(f"'{f}'{restrict}" for f in word_forms(term))
 
 
 def tsquery_literal(terms: Sequence[str]) -> str | None:
@@ -115,7 +138,9 @@ def rare_terms(terms: Sequence[str], common: Mapping[str, float]) -> list[str]:
     return [t for t in terms if common_share(t, common) is None]
 
 
-def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str) -> str:
+def bm25_ctes(
+    table: str, *, docs: str, stats: str, tbl: str, own: str, key: str, labels: bool = False
+) -> str:
     """The CTE ``kw_idf``: one row per query term with its tsquery ``q``, document
     frequency ``df`` and IDF ``w``, and on every row the collection's average length
     ``avgdl`` and ``mass``, the summed IDF of the query's terms (of those that occur in
@@ -132,6 +157,9 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
         tbl: the counters' table tag (``e``, ``i``).
         own: ``docs`` in a form an index on ``key`` serves (the namespace's own rows).
         key: the columns of that index, in its order.
+        labels: each term also has ``lq``, its query restricted to labels
+            (``:kw_ltsq``), and ``wl``, the IDF a label match counts with
+            (:data:`LABEL_IDF_SHARE`; :func:`bm25_sql` with ``labels``).
 
     A term's document frequency is counted in the collection at query time through
     the GIN index, so it is exact for the statement's snapshot under any concurrent
@@ -189,18 +217,26 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
         f"(SELECT count(*) FROM (SELECT 1 FROM {table} d"
         f" WHERE {docs} AND d.search_tsv @@ t.q LIMIT {DF_CAP}) x)"
     )
+    # A label match's IDF: LABEL_IDF_SHARE of the way to a term in one row's (df 1).
+    label_cols = label_pass = ""
+    freq_arrays, columns = "(SELECT CAST(:kw_freq AS float8[]))", "q, freq"
+    if labels:
+        label_cols = f" t.lq, t.w + {LABEL_IDF_SHARE} * (ln(1 + (t.n - 0.5) / 1.5) - t.w) AS wl,"
+        label_pass = " t.lq,"
+        freq_arrays += ", (SELECT CAST(:kw_ltsq AS tsquery[]))"
+        columns += ", lq"
     return f"""kw_tab AS (
             SELECT GREATEST(c.reltuples, 0) AS rows FROM pg_class c
             WHERE c.oid = CAST('{table}' AS regclass)
         ), kw_own AS MATERIALIZED (
             SELECT d.search_tsv FROM {table} d WHERE {own} ORDER BY {key} LIMIT {DF_CAP}
         ), kw_idf AS MATERIALIZED (
-            SELECT t.q, t.df, t.w, t.avgdl,
+            SELECT t.q, t.df, t.w, t.avgdl,{label_cols}
                 GREATEST(COALESCE(sum(t.w) FILTER (WHERE t.df > 0 OR :kw_whole) OVER (), 0),
                     ln(1 + (t.n - {floor_d} + 0.5) / ({floor_d} + 0.5)))
                     AS mass
             FROM (
-                SELECT t.q, t.df, st.n, st.avgdl,
+                SELECT t.q, t.df, st.n, st.avgdl,{label_pass}
                     ln(1 + (st.n - LEAST(t.df, st.n) + 0.5) / (t.df + 0.5)) AS w
                 FROM (
                     SELECT GREATEST(COALESCE(sum(s.docs), 0), 1)::float8 AS n,
@@ -208,7 +244,7 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
                                  1) AS avgdl
                     FROM hindsight_keyword_stats s WHERE s.tbl = '{tbl}' AND {stats}
                 ) st CROSS JOIN LATERAL (
-                    SELECT t.q, CASE
+                    SELECT t.q,{label_pass} CASE
                         WHEN t.freq IS NOT NULL AND st.n <= {DF_CAP} AND {mostly_own}
                         THEN {gin_count}
                         WHEN t.freq IS NOT NULL AND st.n <= {DF_CAP}
@@ -220,14 +256,14 @@ def bm25_ctes(table: str, *, docs: str, stats: str, tbl: str, own: str, key: str
                         ELSE t.freq * st.n
                         END AS df
                     FROM unnest((SELECT CAST(:kw_tsq AS tsquery[])),
-                                (SELECT CAST(:kw_freq AS float8[]))) AS t(q, freq)
+                                {freq_arrays}) AS t({columns})
                     OFFSET 0
                 ) t
             ) t
         )"""
 
 
-def bm25_sql(tsv: str) -> str:
+def bm25_sql(tsv: str, labels: bool = False) -> str:
     """The BM25 score of the row whose tsvector is ``tsv`` as a share of the query's
     summed IDF (``mass``, see :func:`bm25_ctes`), uncapped; NULL when the row holds
     none of the query's terms. :data:`KEYWORD` makes the keyword score of it.
@@ -246,9 +282,16 @@ def bm25_sql(tsv: str) -> str:
     sub-selects, in the same order: the same scores to the bit. One ``CASE`` per term
     slot instead of the sub-select (no sub-plan run per candidate) was no cheaper:
     each function call in a plan is looked up again on every execution.
+
+    ``labels`` (item search, :func:`bm25_ctes` with ``labels``): a term found in one of
+    the row's labels counts with its label IDF ``wl`` (:data:`LABEL_IDF_SHARE`), more
+    than its own; the summed IDF it is a share of stays the query's, so a label match
+    raises the row's score and no other row's (the share is capped at 1 by
+    :data:`KEYWORD`).
     """
+    weight = f"CASE WHEN {tsv} @@ i.lq THEN i.wl ELSE i.w END" if labels else "i.w"
     return (
-        f"(SELECT sum(i.w) * {K1 + 1}"
+        f"(SELECT sum({weight}) * {K1 + 1}"
         f" / (1 + {K1} * ({1 - B} + {B} * length({tsv}) / min(i.avgdl))) / min(i.mass)"
         f" FROM kw_idf i WHERE {tsv} @@ i.q)"
     )
@@ -297,9 +340,14 @@ def array_literal(values: Sequence[object]) -> str:
 
 
 def bm25_params(
-    terms: Sequence[str], common: Mapping[str, float], *, whole_query: bool = False
+    terms: Sequence[str],
+    common: Mapping[str, float],
+    *,
+    whole_query: bool = False,
+    labels: bool = False,
 ) -> dict[str, Any]:
-    """``:kw_tsq`` / ``:kw_freq`` / ``:kw_whole`` for :func:`bm25_ctes`.
+    """``:kw_tsq`` / ``:kw_freq`` / ``:kw_whole`` for :func:`bm25_ctes`, and with
+    ``labels`` ``:kw_ltsq``, each term's query restricted to labels.
 
     The two term arrays are array literals, one string each: psycopg dumped Python
     lists element by element, on every recall; a float's ``repr``
@@ -318,8 +366,11 @@ def bm25_params(
     counts fully: a Chinese query sharing one bigram with its lesson still finds it
     with an English-only model (tests/test_core_recall.py).
     """
-    return {
+    params = {
         "kw_tsq": array_literal([term_query(t) for t in terms]),
         "kw_freq": array_literal([common_share(t, common) for t in terms]),
         "kw_whole": whole_query,
     }
+    if labels:
+        params["kw_ltsq"] = array_literal([term_query(t, label=True) for t in terms])
+    return params

@@ -33,6 +33,7 @@ def hybrid_params(
     whole_query: bool,
     keyword_weight: float,
     now: datetime,
+    labels: bool = False,
 ) -> dict[str, Any]:
     """The fusion's parameters: keyword candidates and BM25 terms, the weights, the
     relevance floor and the decay at ``now``.
@@ -44,10 +45,12 @@ def hybrid_params(
         whole_query: the keyword score is a share of the whole query's IDF
             (``fulltext_sql.bm25_params``).
         keyword_weight: the keyword side's weight (``embeddings.profiles.keyword_weight``).
+        labels: the terms' queries restricted to labels too (item search:
+            ``fulltext_sql.bm25_params``).
     """
     return {
         "tsq_cand": fts.tsquery_literal(candidates),
-        **fts.bm25_params(terms, common, whole_query=whole_query),
+        **fts.bm25_params(terms, common, whole_query=whole_query, labels=labels),
         "w_sem": settings.semantic_weight,
         "w_kw": keyword_weight,
         "score_weight": settings.score_weight,

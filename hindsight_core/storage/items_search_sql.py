@@ -137,7 +137,9 @@ def hybrid_search_sql(
     item, ``semantic`` = best cosine similarity of its fields (clamped to 0..1) and
     ``keyword`` = best BM25 of its fields against all of the query's terms, with the
     prefix's document frequencies and lengths (each field's vector row one document),
-    as the share of the query's summed IDF it reaches (``fulltext_sql.KEYWORD``);
+    as the share of the query's summed IDF it reaches (``fulltext_sql.KEYWORD``), a
+    term found in one of the field's labels (``items.paths.labels``) counting with
+    more than its own IDF (``fulltext_sql.LABEL_IDF_SHARE``);
     ``relevance`` = ``w_sem * semantic + w_kw * keyword`` divided by the same for an
     item whose field is the query's text (semantic 1, keyword
     ``fulltext_sql.bm25_exact_sql``), and ``final = relevance * decay ** score_weight``
@@ -191,12 +193,12 @@ def hybrid_search_sql(
         f"""kw AS (
             SELECT m.ns, m.key FROM ({matches}) m
             GROUP BY m.ns, m.key
-            ORDER BY max({bm25_sql("m.search_tsv")}) DESC NULLS LAST, m.ns, m.key
+            ORDER BY max({bm25_sql("m.search_tsv", labels=True)}) DESC NULLS LAST, m.ns, m.key
             LIMIT :cand)"""
         if keyword and keyword_candidates
         else "kw AS (SELECT NULL::text AS ns, NULL::text AS key WHERE FALSE)"
     )
-    rank = bm25_sql("v.search_tsv") if keyword else "0::float8"
+    rank = bm25_sql("v.search_tsv", labels=True) if keyword else "0::float8"
     stats = ""
     if keyword:
         stats = (
@@ -207,6 +209,7 @@ def hybrid_search_sql(
                 tbl="i",
                 own=prefix_condition(n_labels, "d.ns"),
                 key="d.ns, d.key, d.field",
+                labels=True,
             )
             + ","
         )
