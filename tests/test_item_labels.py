@@ -1,5 +1,9 @@
 """Item search counts a query term found in an item's label (a short leaf of its value:
-who said it, a role, a tag) as more specific than its document frequency says."""
+who said it, a role, a tag) as more specific than its document frequency says.
+
+Internals: ``storage.fulltext_sql``'s BM25 constants, so that the expected scores are
+computed by the test's own BM25 with the statement's numbers, on purpose.
+"""
 
 from __future__ import annotations
 
