@@ -221,6 +221,7 @@ class WriteFlows(MemoryBase):
             same_meaning=self.same_meaning,
             new_id=self._new_id,
             keys=keys,
+            merge_from=self.dedup_threshold,  # ``same_meaning`` refuses any pair below it
         )
         order = planner.order
         stages = [

@@ -136,10 +136,32 @@ class PairCosines:
 
     def __init__(self, vectors: Mapping[int, np.ndarray]) -> None:
         self._vectors = vectors
+        self._rows: np.ndarray | None = None  # every vector, one a row (``at_least``)
+        self._row_of = np.zeros(0, dtype=np.intp)  # batch index -> its row there
 
     def __getitem__(self, pair: tuple[int, int]) -> float:
         i, j = pair
         return float(self._vectors[i] @ self._vectors[j])
+
+    def at_least(self, i: int, js: np.ndarray, floor: float) -> np.ndarray:
+        """Which of the pairs ``(i, j)``, ``j`` in ``js``, have a cosine (as
+        ``self[i, j]`` gives it) of ``floor`` or above: one matrix-vector product
+        screens them, and the few it keeps are computed again one by one (its sums
+        run in another order: a pair right at ``floor`` could land either side)."""
+        if self._rows is None:
+            self._row_of = np.zeros(max(self._vectors) + 1, dtype=np.intp)
+            self._row_of[list(self._vectors)] = np.arange(len(self._vectors))
+            self._rows = np.stack(list(self._vectors.values()))
+        near = (self._rows[self._row_of[js]] @ self._vectors[i]).astype(np.float64)
+        near = near >= floor - _SCREEN
+        out = np.zeros(len(js), dtype=bool)
+        out[near] = [self[i, j] >= floor for j in js[near].tolist()]
+        return out
+
+
+_SCREEN = 1e-4
+"""How far below a floor a screened cosine is computed exactly (float32 sums of 384
+unit-vector products in two orders differ by far less)."""
 
 
 class Planner:
@@ -168,31 +190,39 @@ class Planner:
         same_meaning: SameMeaning,
         new_id: Callable[[], uuid.UUID],
         keys: Sequence[Hashable] | None = None,
+        merge_from: float | None = None,
     ) -> None:
         self.plan = WritePlan()
         self._records, self._sims, self._keys = records, sims, keys
         self._same_meaning, self._new_id = same_meaning, new_id
+        self._merge_from = merge_from
+        # each record's key as a number: repeats found among thousands of pairs at once
+        codes: dict[Hashable, int] = {}
+        self._key_codes = np.array([codes.setdefault(k, len(codes)) for k in keys or ()])
         self.decide: PairCosines | None = None
         """The cosines the merge test takes for pairs of the batch, when not ``sims``
         (``threshold`` then only links candidates): set before :meth:`plan_stage`."""
-        # Earlier records of the batch at the threshold, per record, found at once: most
-        # records have none, and picking a row's inserts one record at a time
-        # (``sims[i, inserts]``) was a numpy call per record.
-        self._earlier: dict[int, list[int]] = defaultdict(list)
-        self._last_later: dict[int, int] = {}  # record -> its last later record at it
-        later, earlier = np.nonzero(sims >= threshold)
-        below = earlier < later  # each pair once (and not a record with itself)
-        for i, j in zip(later[below].tolist(), earlier[below].tolist(), strict=True):
-            self._earlier[i].append(j)
-            self._last_later[j] = max(i, self._last_later.get(j, -1))
+        # Earlier records of the batch at the threshold, per record (ascending), found
+        # a row at a time: with a model whose cosines crowd (e5: most pairs of a batch
+        # above its candidate floor) a batch of thousands links millions of pairs, too
+        # many for Python lists or a mask of the whole matrix at once.
+        self._earlier: dict[int, np.ndarray] = {}
+        last_later = np.full(len(records), -1)  # record -> its last later record at it
+        for i in range(1, len(records)):
+            earlier = np.flatnonzero(sims[i, :i] >= threshold)
+            if len(earlier):
+                self._earlier[i] = earlier
+                last_later[earlier] = i
         if keys is not None:
             first: dict[Hashable, list[int]] = defaultdict(list)
             for i, key in enumerate(keys):
                 for j in first[key]:
-                    if j not in self._earlier[i]:
-                        self._earlier[i].append(j)
-                    self._last_later[j] = max(self._last_later.get(j, i), i)
+                    linked_to = self._earlier.get(i, np.zeros(0, dtype=np.intp))
+                    if j not in linked_to:
+                        self._earlier[i] = np.append(linked_to, j)
+                    last_later[j] = max(last_later[j], i)
                 first[key].append(i)
+        self._last_later = {j: int(i) for j, i in enumerate(last_later.tolist()) if i >= 0}
         linked = set(self._earlier) | set(self._last_later)
         self.linked = sorted(linked)
         """The records with another record of the batch at ``threshold`` (or repeated)."""
@@ -200,6 +230,7 @@ class Planner:
         self.order = self.chained(solo) + self.linked
         """The batch indexes in the order to look up and plan (:meth:`plan_stage`)."""
         self._planned = np.zeros(len(records), dtype=bool)
+        self._inserted = np.zeros(len(records), dtype=bool)
         self._results: list[WriteResult | None] = [None] * len(records)
         self._left = len(records)
         self._stored: dict[uuid.UUID, list[int]] = {}  # stored record -> batch records
@@ -245,13 +276,13 @@ class Planner:
                 records,
                 i,
                 neighbours.get(i, ()),
-                self._earlier.get(i, ()),
-                self._sims if self.decide is None else self.decide,
+                self._may_merge(i),
                 self._same_meaning,
                 self._keys,
             )
             self._planned[i] = True
             if target is None:
+                self._inserted[i] = True
                 plan.inserts.append(i)
                 plan.ids[i] = self._new_id()
                 self._results[i] = WriteResult(id=plan.ids[i], status="inserted")
@@ -272,6 +303,28 @@ class Planner:
         if not self._left:
             self._finish()
         return ready + final
+
+    def _may_merge(self, i: int) -> list[tuple[float, int]]:
+        """The inserts of the batch record ``i`` may merge into: its earlier records at
+        the threshold (or repeated) that were inserted, with their cosines (``decide``'s
+        or ``sims``'), in that order. With ``merge_from`` (the merge test's own
+        threshold), only those at it or repeated: below it ``same_meaning`` refuses any
+        pair, so leaving them out decides the same (``_target`` returns the first that
+        may merge, most similar first) without testing each of thousands of pairs."""
+        earlier = self._earlier.get(i)
+        if earlier is None:
+            return []
+        js = earlier[self._inserted[earlier]]
+        if self._merge_from is not None and len(js):
+            if self.decide is not None:
+                keep = self.decide.at_least(i, js, self._merge_from)
+            else:  # the values compared as ``float(sims[i, j])``, in double precision
+                keep = self._sims[i, js].astype(np.float64) >= self._merge_from
+            if self._keys is not None:
+                keep |= self._key_codes[js] == self._key_codes[i]
+            js = js[keep]
+        sims = self._sims if self.decide is None else self.decide
+        return [(float(sims[i, j]), j) for j in js.tolist()]
 
     def _finish(self) -> None:
         """The inserts, and the merges into stored records each taken, in batch order
@@ -320,16 +373,15 @@ def _target(
     records: Sequence[ExperienceIn],
     i: int,
     near: Sequence[Mapping[str, Any]],
-    earlier: Sequence[int],
-    sims: np.ndarray | PairCosines,
+    inserted: Sequence[tuple[float, int]],
     same_meaning: SameMeaning,
     keys: Sequence[Hashable] | None,
 ) -> tuple[uuid.UUID, float, int | None] | None:
     """The record that record ``i`` merges into (id, similarity, batch index or None
     for a stored one), or None to insert it: the first stored neighbour that may merge
-    (or repeats it: ``Planner``), unless an earlier insert of the batch (``earlier``: the
-    earlier records at the threshold or repeated, in batch order) is more similar and
-    may merge too."""
+    (or repeats it: ``Planner``), unless an earlier insert of the batch (``inserted``:
+    ``(cosine, index)`` of the earlier inserts at the threshold or repeated, in batch
+    order) is more similar and may merge too."""
     lesson = records[i].lesson
     key = keys[i] if keys is not None else None
 
@@ -344,7 +396,6 @@ def _target(
             target = (n["id"], float(n["similarity"]), None)
             break
     # Earlier inserts, most similar first (stable: the earlier first on a tie).
-    inserted = [(float(sims[i, j]), j) for j in earlier if j in plan.ids]
     for sim, j in sorted(inserted, key=lambda c: -c[0]):
         if target is not None and sim <= target[1]:
             break
