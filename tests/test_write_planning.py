@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from hindsight_core.dedup_veto import merge_veto
+from hindsight_core.memory import write_plan
 from hindsight_core.memory.write_plan import (
     PairCosines,
     Planner,
@@ -329,11 +330,14 @@ def test_records_are_looked_up_and_inserted_in_a_chain_of_near_neighbours() -> N
 
 
 @pytest.mark.parametrize("paired", [False, True])
-def test_merge_from_decides_what_testing_every_linked_pair_does(paired: bool) -> None:
+def test_merge_from_decides_what_testing_every_linked_pair_does(
+    paired: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A batch whose records are nearly all linked (e5's crowded cosines above its
     candidate floor): the planner given the merge test's threshold (``merge_from``)
     tests only the pairs at it, and plans exactly what testing every pair does, with
-    the batch's own cosines or with lesson vectors (``PairCosines``), repeats too."""
+    lesson vectors screened a block of rows at a time (``PairCosines``), repeats too."""
+    monkeypatch.setattr(write_plan, "SCREEN_ROWS", 16)  # blocks taken in turn
     rng = np.random.default_rng(5)
     words = ["timeout", "cache", "index", "token", "schema", "header", "retry", "lock"]
     verbs = ["Check", "Raise", "Pin", "Rotate", "Quote", "Trim"]

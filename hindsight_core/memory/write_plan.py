@@ -138,6 +138,7 @@ class PairCosines:
         self._vectors = vectors
         self._rows: np.ndarray | None = None  # every vector, one a row (``at_least``)
         self._row_of = np.zeros(0, dtype=np.intp)  # batch index -> its row there
+        self._block = (0, np.zeros((0, 0), dtype=np.float32))  # first row, its cosines
 
     def __getitem__(self, pair: tuple[int, int]) -> float:
         i, j = pair
@@ -145,20 +146,31 @@ class PairCosines:
 
     def at_least(self, i: int, js: np.ndarray, floor: float) -> np.ndarray:
         """Which of the pairs ``(i, j)``, ``j`` in ``js``, have a cosine (as
-        ``self[i, j]`` gives it) of ``floor`` or above: one matrix-vector product
-        screens them, and the few it keeps are computed again one by one (its sums
-        run in another order: a pair right at ``floor`` could land either side)."""
+        ``self[i, j]`` gives it) of ``floor`` or above.
+
+        A matrix product screens them, :data:`SCREEN_ROWS` rows of cosines with every
+        vector at a time (the planner asks in batch order, so each block serves its
+        rows in turn); the few it keeps are computed again one by one, as its sums
+        run in another order (a pair right at ``floor`` could land either side).
+        """
         if self._rows is None:
             self._row_of = np.zeros(max(self._vectors) + 1, dtype=np.intp)
             self._row_of[list(self._vectors)] = np.arange(len(self._vectors))
             self._rows = np.stack(list(self._vectors.values()))
-        near = (self._rows[self._row_of[js]] @ self._vectors[i]).astype(np.float64)
-        near = near >= floor - _SCREEN
+        row = int(self._row_of[i])
+        lo, block = self._block
+        if not lo <= row < lo + len(block):
+            lo = row
+            self._block = lo, self._rows[lo : lo + SCREEN_ROWS] @ self._rows.T
+            block = self._block[1]
+        near = block[row - lo, self._row_of[js]].astype(np.float64) >= floor - _SCREEN
         out = np.zeros(len(js), dtype=bool)
         out[near] = [self[i, j] >= floor for j in js[near].tolist()]
         return out
 
 
+SCREEN_ROWS = 256
+"""Rows of cosines :meth:`PairCosines.at_least` computes at a time (one product)."""
 _SCREEN = 1e-4
 """How far below a floor a screened cosine is computed exactly (float32 sums of 384
 unit-vector products in two orders differ by far less)."""
