@@ -13,6 +13,8 @@ namespace, no vectors given: the model embeds each record, and, for dedup, the l
 trigger of each record that a stored record or another record of the batch links to it
 (with e5's crowded cosines: nearly every record of a batch). Then ``reindex(force=True)``
 re-embeds ``--records`` stored records of the model's own database (whole records only).
+``import`` takes these two paths: new records as ``write_many`` (256 at a time),
+exported ones as ``reindex`` embeds them.
 Reported per model and operation: median rec/s on the wall clock, records per CPU second
 of this process (what the machine's other load does not decide), the texts embedded per
 record (documents / queries) and the load. A batch of a few hundred: one of 48 was
