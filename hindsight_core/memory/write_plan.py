@@ -190,7 +190,9 @@ class Planner:
     in stages decides exactly what planning the batch in order at once does.
 
     With ``keys`` (``dedup_veto.repeat_key`` per record), a record repeating a stored
-    or earlier record's lesson and trigger merges into it at any similarity.
+    or earlier record's lesson and trigger merges into it at any similarity. With
+    ``merge_from``, the cosine below which ``same_meaning`` refuses any pair, only the
+    batch's pairs at it (or repeated) are tested: the same plan (:meth:`_may_merge`).
     """
 
     def __init__(
