@@ -18,14 +18,9 @@ import numpy as np
 import pytest
 
 from hindsight_core.dedup_veto import merge_veto
-from hindsight_core.memory import write_plan
-from hindsight_core.memory.write_plan import (
-    PairCosines,
-    Planner,
-    exact_neighbours,
-    plan_write,
-    write_stages,
-)
+from hindsight_core.memory import write_cosines
+from hindsight_core.memory.write_cosines import PairCosines, exact_neighbours
+from hindsight_core.memory.write_plan import Planner, plan_write, write_stages
 from hindsight_core.memory.write_rows import insert_params, merge_params, record_row
 from hindsight_core.models import parse_experience
 from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text
@@ -337,7 +332,7 @@ def test_merge_from_decides_what_testing_every_linked_pair_does(
     candidate floor): the planner given the merge test's threshold (``merge_from``)
     tests only the pairs at it, and plans exactly what testing every pair does, with
     lesson vectors screened a block of rows at a time (``PairCosines``), repeats too."""
-    monkeypatch.setattr(write_plan, "SCREEN_ROWS", 16)  # blocks taken in turn
+    monkeypatch.setattr(write_cosines, "SCREEN_ROWS", 16)  # blocks taken in turn
     rng = np.random.default_rng(5)
     words = ["timeout", "cache", "index", "token", "schema", "header", "retry", "lock"]
     verbs = ["Check", "Raise", "Pin", "Rotate", "Quote", "Trim"]
