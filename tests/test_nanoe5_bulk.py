@@ -125,4 +125,6 @@ def test_long_batches_report_progress_on_stderr(capsys: pytest.CaptureFixture[st
     lines = capsys.readouterr().err.splitlines()
     assert 5 <= len(lines) <= 11
     assert all(line.startswith("embedding with multilingual-e5-small: ") for line in lines)
-    assert f"{PROGRESS_MIN} of {PROGRESS_MIN} texts" in lines[-1]
+    assert f"{PROGRESS_MIN} of {PROGRESS_MIN} passages" in lines[-1]
+    embedder.embed_queries([f"q{i}" for i in range(PROGRESS_MIN)])  # dedup's side: named
+    assert f"{PROGRESS_MIN} of {PROGRESS_MIN} queries" in capsys.readouterr().err

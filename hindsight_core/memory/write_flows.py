@@ -22,7 +22,8 @@ from ..storage.vectors import vectors_param
 from .base import LESSON_CACHE_SIZE, MemoryBase
 from .curation import CurationFlows
 from .inputs import MAX_BATCH, RecordInput, embedding_text, validate_records
-from .write_plan import PairCosines, Planner, by_record, exact_neighbours, write_stages
+from .write_cosines import PairCosines, exact_neighbours
+from .write_plan import Planner, by_record, write_stages
 from .write_rows import insert_params, merge_params
 
 # Near-duplicate candidates per record (the lexical veto may reject the nearest).
@@ -221,6 +222,7 @@ class WriteFlows(MemoryBase):
             same_meaning=self.same_meaning,
             new_id=self._new_id,
             keys=keys,
+            merge_from=self.dedup_threshold,  # ``same_meaning`` refuses any pair below it
         )
         order = planner.order
         stages = [

@@ -5,8 +5,8 @@ and the batch's own similarities, and says which records are new and which merge
 (into a stored record or into an earlier record of the same batch); a pair above the
 threshold that the lexical veto keeps apart (``same_meaning``) stays two records.
 :class:`Planner` decides the same a stage of the batch at a time (``write_stages``).
-``write_rows.py`` turns the plan into statement parameters; the flow in
-``write_flows.py`` only fetches and yields.
+``write_rows.py`` turns the plan into statement parameters, ``write_cosines.py`` gives
+the cosines compared; the flow in ``write_flows.py`` only fetches and yields.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import numpy as np
 
 from ..dedup_veto import repeat_key
 from ..models import ExperienceIn, WriteResult
+from .write_cosines import PairCosines
 
 SameMeaning = Callable[[str, str, float], bool]
 """``same_meaning(lesson_a, lesson_b, similarity)``: whether the two may merge."""
@@ -79,69 +80,6 @@ def by_record(
     return neighbours
 
 
-def exact_neighbours(
-    matrix: np.ndarray,
-    row: Mapping[str, Any],
-    *,
-    threshold: float,
-    most: int,
-    keys: Sequence[Hashable] | None = None,
-) -> dict[int, list[dict[str, Any]]]:
-    """Stored records at ``threshold`` or above of each batch vector, compared exactly.
-
-    Args:
-        matrix: the batch's vectors, one a row.
-        row: the reply of ``scan_sql.DEDUP_VECTORS``: the namespace's ``ids``,
-            ``lessons``, ``vectors`` (pgvector's binary form, one after another) and
-            ``triggers`` (``None`` when not asked for; asked for with ``keys``).
-        threshold: the dedup threshold (only pairs at it can merge).
-        most: how many neighbours a record keeps, most similar first.
-        keys: per batch record, its ``dedup_veto.repeat_key``: a stored record with
-            the same key is a neighbour at any similarity, kept beyond ``most``.
-    """
-    neighbours: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    if not row["ids"]:  # an empty namespace
-        return neighbours
-    ids, lessons, dim = row["ids"], row["lessons"], matrix.shape[1]
-    stored = np.frombuffer(row["vectors"], dtype=">f4").reshape(len(ids), dim + 1)
-    stored = stored[:, 1:].astype(np.float32)  # without each vector's 4-byte header
-    norms = np.linalg.norm(stored, axis=1)
-    sims = (matrix @ stored.T) / np.where(norms == 0, 1.0, norms)
-    triggers = row.get("triggers")
-    for i, j in zip(*np.nonzero(sims >= threshold), strict=True):
-        n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
-        if triggers is not None:
-            n["trigger"] = triggers[j]
-        neighbours[int(i)].append(n)
-    for i, near in neighbours.items():
-        neighbours[i] = sorted(near, key=lambda n: -n["similarity"])[:most]
-    if keys is not None:
-        stored_keys: dict[Hashable, list[int]] = defaultdict(list)
-        for j, (lesson, trigger) in enumerate(zip(lessons, row["triggers"], strict=True)):
-            stored_keys[repeat_key(lesson, trigger)].append(j)
-        for i, key in enumerate(keys):
-            seen = {n["id"] for n in neighbours.get(i, [])}
-            for j in stored_keys.get(key, ()):
-                if ids[j] not in seen:
-                    n = {"id": ids[j], "lesson": lessons[j], "similarity": float(sims[i, j])}
-                    neighbours[i].append({**n, "trigger": row["triggers"][j], "key": key})
-    return neighbours
-
-
-class PairCosines:
-    """The cosines of pairs of batch records, from their vectors (``vectors``: by
-    batch index), computed when asked (``cosines[i, j]``): :attr:`Planner.decide`
-    asks only for the pairs the stored vectors linked, fewer than a square matrix of
-    a large batch holds."""
-
-    def __init__(self, vectors: Mapping[int, np.ndarray]) -> None:
-        self._vectors = vectors
-
-    def __getitem__(self, pair: tuple[int, int]) -> float:
-        i, j = pair
-        return float(self._vectors[i] @ self._vectors[j])
-
-
 class Planner:
     """Plans a batch a stage at a time: :meth:`plan_stage` decides some records and
     says which new records are final, so that their rows can be inserted while the
@@ -156,7 +94,9 @@ class Planner:
     in stages decides exactly what planning the batch in order at once does.
 
     With ``keys`` (``dedup_veto.repeat_key`` per record), a record repeating a stored
-    or earlier record's lesson and trigger merges into it at any similarity.
+    or earlier record's lesson and trigger merges into it at any similarity. With
+    ``merge_from``, the cosine below which ``same_meaning`` refuses any pair, only the
+    batch's pairs at it (or repeated) are tested: the same plan (:meth:`_may_merge`).
     """
 
     def __init__(
@@ -168,31 +108,39 @@ class Planner:
         same_meaning: SameMeaning,
         new_id: Callable[[], uuid.UUID],
         keys: Sequence[Hashable] | None = None,
+        merge_from: float | None = None,
     ) -> None:
         self.plan = WritePlan()
         self._records, self._sims, self._keys = records, sims, keys
         self._same_meaning, self._new_id = same_meaning, new_id
+        self._merge_from = merge_from
+        # each record's key as a number: repeats found among thousands of pairs at once
+        codes: dict[Hashable, int] = {}
+        self._key_codes = np.array([codes.setdefault(k, len(codes)) for k in keys or ()])
         self.decide: PairCosines | None = None
         """The cosines the merge test takes for pairs of the batch, when not ``sims``
         (``threshold`` then only links candidates): set before :meth:`plan_stage`."""
-        # Earlier records of the batch at the threshold, per record, found at once: most
-        # records have none, and picking a row's inserts one record at a time
-        # (``sims[i, inserts]``) was a numpy call per record.
-        self._earlier: dict[int, list[int]] = defaultdict(list)
-        self._last_later: dict[int, int] = {}  # record -> its last later record at it
-        later, earlier = np.nonzero(sims >= threshold)
-        below = earlier < later  # each pair once (and not a record with itself)
-        for i, j in zip(later[below].tolist(), earlier[below].tolist(), strict=True):
-            self._earlier[i].append(j)
-            self._last_later[j] = max(i, self._last_later.get(j, -1))
+        # Earlier records of the batch at the threshold, per record (ascending), found
+        # a row at a time: with a model whose cosines crowd (e5: most pairs of a batch
+        # above its candidate floor) a batch of thousands links millions of pairs, too
+        # many for Python lists or a mask of the whole matrix at once.
+        self._earlier: dict[int, np.ndarray] = {}
+        last_later = np.full(len(records), -1)  # record -> its last later record at it
+        for i in range(1, len(records)):
+            earlier = np.flatnonzero(sims[i, :i] >= threshold)
+            if len(earlier):
+                self._earlier[i] = earlier
+                last_later[earlier] = i
         if keys is not None:
             first: dict[Hashable, list[int]] = defaultdict(list)
             for i, key in enumerate(keys):
                 for j in first[key]:
-                    if j not in self._earlier[i]:
-                        self._earlier[i].append(j)
-                    self._last_later[j] = max(self._last_later.get(j, i), i)
+                    linked_to = self._earlier.get(i, np.zeros(0, dtype=np.intp))
+                    if j not in linked_to:
+                        self._earlier[i] = np.append(linked_to, j)
+                    last_later[j] = max(last_later[j], i)
                 first[key].append(i)
+        self._last_later = {j: int(i) for j, i in enumerate(last_later.tolist()) if i >= 0}
         linked = set(self._earlier) | set(self._last_later)
         self.linked = sorted(linked)
         """The records with another record of the batch at ``threshold`` (or repeated)."""
@@ -200,6 +148,7 @@ class Planner:
         self.order = self.chained(solo) + self.linked
         """The batch indexes in the order to look up and plan (:meth:`plan_stage`)."""
         self._planned = np.zeros(len(records), dtype=bool)
+        self._inserted = np.zeros(len(records), dtype=bool)
         self._results: list[WriteResult | None] = [None] * len(records)
         self._left = len(records)
         self._stored: dict[uuid.UUID, list[int]] = {}  # stored record -> batch records
@@ -245,13 +194,13 @@ class Planner:
                 records,
                 i,
                 neighbours.get(i, ()),
-                self._earlier.get(i, ()),
-                self._sims if self.decide is None else self.decide,
+                self._may_merge(i),
                 self._same_meaning,
                 self._keys,
             )
             self._planned[i] = True
             if target is None:
+                self._inserted[i] = True
                 plan.inserts.append(i)
                 plan.ids[i] = self._new_id()
                 self._results[i] = WriteResult(id=plan.ids[i], status="inserted")
@@ -272,6 +221,28 @@ class Planner:
         if not self._left:
             self._finish()
         return ready + final
+
+    def _may_merge(self, i: int) -> list[tuple[float, int]]:
+        """The inserts of the batch record ``i`` may merge into: its earlier records at
+        the threshold (or repeated) that were inserted, with their cosines (``decide``'s
+        or ``sims``'), in that order. With ``merge_from`` (the merge test's own
+        threshold), only those at it or repeated: below it ``same_meaning`` refuses any
+        pair, so leaving them out decides the same (``_target`` returns the first that
+        may merge, most similar first) without testing each of thousands of pairs."""
+        earlier = self._earlier.get(i)
+        if earlier is None:
+            return []
+        js = earlier[self._inserted[earlier]]
+        if self._merge_from is not None and len(js):
+            if self.decide is not None:
+                keep = self.decide.at_least(i, js, self._merge_from)
+            else:  # the values compared as ``float(sims[i, j])``, in double precision
+                keep = self._sims[i, js].astype(np.float64) >= self._merge_from
+            if self._keys is not None:
+                keep |= self._key_codes[js] == self._key_codes[i]
+            js = js[keep]
+        sims = self._sims if self.decide is None else self.decide
+        return [(float(sims[i, j]), j) for j in js.tolist()]
 
     def _finish(self) -> None:
         """The inserts, and the merges into stored records each taken, in batch order
@@ -320,16 +291,15 @@ def _target(
     records: Sequence[ExperienceIn],
     i: int,
     near: Sequence[Mapping[str, Any]],
-    earlier: Sequence[int],
-    sims: np.ndarray | PairCosines,
+    inserted: Sequence[tuple[float, int]],
     same_meaning: SameMeaning,
     keys: Sequence[Hashable] | None,
 ) -> tuple[uuid.UUID, float, int | None] | None:
     """The record that record ``i`` merges into (id, similarity, batch index or None
     for a stored one), or None to insert it: the first stored neighbour that may merge
-    (or repeats it: ``Planner``), unless an earlier insert of the batch (``earlier``: the
-    earlier records at the threshold or repeated, in batch order) is more similar and
-    may merge too."""
+    (or repeats it: ``Planner``), unless an earlier insert of the batch (``inserted``:
+    ``(cosine, index)`` of the earlier inserts at the threshold or repeated, in batch
+    order) is more similar and may merge too."""
     lesson = records[i].lesson
     key = keys[i] if keys is not None else None
 
@@ -344,7 +314,6 @@ def _target(
             target = (n["id"], float(n["similarity"]), None)
             break
     # Earlier inserts, most similar first (stable: the earlier first on a tie).
-    inserted = [(float(sims[i, j]), j) for j in earlier if j in plan.ids]
     for sim, j in sorted(inserted, key=lambda c: -c[0]):
         if target is not None and sim <= target[1]:
             break

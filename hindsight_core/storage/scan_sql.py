@@ -71,7 +71,7 @@ def items_exact_scan_sql(n_labels: int) -> sa.TextClause:
 # ``n`` and ``exact`` (false) come back, and the batch is looked up in the HNSW index,
 # with the search effort this statement sets for the rest of the transaction.
 # ``unanalyzed``: the table has no statistics yet (never analyzed: :data:`ANALYZE`).
-# ``triggers`` only with ``:triggers`` (``write_plan.exact_neighbours``: repeats).
+# ``triggers`` only with ``:triggers`` (``write_cosines.exact_neighbours``: repeats).
 # A superseded record's id is its chain's head (``experiences_sql.head_of``).
 DEDUP_VECTORS = sa.text(
     f"""
