@@ -147,7 +147,7 @@ class Ranking:
 
     w_kw: float = 0.09  # keyword_weight x (1 - cosine floor)
     hub: float = 0.75
-    hub_k: int = 40
+    hub_k: int = 0  # the hub mean over every text (the store's, 0013); k: the query's k nearest
     cand: int = 40
     label_share: float = 0.5
     kw_spread: float = 0.0  # keyword weight = this x the query's top-40 cosine spread
@@ -167,7 +167,7 @@ def rank(c: Conv, qi: int, r: Ranking, limit: int = 10) -> list[int]:
         cands = np.union1d(cands, c.top(np.where(matched, kw, -np.inf), min(r.cand, matched.sum())))
     sim = cos.copy()
     if r.hub:
-        mu = c.docs[c.top(cos, r.hub_k)].mean(axis=0)
+        mu = (c.docs[c.top(cos, r.hub_k)] if r.hub_k else c.docs).mean(axis=0)
         mu /= np.linalg.norm(mu)
         sim = cos - r.hub * (c.docs @ mu - q @ mu)
     if r.csls_k:
@@ -175,7 +175,7 @@ def rank(c: Conv, qi: int, r: Ranking, limit: int = 10) -> list[int]:
         sim = sim - r.csls_w * (r_t - r_t.mean())  # centred: the clamp at 0 stays a floor
     w_kw = r.w_kw
     if r.kw_spread:
-        near = np.sort(cos)[::-1][: r.hub_k]
+        near = np.sort(cos)[::-1][:40]
         w_kw = r.kw_spread * float(near[0] - near[-1])
     fused = np.full(len(cos), -np.inf)
     fused[cands] = 0.7 * np.maximum(0, sim[cands]) + w_kw * kw[cands]
@@ -251,6 +251,7 @@ VARIANTS: dict[str, Ranking] = {
     "labels at 0.25": Ranking(label_share=0.25),
     "labels at 1.0": Ranking(label_share=1.0),
     "hub correction off": Ranking(hub=0),
+    "hub mean of the query's 40 nearest (the store before 12-07)": Ranking(hub_k=40),
     "hub mean of the 160 nearest": Ranking(hub_k=160),
     "80 candidates a side": Ranking(cand=80),
     "keyword weight 0.045 (half)": Ranking(w_kw=0.045),

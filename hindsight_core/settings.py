@@ -137,7 +137,7 @@ class Settings(BaseSettings):
         ge=0,
         le=2,
         description="Item search takes this much of a stored text's cosine to the mean "
-        "vector of the query's nearest texts (less the query's) off its semantic score, so "
+        "vector of the searched prefix's texts (less the query's) off its semantic score, so "
         "that texts close to every query (a model whose vectors share one direction) do "
         "not crowd the top; 0 turns it off. Unset: the model's (0; 0.75 for e5 models).",
     )

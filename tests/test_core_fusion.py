@@ -179,6 +179,49 @@ def test_a_text_near_every_query_does_not_outrank_the_one_about_it(
     mem.close()
 
 
+def _axes(**weights: float) -> tuple[float, ...]:
+    v = np.zeros(DIM)
+    for axis, w in weights.items():
+        v[int(axis[1:])] = w
+    return tuple(v / np.linalg.norm(v))
+
+
+# A haystack with a topic cluster (LongMemEval's evidence session): the query asks a
+# detail (axis 2) of a topic (axis 1) that 40 texts are about; "meant" has both, "other"
+# the detail alone. The mean of the query's 40 nearest texts is the topic's direction:
+# taken as the hub direction, it pushed "meant" (cosine 0.99) below "other" (0.84).
+CLUSTER_QUERY = "a detail of the topic"
+CLUSTER_VECTORS = {
+    CLUSTER_QUERY: _axes(e0=0.7, e1=0.5, e2=0.5),
+    "meant": _axes(e0=0.7, e1=0.6, e2=0.4),
+    "other": _axes(e0=0.7, e1=0.05, e2=0.45, e3=0.3),
+    **{
+        f"topic {i}": _axes(e0=0.7, e1=0.7, **{f"e{3 + i % 5}": 0.15 * (1 + i % 3)})
+        for i in range(39)
+    },
+    **{f"filler {i}": _axes(e0=0.7, **{f"e{3 + i % 5}": 0.5 + 0.05 * (i % 4)}) for i in range(60)},
+}
+
+
+def test_the_hub_direction_is_the_corpus_not_the_query_topic(settings: Settings) -> None:
+    """With the e5 hub correction on, the text about the query's detail and topic stays
+    first although 40 texts share its topic: the correction's mean direction is that of
+    the searched texts, not of the query's neighbours (items_search_sql.SUMS)."""
+    emb = CallableEmbedder(
+        lambda texts: np.array([CLUSTER_VECTORS[t] for t in texts]),
+        dim=DIM,
+        model_name="intfloat/multilingual-e5-small",
+    )
+    mem = Memory(("fusion", "cluster"), settings=settings, embedder=emb)
+    items = Items(mem, index=ItemIndex(dims=DIM, fields=("text",)))
+    ns = ("fusion", "cluster")
+    items.batch([PutItem(ns, t, {"text": t}) for t in CLUSTER_VECTORS if t != CLUSTER_QUERY])
+    for ranking in ("hybrid", "vector"):
+        hits = items.search(ns, query=CLUSTER_QUERY, limit=3, ranking=ranking)
+        assert hits[0].item.key == "meant", [(h.item.key, h.breakdown) for h in hits]
+    mem.close()
+
+
 def test_the_hub_correction_setting_wins() -> None:
     emb = _embedder(None, model_name="intfloat/multilingual-e5-small")
     assert hub_correction(Settings(), emb) == 0.75

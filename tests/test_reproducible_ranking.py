@@ -95,8 +95,8 @@ def _same(a: tuple[list[Any], list[float]], b: tuple[list[Any], list[float]]) ->
     assert a[1] == pytest.approx(b[1], abs=1e-6)
 
 
-# 0.75: the hub correction (an e5 model's) on, its mean taken over the query's nearest
-# fields (items_search_sql.HUB_NEIGHBOURS).
+# 0.75: the hub correction (an e5 model's) on, its mean taken over the prefix's first
+# fields, from their sums (items_search_sql.SUMS, migration 0013).
 @pytest.mark.parametrize("hub", [None, 0.75])
 def test_two_fresh_loads_rank_alike_with_or_without_analyze(
     two_dbs: list[str], hub: float | None

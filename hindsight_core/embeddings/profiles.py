@@ -66,17 +66,19 @@ class ModelProfile:
             the vector is the dedup test, and it must not move with the run's action
             or outcome. e5 models embed every field (see :func:`_e5`).
         hub_correction: how much of a stored text's closeness to the mean direction
-            of the query's nearest texts item search takes off its cosine (0: none;
+            of the searched texts item search takes off its cosine (0: none;
             see :func:`hub_correction`). A model whose vectors all lie in a narrow
             cone (e5: a conversation's mean vector has a norm of ~0.96) gives a text
             near the cone's axis (a short or generic chat turn, a question) a high
             cosine to every query: such "hubs" crowded the top ranks. Taking off
             ``hub_correction * (cos(text, mean) - cos(query, mean))``, with ``mean``
-            that of the query's 40 nearest fields (a text's mean similarity to them),
-            ranks by what a text shares with the query beyond what the texts around
-            it share (hubness reduction, as CSLS does with the neighbours' mean
-            similarity; the common direction is what "all-but-the-top"
-            post-processing removes), and an exact match still scores 1.
+            that of the searched prefix's fields (from their kept sums: a
+            text's mean similarity to them), ranks by what a text shares with the
+            query beyond what the corpus shares (hubness reduction; the common
+            direction is what "all-but-the-top" post-processing removes), and an
+            exact match still scores 1. The mean of the query's own neighbours, used
+            before, is the query's topic where many texts are about it, and pushed
+            those texts down (``storage.items_search_sql.SUMS``).
         dedup_candidate_floor: with more than lesson and trigger embedded, or with
             ``dedup_as_query``, the cosine of the stored vectors from which a stored
             record is a dedup candidate; the merge is then decided on the cosine of the

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from .. import arguments
 from ..arguments import MAX_OFFSET
 from ..errors import ValidationError
-from ..models import NS_SEPARATOR, Namespace, ns_key
+from ..models import NS_SEPARATOR, Namespace, ns_key, reject_nul
 from ..storage.items_sql import Distance, IndexKind, VectorSpec, VectorType
 
 Ranking = Literal["vector", "hybrid"]
@@ -217,6 +217,12 @@ def dump_value(value: object, key: str) -> str:
             f"value of item {key!r} must be a mapping, got {type(value).__name__}", field="value"
         )
     try:
-        return _encode(value if type(value) is dict else dict(value))
+        text = _encode(value if type(value) is dict else dict(value))
     except (TypeError, ValueError) as exc:
         raise ValidationError(f"value of item {key!r} is not JSON: {exc}", field="value") from None
+    if "\\u0000" in text:  # a NUL character (JSON escapes it): jsonb cannot hold one
+        try:
+            reject_nul(value, "value")
+        except ValueError as exc:
+            raise ValidationError(f"item {key!r}: {exc}", field="value") from None
+    return text

@@ -66,13 +66,15 @@ def _vectors_from(n_labels: int, filters: FilterSpec, omit_expired: bool, ns: st
 # scan does too (``recall_sql``). ``ns`` is never NULL.
 UNINDEXED_NS = "COALESCE({}, '')"
 
-# The hub correction's mean direction (see hybrid_search_sql) is the mean of the query's
-# nearest this many fields: the semantic candidates' first rows, so no extra scan (a
-# sample of the namespace's rows in key order had to sort them: a sequential scan of a
-# 10k-row prefix per search); a fixed count, so the same whatever the page's limit. In
-# a model's narrow cone the mean of 40 neighbours points where the namespace's does
-# (LoCoMo dev: the same recall as the mean of 500 rows, bench/HISTORY.md's LoCoMo ablation).
-HUB_NEIGHBOURS = 40
+# The hub correction's mean direction (see hybrid_search_sql) is that of the searched
+# prefix's vectors: the direction the searched texts share, which a hub (a generic text,
+# near every query) lies close to. Their sum per namespace and dimension is kept by
+# triggers (migration 0013), so the direction of any prefix is a sum of a few rows. It
+# was the mean of the query's 40 nearest fields, which is the query's topic rather than
+# the corpus's hub direction: where many texts are about the query (a LongMemEval
+# haystack's evidence session), it pushed exactly those down (bench/HISTORY.md, "The
+# hub correction's mean").
+SUMS = "hindsight_item_vector_sums"
 
 
 # ---------------------------------------------------------------------- search
@@ -148,8 +150,8 @@ def hybrid_search_sql(
     are left out.
 
     ``hub``: each field's cosine is first corrected by ``:w_hub`` times its closeness to
-    the mean direction ``mu`` of the query's ``HUB_NEIGHBOURS`` nearest fields (a text's
-    mean similarity to them: how much of a hub it is there) less the query's,
+    the mean direction ``mu`` of the prefix's fields (from their sums, :data:`SUMS`: a
+    text's mean similarity to them, how much of a hub it is there) less the query's,
     ``cos(q, v) - w_hub * (cos(v, mu) - cos(q, mu))``
     (``embeddings.profiles.ModelProfile.hub_correction``): candidates are found by the
     plain cosine, the correction reorders them, and a field equal to the query keeps
@@ -215,19 +217,15 @@ def hybrid_search_sql(
         )
     cosine = VectorSpec(spec.dims, "cosine", "vector")
     similarity = cosine.similarity_sql()
-    hub_cte = sem_extra = ""
+    hub_cte = ""
     if hub:
-        # The vectors are read again for the 40 nearest rows (primary-key lookups), not
-        # carried through the exact scan's sort of every row.
-        sem_extra = f", v.field, {spec.distance_sql()} AS d"
-        # cos(v, mu) - cos(q, mu) = d(q, mu) - d(v, mu) in cosine distances; no semantic
-        # candidate (mu NULL): no correction.
+        # cos(v, mu) - cos(q, mu) = d(q, mu) - d(v, mu) in cosine distances (a sum has
+        # the mean's direction); an empty prefix (mu NULL): no correction.
         hub_cte = f"""hub AS MATERIALIZED (
             SELECT h.mu, {cosine.query()} <=> h.mu AS dq FROM (
-                SELECT avg({cosine.expr()}) AS mu FROM (
-                    SELECT s.ns, s.key, s.field FROM sem s ORDER BY s.d, s.ns, s.key, s.field
-                    LIMIT {HUB_NEIGHBOURS}) n
-                JOIN {V} v ON v.ns = n.ns AND v.key = n.key AND v.field = n.field) h
+                SELECT sum(s.total) AS mu FROM {SUMS} s
+                WHERE {prefix_condition(n_labels, "s.ns")} AND s.dims = {int(spec.dims)}
+                    AND s.n > 0) h
         ),"""
         similarity = (
             f"({similarity} - :w_hub * COALESCE((SELECT dq FROM hub)"
@@ -236,7 +234,7 @@ def hybrid_search_sql(
     return sa.text(
         f"""
         WITH {stats} sem AS (
-            SELECT v.ns, v.key{sem_extra} {source} AND {spec.dims_predicate()}
+            SELECT v.ns, v.key {source} AND {spec.dims_predicate()}
             ORDER BY {spec.distance_sql()}{" + 0, v.ns, v.key, v.field" if exact else ""}
             LIMIT :cand
         ), {hub_cte} {kw},
