@@ -133,6 +133,7 @@ def evaluate(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> 
     turn_scores: list[dict[str, float]] = []
     sess_scores: list[dict[str, float]] = []
     latencies: list[float] = []
+    first: dict[str, int | None] = {}  # the best-ranked evidence turn's rank, per question
     for q in qs:
         ns = ("lme", q["question_id"])
         t0 = time.perf_counter()
@@ -147,6 +148,8 @@ def evaluate(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> 
         }
         if rel_turns:
             turn_scores.append(metrics(keys, rel_turns))
+            ranks = [i for i, k in enumerate(keys, 1) if k in rel_turns]
+            first[q["question_id"]] = ranks[0] if ranks else None
         sessions = list(dict.fromkeys(k.rsplit(":", 1)[0] for k in keys))
         sess_scores.append(metrics(sessions, set(q["answer_session_ids"])))
 
@@ -159,6 +162,7 @@ def evaluate(items: Items, qs: list[dict[str, Any]], roles: tuple[str, ...]) -> 
         "turn_questions": len(turn_scores),
         "session_questions": len(sess_scores),
         "search_ms": c.percentiles(latencies),
+        "first_evidence_rank": first,  # to see which questions two runs differ on
     }
 
 

