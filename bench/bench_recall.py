@@ -331,7 +331,8 @@ def end_to_end(
             k += 1
             record = c.full_record(k, work.triples[k % len(work.triples)])
             with c.timer() as w:
-                mem.write(record, namespace=(ns[0], ns[1], "e2e-writes"))
+                # each model its own namespace: dedup compares a write with its model's
+                mem.write(record, namespace=(ns[0], ns[1], f"e2e-writes-{name}"))
             if i >= 5:
                 samples[name]["embed"].append(t[0] * 1000)
                 samples[name]["recall"].append(r[0] * 1000)
