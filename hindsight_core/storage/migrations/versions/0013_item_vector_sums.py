@@ -12,9 +12,10 @@ division), whatever the prefix's size.
 Statement-level triggers with transition tables keep it in step with every insert,
 update, delete and truncate of ``hindsight_item_vectors``, in the writer's own
 transaction, as ``hindsight_keyword_stats`` is kept (0009): one aggregate per statement,
-namespace and dimension, applied in key order; an update whose vector did not change
-touches no row. The sums are float4, added and subtracted in the order the statements
-commit: the same writes in the same order give the same sums to the bit.
+namespace and dimension, applied in key order (an update's as new minus old); an update
+whose vector did not change touches no row, and a trigger on no row runs no statement.
+The sums are float4, added and subtracted in the order the statements commit: the same
+writes in the same order give the same sums to the bit.
 
 Revision ID: 0013
 Revises: 0012
@@ -42,11 +43,15 @@ SET n = s.n + EXCLUDED.n, total = s.total {sign} EXCLUDED.total
 
 _NEW = "SELECT ns, vector_dims(embedding) AS dims, embedding FROM nt"
 _OLD = "SELECT ns, vector_dims(embedding) AS dims, embedding FROM ot"
-_CHANGED = (
-    "SELECT {t}.ns, vector_dims({t}.embedding) AS dims, {t}.embedding"
-    " FROM ot o JOIN nt n USING (ns, key, field)"
-    " WHERE o.embedding IS DISTINCT FROM n.embedding"
-)
+# An update's changed vectors: the same rows, so n stays and the sum moves by new - old.
+_UPDATE = """
+INSERT INTO hindsight_item_vector_sums AS s (ns, dims, n, total)
+SELECT o.ns, vector_dims(o.embedding), 0, sum(n.embedding) - sum(o.embedding)
+FROM ot o JOIN nt n USING (ns, key, field)
+WHERE o.embedding IS DISTINCT FROM n.embedding
+GROUP BY 1, 2 ORDER BY 1, 2
+ON CONFLICT (ns, dims) DO UPDATE SET total = s.total + EXCLUDED.total
+"""
 
 
 def upgrade() -> None:
@@ -61,13 +66,14 @@ def upgrade() -> None:
     op.execute(f"""
 CREATE OR REPLACE FUNCTION {FUNCTION}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    -- An upsert fires the INSERT and UPDATE triggers and its stale-vector delete the
+    -- DELETE one, most of them on no row: those return before any statement.
     IF TG_OP = 'INSERT' THEN
-        {_APPLY.format(sign="+", rows=_NEW)};
+        IF EXISTS (SELECT FROM nt) THEN {_APPLY.format(sign="+", rows=_NEW)}; END IF;
     ELSIF TG_OP = 'DELETE' THEN
-        {_APPLY.format(sign="-", rows=_OLD)};
+        IF EXISTS (SELECT FROM ot) THEN {_APPLY.format(sign="-", rows=_OLD)}; END IF;
     ELSIF TG_OP = 'UPDATE' THEN
-        {_APPLY.format(sign="-", rows=_CHANGED.format(t="o"))};
-        {_APPLY.format(sign="+", rows=_CHANGED.format(t="n"))};
+        IF EXISTS (SELECT FROM nt) THEN {_UPDATE}; END IF;
     ELSE
         DELETE FROM hindsight_item_vector_sums;
     END IF;
