@@ -36,9 +36,8 @@ to cosine ~0.99995 where it does not (its AVX2 kernel: a row's float sums depend
 product's size by the last bit, which the int8 rounding of the next input can turn into
 a step; tests/_blas_util.py). The same batch in the same order gives the same vectors
 on every machine. With ``auto`` a short text alone gets the C engine's, in a batch
-numpy's. BLAS is
-OpenBLAS's on one thread for the whole process once the numpy engine has run
-(``_numpy_nn.one_blas_thread``: a fork while its workers ran hung the process); the C
+numpy's. BLAS is OpenBLAS's on one thread for the whole process once the numpy engine
+has run (``_numpy_nn.one_blas_thread``: a fork while its workers ran hung the process); the C
 engine runs on one OpenMP thread per calling thread (``threads`` given: a single text
 on that many).
 
